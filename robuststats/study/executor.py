@@ -54,6 +54,18 @@ def _resolve(name: str, registry: Callable[..., Any], params: dict[str, Any]) ->
     return registry(name, **params)
 
 
+def _get_task(name: str, **params: Any) -> Any:
+    from robuststats.study.tasks import get_task
+
+    return get_task(name, **params)
+
+
+def _get_trainer(name: str, **params: Any) -> Any:
+    from robuststats.study.trainer import get_trainer
+
+    return get_trainer(name, **params)
+
+
 def _is_external(name: str) -> bool:
     return ":" in name
 
@@ -73,9 +85,10 @@ def run_job(run_dir: str, spec: dict[str, Any], job: TrainJob, cells: list[Cell]
 
     ``on_cell(1)`` is called after each cell (finished or failed) when running in-process.
     """
-    import torch
+    if not _is_external(spec["trainer"]["name"]):
+        import torch
 
-    torch.set_num_threads(1)  # the pool is the parallelism; threads would oversubscribe
+        torch.set_num_threads(1)  # the pool is the parallelism; threads would oversubscribe
     ledger = RunLedger(Path(run_dir))
     counts = {"done": 0, "failed": 0, "trained": 0}
     try:
@@ -130,12 +143,10 @@ def _model_for(ledger: RunLedger, spec: dict[str, Any], job: TrainJob) -> tuple[
                                          aqn=cond["aqn"])
     else:
         from robuststats import engine
+        from robuststats.study import trainer as trainer_mod
 
         noise = engine.NoiseSpec.from_dict(cond["train_noise"]) if cond["train_noise"] else None
-        aqn = None
-        if cond["aqn"]:
-            from_dict = getattr(engine.AQNSchedule, "from_dict", None)
-            aqn = from_dict(cond["aqn"]) if from_dict else engine.AQNSchedule(**cond["aqn"])
+        aqn = dict(cond["aqn"]) if cond["aqn"] else None  # the trainer accepts the mapping
         condition = trainer_mod.TrainingCondition(job.condition, noise, aqn)
     tmp = ledger.new_model_tmpdir(job)
     start = time.perf_counter()
@@ -154,9 +165,8 @@ def _evaluate(model: Any, task: Any, items: list[Any], spec: dict[str, Any], cel
     own = getattr(model, "evaluate", None)
     if external and own is not None:
         return own(task, items, noise=noise, noise_seed=cell.noise_seed, batch_size=batch)
-    from robuststats.study.evaluate import evaluate
-
     from robuststats import engine
+    from robuststats.study.evaluate import evaluate
 
     noise_spec = engine.NoiseSpec.from_dict(noise) if noise is not None else None
     return evaluate(model, task, items, noise=noise_spec, noise_seed=cell.noise_seed,

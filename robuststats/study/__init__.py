@@ -1,0 +1,59 @@
+"""Studies: validated study files, plans, a resumable executor, analysis of item outcomes.
+
+Names are imported on first use, so ``import robuststats.study`` (and ``robuststats
+analyze``) never imports torch; only training and evaluation do.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# eager: light (no torch), and the function ``plan`` must shadow the submodule ``plan``
+from robuststats.study.plan import Cell, TrainJob, plan
+from robuststats.study.spec import StudySpec
+
+__all__ = [
+    "Analysis",
+    "AnalysisOptions",
+    "Cell",
+    "RunLedger",
+    "StudyRun",
+    "StudySpec",
+    "TrainJob",
+    "analyze_outcomes",
+    "evaluate",
+    "get_task",
+    "get_trainer",
+    "plan",
+    "read_outcomes",
+    "run_study",
+    "validate_outcomes",
+    "write_version",
+]
+
+_LAZY = {
+    "Analysis": "robuststats.study.analysis",
+    "AnalysisOptions": "robuststats.study.analysis",
+    "analyze_outcomes": "robuststats.study.analysis",
+    "RunLedger": "robuststats.study.ledger",
+    "StudyRun": "robuststats.study.runner",
+    "run_study": "robuststats.study.runner",
+    "write_version": "robuststats.study.runner",
+    "read_outcomes": "robuststats.study.io",
+    "validate_outcomes": "robuststats.study.io",
+    "get_task": "robuststats.study.tasks",
+    "get_trainer": "robuststats.study.trainer",
+    "evaluate": "robuststats.study.evaluate",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'robuststats.study' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
