@@ -1,0 +1,142 @@
+"""Error models: what a noisy op adds to its exact result ``y``.
+
+Every model returns the *error* tensor ``e`` (so the noisy result is ``y + e``); the
+session adds it in place where autograd allows and records ``‖e‖² / ‖y‖²``.
+
+Stochastic models (draw from the session's own ``torch.Generator``):
+
+- ``relative_gaussian``: ``e = s·|y|·ε``, ε ~ N(0, 1). Same law as ``y·(1 + s·ε)`` because
+  ``sign(y)·ε`` is again N(0, 1); RMS relative error = s.
+- ``absolute_gaussian``: ``e = s·ε`` (independent of ``y``).
+
+Deterministic models (no randomness, same input → same error):
+
+- ``systematic_bias``: ``e = s·|y|``. Every error has the same (positive) sign, like a
+  round-up rounding mode: errors add up linearly over a sum instead of as √n.
+- ``fp8_e4m3`` / ``fp8_e5m2``: per-tensor scaled cast, ``q(y) = cast(y·c)/c`` with
+  ``c = fmax / max|y|`` (fmax 448 for E4M3, 57344 for E5M2), via torch float8 dtypes
+  (OCP FP8 formats, Micikevicius et al. 2022, arXiv:2209.05433).
+- ``int8``: per-tensor symmetric fake quantization ``q(y) = round(y/Δ)·Δ``,
+  ``Δ = max|y| / 127``, clipped to [−127, 127] (Jacob et al. 2018, arXiv:1712.05877).
+- ``mxfp4``: OCP Microscaling MXFP4 (OCP MX spec v1.0, 2023): blocks of 32 along the last
+  dimension share an E8M0 scale ``X = 2^(⌊log2 max|v|⌋ − 2)``; elements are E2M1
+  (magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6), round to nearest, saturating at 6.
+
+For the deterministic formats ``e = s·(q(y) − y)``: ``scale = 1`` is the format itself,
+0 is exact, values in between interpolate. Measured RMS relative errors on N(0, 1) data
+are in ``docs/engine.md`` and are asserted by ``tests/engine/test_error_models.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+__all__ = ["ERROR_MODELS", "compute_error", "quantize"]
+
+_FP8 = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
+_E2M1_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+_MX_BLOCK = 32
+_E2M1_EMAX = 2  # exponent of the largest E2M1 magnitude (6 = 1.5·2²)
+
+
+def _amax(y: torch.Tensor) -> torch.Tensor:
+    # clamp keeps an all-zero tensor from dividing by zero (its quantization is exact)
+    return y.detach().abs().amax().float().clamp_min(torch.finfo(torch.float32).tiny)
+
+
+def _quant_fp8(y: torch.Tensor, kind: str) -> torch.Tensor:
+    dtype = _FP8[kind]
+    c = torch.finfo(dtype).max / _amax(y)
+    yf = y.float()
+    return ((yf * c).to(dtype).float() / c).to(y.dtype)
+
+
+def _quant_int8(y: torch.Tensor) -> torch.Tensor:
+    delta = _amax(y) / 127.0
+    yf = y.float()
+    return (torch.round(yf / delta).clamp_(-127, 127) * delta).to(y.dtype)
+
+
+def _quant_mxfp4(y: torch.Tensor) -> torch.Tensor:
+    if y.ndim == 0:
+        return _quant_mxfp4(y.reshape(1)).reshape(())
+    shape = y.shape
+    n = shape[-1]
+    pad = (-n) % _MX_BLOCK
+    yf = y.float()
+    if pad:
+        yf = torch.nn.functional.pad(yf, (0, pad))
+    blocks = yf.reshape(*yf.shape[:-1], -1, _MX_BLOCK)
+    amax = blocks.abs().amax(dim=-1, keepdim=True)
+    # E8M0 shared scale: a power of two; all-zero blocks get scale 1 (their values are 0)
+    exp = torch.floor(torch.log2(amax.clamp_min(torch.finfo(torch.float32).tiny))) - _E2M1_EMAX
+    scale = torch.where(amax > 0, torch.exp2(exp), torch.ones_like(amax))
+    v = (blocks / scale).abs().clamp_(max=_E2M1_GRID[-1])
+    grid = torch.tensor(_E2M1_GRID, dtype=v.dtype, device=v.device)
+    mids = (grid[1:] + grid[:-1]) / 2
+    # round to nearest grid value; ties go to the larger magnitude (searchsorted right=False
+    # puts a value equal to a midpoint on the lower side, so use right=True)
+    idx = torch.searchsorted(mids, v, right=True)
+    q = grid[idx] * torch.sign(blocks) * scale
+    q = q.reshape(*yf.shape)
+    if pad:
+        q = q[..., :n]
+    return q.reshape(shape).to(y.dtype)
+
+
+def quantize(y: torch.Tensor, kind: str) -> torch.Tensor:
+    """Fake-quantize ``y`` with a deterministic format (``fp8_e4m3``, ``fp8_e5m2``, ``int8``,
+    ``mxfp4``); same shape and dtype as ``y``."""
+    if kind in _FP8:
+        return _quant_fp8(y, kind)
+    if kind == "int8":
+        return _quant_int8(y)
+    if kind == "mxfp4":
+        return _quant_mxfp4(y)
+    raise KeyError(kind)
+
+
+def _relative_gaussian(y: torch.Tensor, s: float, g: torch.Generator | None) -> torch.Tensor:
+    e = torch.randn(y.shape, generator=g, dtype=y.dtype, device=y.device)
+    return e.mul_(y.detach().abs()).mul_(s)
+
+
+def _absolute_gaussian(y: torch.Tensor, s: float, g: torch.Generator | None) -> torch.Tensor:
+    return torch.randn(y.shape, generator=g, dtype=y.dtype, device=y.device).mul_(s)
+
+
+def _systematic_bias(y: torch.Tensor, s: float, g: torch.Generator | None) -> torch.Tensor:
+    return y.detach().abs().mul_(s)
+
+
+def _format(kind: str) -> Callable[[torch.Tensor, float, torch.Generator | None], torch.Tensor]:
+    def error(y: torch.Tensor, s: float, g: torch.Generator | None) -> torch.Tensor:
+        yd = y.detach()
+        e = quantize(yd, kind).sub_(yd)
+        return e if s == 1.0 else e.mul_(s)
+
+    return error
+
+
+ERROR_MODELS: dict[str, Callable[[torch.Tensor, float, torch.Generator | None], torch.Tensor]] = {
+    "relative_gaussian": _relative_gaussian,
+    "absolute_gaussian": _absolute_gaussian,
+    "systematic_bias": _systematic_bias,
+    "fp8_e4m3": _format("fp8_e4m3"),
+    "fp8_e5m2": _format("fp8_e5m2"),
+    "int8": _format("int8"),
+    "mxfp4": _format("mxfp4"),
+}
+
+#: Kinds whose error does not depend on a random draw.
+DETERMINISTIC_KINDS = frozenset({"systematic_bias", "fp8_e4m3", "fp8_e5m2", "int8", "mxfp4"})
+
+
+def compute_error(
+    kind: str, y: torch.Tensor, scale: float, generator: torch.Generator | None
+) -> torch.Tensor:
+    """The error tensor ``e`` of error model ``kind`` for exact result ``y`` (no grad)."""
+    with torch.no_grad():
+        return ERROR_MODELS[kind](y, scale, generator)

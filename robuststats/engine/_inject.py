@@ -1,0 +1,158 @@
+"""`inject(model, spec)`: the scoped, verified noise context."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from torch import nn
+
+from robuststats.engine import _install
+from robuststats.engine._mode import FUNCTIONAL_OPS, NoiseMode
+from robuststats.engine._model_map import ModelMap, build_model_map
+from robuststats.engine._session import InjectionVerificationError, NoiseSession
+from robuststats.engine._spec import NoiseSpec
+from robuststats.errors import InputError
+
+__all__ = ["Injection", "inject"]
+
+_ATTENTION_OPS = frozenset({"attention_scores", "softmax", "attention_output"})
+_VERIFY_CHOICES = (True, False, "ops", "layers")
+
+
+def _attention_switchable(mm: ModelMap) -> bool:
+    cfg = mm.hf_config
+    return bool(mm.attention) and cfg is not None and hasattr(cfg, "_attn_implementation")
+
+
+def _features(spec: NoiseSpec, mm: ModelMap) -> set[str]:
+    ops = set(spec.op_set)
+    features = set()
+    if "linear" in ops and mm.linears:
+        features.add("linear")
+    if ops & {"rms_norm", "layer_norm"} and mm.norm_modules:
+        features.add("norm")
+    if ops & _ATTENTION_OPS and _attention_switchable(mm):
+        features.add("attention")
+    return features
+
+
+def required_ops(spec: NoiseSpec, mm: ModelMap) -> set[str]:
+    """Ops that must receive injections for the session to verify.
+
+    Every op named explicitly is required. A preset (``matmul_only``, ``all_ops``) requires
+    the ops the model structurally contains in the selected layers: ``linear`` (an
+    ``nn.Linear``), the three attention ops (a transformers attention module), ``rms_norm``
+    / ``layer_norm`` (a norm module), ``silu`` / ``gelu`` (an activation module). Ops with no
+    module to anchor them (``matmul``, ``bmm``) are injected when they occur but not
+    required by a preset.
+    """
+    if not isinstance(spec.ops, str):
+        return set(spec.op_set)
+    layers = spec.layer_indices
+    out = set()
+    for op in spec.op_set:
+        anchored = mm.anchors.get(op, set())
+        if op in _ATTENTION_OPS and not _attention_switchable(mm):
+            continue
+        if (layers is None and anchored) or anchored & set(layers or ()):
+            out.add(op)
+    return out
+
+
+class Injection:
+    """Context manager returned by :func:`inject`; ``__enter__`` gives the session."""
+
+    def __init__(self, model: nn.Module, spec: NoiseSpec, mm: ModelMap, verify: bool | str) -> None:
+        self.model = model
+        self.spec = spec
+        self.map = mm
+        self.verify = verify
+        self.session: NoiseSession | None = None
+        self._inst: _install.Installation | None = None
+        self._mode: NoiseMode | None = None
+        self._features: set[str] = set()
+
+    def __enter__(self) -> NoiseSession:
+        if self.session is not None:
+            raise InputError("an inject(...) context can be entered only once; call inject again.")
+        session = NoiseSession(self.model, self.spec, self.map, bool(self.verify))
+        self.session = session
+        session.open = True
+        if not self.spec.is_active:
+            return session  # scale 0: nothing is installed, zero overhead
+        self._features = _features(self.spec, self.map)
+        self._inst = _install.acquire(self.model, self.map, session, self._features)
+        try:
+            if session.ops & FUNCTIONAL_OPS:
+                self._mode = NoiseMode(self._inst, session)
+                self._mode.__enter__()
+        except BaseException:
+            _install.release(self._inst, session, self._features)
+            raise
+        return session
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        session = self.session
+        assert session is not None
+        try:
+            if self._mode is not None:
+                self._mode.__exit__(None, None, None)
+        finally:
+            if self._inst is not None:
+                _install.release(self._inst, session, self._features)
+            session.open = False
+        if exc_type is None and self.verify:
+            self._verify(session)
+
+    def _verify(self, session: NoiseSession) -> None:
+        required = required_ops(self.spec, self.map) if self.verify != "layers" else set()
+        missing = session.verification_problems(required)
+        if self.verify == "ops":
+            missing = [m for m in missing if m[0].startswith("op ")]
+        if missing:
+            listed = ", ".join(f"{what} in {phase}" for what, phase in missing)
+            raise InjectionVerificationError(
+                f"noise was requested but never injected: {listed} "
+                f"(spec ops={self.spec.ops!r}, layers={self.spec.layers!r}, "
+                f"phases={self.spec.phases!r}). Pass verify=False to allow this deliberately.",
+                missing,
+            )
+
+
+def inject(
+    model: nn.Module, spec: NoiseSpec | Mapping[str, Any], *, verify: bool | str = True
+) -> Injection:
+    """Inject noise into ``model`` for the duration of a ``with`` block.
+
+    ``with inject(model, spec) as session: ...`` perturbs the ops, layers and phases that
+    ``spec`` selects, only inside the block and only in the calling thread, and restores
+    the model exactly on exit. ``session.stats`` is a DataFrame of injection counts and
+    realised RMS noise ratios per layer × op × phase.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        A Hugging Face model (sdpa, eager or flash attention) or any torch module.
+    spec : NoiseSpec or mapping
+        What to inject (a mapping is read with :meth:`NoiseSpec.from_dict`).
+    verify : bool or {"ops", "layers"}
+        On a clean exit, raise :class:`InjectionVerificationError` when a requested op or
+        layer got zero injections in a phase that ran (forward ran: the model was called;
+        backward ran: a gradient reached the model's output). ``"ops"`` checks ops only,
+        ``"layers"`` layers only, ``False`` nothing.
+    """
+    if isinstance(spec, Mapping):
+        spec = NoiseSpec.from_dict(spec)
+    if not isinstance(spec, NoiseSpec):
+        raise InputError(f"`spec` must be a NoiseSpec or a mapping, got {type(spec).__name__}.")
+    if verify not in _VERIFY_CHOICES:
+        raise InputError(f"`verify` must be True, False, 'ops' or 'layers', got {verify!r}.")
+    mm = build_model_map(model)
+    mm.check_layers(spec.layer_indices)
+    for key in spec.layer_scales or {}:
+        if isinstance(key, int):
+            mm.check_layers((key,), "layer_scales")
+        else:
+            mm.check_module_prefix(key)
+    return Injection(model, spec, mm, verify)

@@ -1,0 +1,252 @@
+"""Per-model installation: what is patched while at least one session is open on a model.
+
+One :class:`Installation` per model, reference-counted by feature, so that nested sessions
+and sessions in several threads share one set of patches and the model is restored
+exactly when the last session leaves:
+
+- ``linear``: an instance-level ``forward`` on every ``nn.Linear`` (removed on exit; a
+  pre-existing instance ``forward`` is kept and called);
+- ``norm``: forward pre-/post-hooks on RMSNorm/LayerNorm modules (Qwen2RMSNorm never calls
+  a norm function, so only the module is a reliable place);
+- ``attention``: ``config._attn_implementation`` switched to the engine's registered
+  attention function (restored on exit);
+- always: hooks on the root module (forward count, backward detection, "is the model
+  running") and on each decoder layer (current layer, gradient-checkpoint replay).
+
+Every patch asks :meth:`Installation.active` which session to serve: the innermost
+session opened *in the calling thread* (inner replaces outer; the outer resumes when the
+inner leaves). A thread without a session gets the clean computation. Autograd runs
+recomputation of checkpointed layers on its own threads; there the most recently opened
+session of the model serves.
+"""
+
+from __future__ import annotations
+
+import threading
+import types
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from robuststats.engine._autograd import BackwardNoise
+from robuststats.engine._model_map import ModelMap
+from robuststats.engine._session import NoiseSession, in_backward
+
+__all__ = ["Installation", "acquire", "release"]
+
+_LOCK = threading.RLock()
+_INSTALLATIONS: dict[int, Installation] = {}
+
+
+class Installation:
+    def __init__(self, model: nn.Module, mm: ModelMap) -> None:
+        self.model = model
+        self.map = mm
+        self.sessions: list[NoiseSession] = []
+        self.tls = threading.local()
+        self._features: Counter[str] = Counter()
+        self._undo: dict[str, list[Any]] = {}
+
+    # --- session dispatch ------------------------------------------------------------------
+
+    def active(self) -> NoiseSession | None:
+        stack = getattr(self.tls, "stack", None)
+        if stack:
+            return stack[-1]
+        if self.sessions and in_backward():
+            return self.sessions[-1]
+        return None
+
+    def push(self, session: NoiseSession) -> None:
+        stack = getattr(self.tls, "stack", None)
+        if stack is None:
+            stack = self.tls.stack = []
+        stack.append(session)
+        self.sessions.append(session)
+
+    def pop(self, session: NoiseSession) -> None:
+        stack = getattr(self.tls, "stack", [])
+        if session in stack:
+            stack.remove(session)
+        if session in self.sessions:
+            self.sessions.remove(session)
+
+    # --- features ----------------------------------------------------------------------------
+
+    def acquire(self, features: Iterable[str]) -> None:
+        for f in features:
+            if self._features[f] == 0:
+                self._undo[f] = getattr(self, f"_install_{f}")()
+            self._features[f] += 1
+
+    def release(self, features: Iterable[str]) -> None:
+        for f in features:
+            self._features[f] -= 1
+            if self._features[f] == 0:
+                for undo in reversed(self._undo.pop(f)):
+                    undo()
+                del self._features[f]
+
+    @property
+    def empty(self) -> bool:
+        return not self._features
+
+    def _install_hooks(self) -> list[Any]:
+        handles = [
+            self.model.register_forward_pre_hook(self._root_pre),
+            self.model.register_forward_hook(self._root_post, always_call=True),
+        ]
+        for i, layer in enumerate(self.map.layer_modules):
+            handles.append(layer.register_forward_pre_hook(_layer_pre(self, i)))
+            handles.append(layer.register_forward_hook(self._layer_post, always_call=True))
+        return [h.remove for h in handles]
+
+    def _root_pre(self, module: nn.Module, args: Any) -> None:
+        s = self.active()
+        if s is not None:
+            s.root_enter()
+
+    def _root_post(self, module: nn.Module, args: Any, output: Any) -> None:
+        s = self.active()
+        if s is not None:
+            s.root_exit(output)
+
+    def _layer_post(self, module: nn.Module, args: Any, output: Any) -> None:
+        s = self.active()
+        if s is not None:
+            s.layer_exit()
+
+    def _install_linear(self) -> list[Any]:
+        undo = []
+        for module in self.map.linears:
+            prev = module.__dict__.get("forward")
+            module.forward = types.MethodType(_linear_forward(self, module, prev), module)
+            undo.append(_restore_forward(module, prev))
+        return undo
+
+    def _install_norm(self) -> list[Any]:
+        handles = []
+        for module in self.map.norm_modules:
+            op = self.map.norms[id(module)]
+            layer = self.map.layer_of[id(module)]
+            name = self.map.names[id(module)]
+            handles.append(module.register_forward_pre_hook(_norm_pre(self, op, layer, name)))
+            handles.append(module.register_forward_hook(_norm_post(self, op, layer, name)))
+        return [h.remove for h in handles]
+
+    def _install_attention(self) -> list[Any]:
+        from robuststats.engine import _attention
+
+        _attention.register()
+        configs: dict[int, Any] = {}
+        for cfg in [self.map.hf_config, *(getattr(m, "config", None) for m in self.map.attention)]:
+            if cfg is not None and hasattr(cfg, "_attn_implementation"):
+                configs.setdefault(id(cfg), cfg)
+        undo: list[Any] = []
+        for cfg in configs.values():
+            old = cfg._attn_implementation
+            cfg._attn_implementation = _attention.NAME
+            undo.append(_restore_attn(cfg, old))
+        for m in self.map.attention:
+            _attention.OWNERS[id(m)] = self
+            undo.append(lambda m=m: _attention.OWNERS.pop(id(m), None))
+        return undo
+
+
+def _restore_forward(module: nn.Module, prev: Any) -> Any:
+    def undo() -> None:
+        if prev is None:
+            module.__dict__.pop("forward", None)
+        else:
+            module.forward = prev
+
+    return undo
+
+
+def _restore_attn(cfg: Any, old: Any) -> Any:
+    def undo() -> None:
+        cfg._attn_implementation = old
+
+    return undo
+
+
+def _linear_forward(inst: Installation, module: nn.Module, prev: Any) -> Any:
+    name = inst.map.names[id(module)]
+    layer = inst.map.layer_of[id(module)]
+    clean = prev if prev is not None else types.MethodType(type(module).forward, module)
+    # a plain nn.Linear gets noise on grad_weight too; a subclass with its own forward
+    # (e.g. a quantized linear) gets it on grad_input only
+    plain = prev is None and type(module).forward is nn.Linear.forward
+
+    def forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        s = inst.active()
+        if s is None:
+            return clean(x)
+        fs, bs = s.scales("linear", layer, name)
+        if fs == 0.0 and bs == 0.0:
+            return clean(x)
+        if plain:
+            return s.apply_op(
+                "linear", layer, name, lambda x_, w_: F.linear(x_, w_, self.bias),
+                (x, self.weight), out_inplace_ok=True,
+            )
+        return s.apply_op("linear", layer, name, clean, (x,), out_inplace_ok=False)
+
+    return forward
+
+
+def _layer_pre(inst: Installation, index: int) -> Any:
+    def hook(module: nn.Module, args: Any) -> None:
+        s = inst.active()
+        if s is not None:
+            s.layer_enter(index, module)
+
+    return hook
+
+
+def _norm_pre(inst: Installation, op: str, layer: int, name: str) -> Any:
+    def hook(module: nn.Module, args: Any) -> Any:
+        s = inst.active()
+        if s is None or not args or not isinstance(args[0], torch.Tensor):
+            return None
+        _, bs = s.scales(op, layer, name)
+        if bs > 0.0 and torch.is_grad_enabled() and args[0].requires_grad:
+            return (BackwardNoise.apply(args[0], s, layer, op, bs), *args[1:])
+        return None
+
+    return hook
+
+
+def _norm_post(inst: Installation, op: str, layer: int, name: str) -> Any:
+    def hook(module: nn.Module, args: Any, output: Any) -> Any:
+        s = inst.active()
+        if s is None or not isinstance(output, torch.Tensor):
+            return None
+        fs, _ = s.scales(op, layer, name)
+        if fs > 0.0:
+            return s.forward_noise(output, layer, op, fs)
+        return None
+
+    return hook
+
+
+def acquire(model: nn.Module, mm: ModelMap, session: NoiseSession, features: set[str]) -> Installation:
+    with _LOCK:
+        inst = _INSTALLATIONS.get(id(model))
+        if inst is None or inst.model is not model:
+            inst = _INSTALLATIONS[id(model)] = Installation(model, mm)
+        inst.acquire(["hooks", *sorted(features)])
+        inst.push(session)
+        return inst
+
+
+def release(inst: Installation, session: NoiseSession, features: set[str]) -> None:
+    with _LOCK:
+        inst.pop(session)
+        inst.release(["hooks", *sorted(features)])
+        if inst.empty and _INSTALLATIONS.get(id(inst.model)) is inst:
+            del _INSTALLATIONS[id(inst.model)]

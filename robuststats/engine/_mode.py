@@ -1,0 +1,75 @@
+"""A `TorchFunctionMode` that reaches functional ops: matmul, bmm, softmax, silu, gelu.
+
+It sees ``torch.matmul``, ``a @ b`` (``Tensor.__matmul__`` arrives as ``Tensor.matmul``),
+``torch.bmm``, ``F.softmax``/``Tensor.softmax``, ``F.silu`` (what ``nn.SiLU`` and
+transformers' ``SiLUActivation`` call) and ``F.gelu``. The mode is entered only by a
+session that requests one of these ops, only in that session's thread, and it injects
+only while that session's model is running (so a softmax in user code between forward
+calls is never perturbed). Calls inside the engine's attention function are left to it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+if TYPE_CHECKING:
+    from robuststats.engine._install import Installation
+    from robuststats.engine._session import NoiseSession
+
+__all__ = ["FUNCTIONAL_OPS", "NoiseMode"]
+
+
+def _funcs() -> dict[Any, str]:
+    table: dict[Any, str] = {}
+    for obj, op in [
+        (torch.matmul, "matmul"),
+        (torch.Tensor.matmul, "matmul"),
+        (torch.Tensor.__matmul__, "matmul"),
+        (torch.Tensor.__rmatmul__, "matmul"),
+        (torch.bmm, "bmm"),
+        (torch.Tensor.bmm, "bmm"),
+        (F.softmax, "softmax"),
+        (torch.softmax, "softmax"),
+        (torch.Tensor.softmax, "softmax"),
+        (F.silu, "silu"),
+        (F.gelu, "gelu"),
+    ]:
+        table[obj] = op
+    for name, op in [("matmul", "matmul"), ("bmm", "bmm"), ("softmax", "softmax")]:
+        base = getattr(torch._C, "TensorBase", None)
+        if base is not None and hasattr(base, name):
+            table[getattr(base, name)] = op
+    return table
+
+
+_FUNCS = _funcs()
+#: Ops this mode can reach.
+FUNCTIONAL_OPS = frozenset(_FUNCS.values())
+
+
+class NoiseMode(TorchFunctionMode):
+    """Routes requested functional ops of one session through ``session.apply_op``."""
+
+    def __init__(self, inst: Installation, session: NoiseSession) -> None:
+        super().__init__()
+        self.inst = inst
+        self.session = session
+        self.ops = session.ops & FUNCTIONAL_OPS
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        op = _FUNCS.get(func)
+        if op is None or op not in self.ops:
+            return func(*args, **kwargs)
+        s = self.session
+        if self.inst.active() is not s or getattr(self.inst.tls, "in_attention", False):
+            return func(*args, **kwargs)
+        layer = s.current_layer()
+        if layer is None:  # the model is not running: user code, sampling, loss
+            return func(*args, **kwargs)
+        name = s.map.layer_path(layer)
+        return s.apply_op(op, layer, name, lambda *a: func(*a, **kwargs), tuple(args))

@@ -1,0 +1,319 @@
+"""`NoiseSession`: one active injection: generators, per-site scales, statistics, verification.
+
+Hot-path rules: no ``.item()`` and no host sync while the session is open. Counts are
+Python integers (they are facts the host already knows); squared norms of signal and
+error are accumulated as device tensors and reduced once, when :attr:`stats` is read.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict, deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from robuststats.engine._autograd import BackwardNoise
+from robuststats.engine._error_models import compute_error
+from robuststats.engine._model_map import OUTSIDE, ModelMap
+from robuststats.engine._spec import ALL_OPS, PHASES, NoiseSpec
+from robuststats.errors import RobuststatsError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["InjectionVerificationError", "NoiseSession"]
+
+_STATS_COLUMNS = ["layer", "op", "phase", "count", "rms_noise_ratio", "target_scale"]
+# the backward stream gets its own seed so that backward draws never shift forward noise
+_BACKWARD_SEED_OFFSET = 0x9E3779B97F4A7C15
+
+
+def in_backward() -> bool:
+    """True while the autograd engine runs a backward pass on this thread (e.g. while a
+    checkpointed segment is recomputed)."""
+    return torch._C._current_graph_task_id() != -1
+
+
+class InjectionVerificationError(RobuststatsError, RuntimeError):
+    """A requested op or layer received zero injections in a phase that ran."""
+
+    def __init__(self, message: str, missing: list[tuple[str, str]]) -> None:
+        super().__init__(message)
+        #: ``[(what, phase)]``, e.g. ``[("op 'softmax'", "forward"), ("layer 3", "backward")]``
+        self.missing = missing
+
+
+class NoiseSession:
+    """State of one ``inject(model, spec)`` block; returned by its ``__enter__``."""
+
+    def __init__(self, model: torch.nn.Module, spec: NoiseSpec, mm: ModelMap, verify: bool) -> None:
+        self.model = model
+        self.spec = spec
+        self.map = mm
+        self.verify = verify
+        self.kind = spec.kind
+        self.phase_scales = spec.phase_scales
+        self.ops = frozenset(spec.op_set)
+        self.layers = spec.layer_indices
+        self._layer_set = None if self.layers is None else frozenset(self.layers)
+        self._module_scales = {
+            k: v for k, v in (spec.layer_scales or {}).items() if isinstance(k, str)
+        }
+        self._index_scales = {
+            k: v for k, v in (spec.layer_scales or {}).items() if isinstance(k, int)
+        }
+        self._scale_cache: dict[tuple[str, int, str], tuple[float, float]] = {}
+        self._gens: dict[tuple[str, torch.device], torch.Generator] = {}
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[int, str, str], int] = defaultdict(int)
+        self._acc: dict[tuple[int, str, str], torch.Tensor] = {}
+        self._tls = threading.local()
+        self.open = False
+        self.forward_calls = 0
+        self.backward_ran = False
+        self.late_backward = 0
+        self._stats: pd.DataFrame | None = None
+        # gradient checkpointing: forward-generator states saved per layer, replayed on recompute
+        self._ckpt_states: dict[int, deque[dict[torch.device, torch.Tensor]]] = defaultdict(
+            lambda: deque(maxlen=64)
+        )
+        for p in list(model.parameters())[:1] + list(model.buffers())[:1]:
+            self._gen("forward", p.device)
+            self._gen("backward", p.device)
+
+    # --- randomness ------------------------------------------------------------------------
+
+    def _gen(self, phase: str, device: torch.device) -> torch.Generator:
+        key = (phase, device)
+        g = self._gens.get(key)
+        if g is None:
+            g = torch.Generator(device=device)
+            seed = self.spec.seed if phase == "forward" else self.spec.seed ^ _BACKWARD_SEED_OFFSET
+            g.manual_seed(seed % (2**63))
+            self._gens[key] = g
+        return g
+
+    def forward_generator_states(self) -> dict[torch.device, torch.Tensor]:
+        return {dev: g.get_state() for (ph, dev), g in self._gens.items() if ph == "forward"}
+
+    def set_forward_generator_states(self, states: dict[torch.device, torch.Tensor]) -> None:
+        for dev, state in states.items():
+            self._gen("forward", dev).set_state(state)
+
+    # --- gradient checkpointing ------------------------------------------------------------
+
+    def layer_enter(self, layer: int, module: torch.nn.Module) -> None:
+        stack = self._layer_stack()
+        replay = None
+        if in_backward():
+            saved = self._ckpt_states.get(layer)
+            if saved:
+                # recompute of a checkpointed layer: replay the noise of its original forward
+                replay = self.forward_generator_states()
+                self.set_forward_generator_states(saved.pop())
+        elif torch.is_grad_enabled() and getattr(module, "gradient_checkpointing", False):
+            self._ckpt_states[layer].append(self.forward_generator_states())
+        stack.append((layer, replay))
+
+    def layer_exit(self) -> None:
+        stack = self._layer_stack()
+        if stack:
+            _, replay = stack.pop()
+            if replay is not None:
+                self.set_forward_generator_states(replay)
+
+    def _layer_stack(self) -> list[tuple[int, Any]]:
+        stack = getattr(self._tls, "layers", None)
+        if stack is None:
+            stack = self._tls.layers = []
+        return stack
+
+    def current_layer(self) -> int | None:
+        """Layer whose forward is running on this thread; ``OUTSIDE`` inside the model but
+        outside any layer; ``None`` when the model is not running at all."""
+        stack = getattr(self._tls, "layers", None)
+        if stack:
+            return stack[-1][0]
+        return OUTSIDE if getattr(self._tls, "depth", 0) > 0 else None
+
+    def root_enter(self) -> None:
+        self._tls.depth = getattr(self._tls, "depth", 0) + 1
+        if not in_backward():
+            self.forward_calls += 1
+
+    def root_exit(self, output: Any) -> None:
+        self._tls.depth = max(getattr(self._tls, "depth", 1) - 1, 0)
+        if torch.is_grad_enabled():
+            for t in _tensors(output):
+                if t.requires_grad:
+                    t.register_hook(self._mark_backward)
+
+    def _mark_backward(self, grad: torch.Tensor) -> None:
+        self.backward_ran = True
+
+    # --- scales ------------------------------------------------------------------------------
+
+    def scales(self, op: str, layer: int, name: str) -> tuple[float, float]:
+        """(forward, backward) scale of ``op`` at module ``name`` in ``layer``; (0, 0) when
+        the op or layer is not selected."""
+        key = (op, layer, name)
+        hit = self._scale_cache.get(key)
+        if hit is not None:
+            return hit
+        if op not in self.ops or (
+            self._layer_set is not None and layer not in self._layer_set
+        ):
+            res = (0.0, 0.0)
+        else:
+            mult = self._multiplier(layer, name)
+            res = (self.phase_scales["forward"] * mult, self.phase_scales["backward"] * mult)
+        self._scale_cache[key] = res
+        return res
+
+    def _multiplier(self, layer: int, name: str) -> float:
+        best, best_len = None, -1
+        for prefix, mult in self._module_scales.items():
+            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > best_len:
+                best, best_len = mult, len(prefix)
+        if best is not None:
+            return best
+        return self._index_scales.get(layer, 1.0)
+
+    # --- noise -------------------------------------------------------------------------------
+
+    def apply_op(
+        self,
+        op: str,
+        layer: int,
+        name: str,
+        fn: Callable[..., torch.Tensor],
+        tensors: tuple[Any, ...],
+        *,
+        out_inplace_ok: bool = False,
+    ) -> torch.Tensor:
+        """Run ``fn(*tensors)`` as a noisy ``op``: backward noise on the gradients of every
+        differentiable tensor input, forward noise on the output (straight-through)."""
+        fs, bs = self.scales(op, layer, name)
+        if bs > 0.0 and torch.is_grad_enabled():
+            tensors = tuple(
+                BackwardNoise.apply(t, self, layer, op, bs)
+                if isinstance(t, torch.Tensor) and t.requires_grad
+                else t
+                for t in tensors
+            )
+        out = fn(*tensors)
+        if fs > 0.0:
+            out = self.forward_noise(out, layer, op, fs, inplace_ok=out_inplace_ok)
+        return out
+
+    def forward_noise(
+        self, y: torch.Tensor, layer: int, op: str, scale: float, *, inplace_ok: bool = False
+    ) -> torch.Tensor:
+        """``y + e`` with ``e`` from the error model; gradient passes straight through
+        (the error is a constant to autograd, as in hardware: the backward matmuls never
+        see the forward error of their own output)."""
+        if not (isinstance(y, torch.Tensor) and y.is_floating_point()):
+            return y
+        recompute = in_backward()
+        tracked = y.requires_grad and torch.is_grad_enabled()
+        with torch.no_grad():
+            g = self._gen("forward", y.device)
+            e = compute_error(self.kind, y, scale, g)
+            if not recompute:
+                self._record(layer, op, "forward", y, e)
+            if inplace_ok or not tracked:
+                # nothing saved this output for backward: one fused in-place add
+                return y.add_(e)
+        return y + e  # out of place: e.g. softmax saves its output for backward
+
+    def backward_noise(self, grad: torch.Tensor, layer: int, op: str, scale: float) -> torch.Tensor:
+        self.backward_ran = True
+        if not self.open:
+            self.late_backward += 1
+            return grad
+        with torch.no_grad():
+            e = compute_error(self.kind, grad, scale, self._gen("backward", grad.device))
+            self._record(layer, op, "backward", grad, e)
+            return grad + e
+
+    def _record(self, layer: int, op: str, phase: str, y: torch.Tensor, e: torch.Tensor) -> None:
+        key = (layer, op, phase)
+        norms = torch.stack((torch.linalg.vector_norm(y), torch.linalg.vector_norm(e)))
+        with self._lock:
+            self._counts[key] += 1
+            acc = self._acc.get(key)
+            if acc is None:
+                self._acc[key] = norms.double().square()
+            else:
+                acc.add_(norms.double().square())
+
+    # --- results -----------------------------------------------------------------------------
+
+    @property
+    def stats(self) -> pd.DataFrame:
+        """One row per layer × op × phase with at least one injection: ``count`` and the
+        realised ``rms_noise_ratio`` = ‖error‖ / ‖exact result‖ over all injections."""
+        if self._stats is not None:
+            return self._stats
+        import pandas as pd
+
+        rows = []
+        with self._lock:
+            items = sorted(self._counts.items(), key=lambda kv: (kv[0][0], ALL_OPS.index(kv[0][1]), kv[0][2]))
+            accs = {k: v.cpu() for k, v in self._acc.items()}  # one sync, here, not on the hot path
+        for (layer, op, phase), count in items:
+            sig, err = accs[(layer, op, phase)].tolist()
+            ratio = (err / sig) ** 0.5 if sig > 0 else float("nan")
+            rows.append((layer, op, phase, count, ratio, self.phase_scales[phase]))
+        df = pd.DataFrame(rows, columns=_STATS_COLUMNS).astype(
+            {"layer": "int64", "count": "int64", "rms_noise_ratio": "float64"}
+        )
+        if not self.open:
+            self._stats = df
+        return df
+
+    def count(self, *, op: str | None = None, phase: str | None = None, layer: int | None = None) -> int:
+        """Number of injections matching the given filters."""
+        with self._lock:
+            return sum(
+                c
+                for (ly, o, ph), c in self._counts.items()
+                if (op is None or o == op) and (phase is None or ph == phase)
+                and (layer is None or ly == layer)
+            )
+
+    def verification_problems(self, required_ops: set[str]) -> list[tuple[str, str]]:
+        """``[(what, phase)]`` that were requested, should have run and got zero injections."""
+        ran = {"forward": self.forward_calls > 0, "backward": self.backward_ran}
+        missing: list[tuple[str, str]] = []
+        for phase in PHASES:
+            if not ran[phase] or self.phase_scales[phase] <= 0.0:
+                continue
+            for op in ALL_OPS:
+                if op in required_ops and self.count(op=op, phase=phase) == 0:
+                    missing.append((f"op {op!r}", phase))
+            layers = self.layers if self.layers is not None else range(self.map.n_layers)
+            for layer in layers:
+                if self.scales_any(layer, phase) and self.count(layer=layer, phase=phase) == 0:
+                    missing.append((f"layer {layer}", phase))
+        return missing
+
+    def scales_any(self, layer: int, phase: str) -> bool:
+        """Whether some requested op can reach ``layer`` in ``phase`` with a positive scale."""
+        i = 0 if phase == "forward" else 1
+        path = self.map.layer_path(layer)
+        return any(self.scales(op, layer, path)[i] > 0 for op in self.ops) or any(
+            v > 0 for k, v in self._module_scales.items() if k.startswith(path + ".")
+        )
+
+
+def _tensors(output: Any) -> list[torch.Tensor]:
+    if isinstance(output, torch.Tensor):
+        return [output]
+    if isinstance(output, dict):
+        return [v for v in output.values() if isinstance(v, torch.Tensor)]
+    if isinstance(output, (tuple, list)):
+        return [v for v in output if isinstance(v, torch.Tensor)]
+    return []
