@@ -397,7 +397,7 @@ def _pydantic_message(exc: ValidationError, source: str | None,
         return _format(source, (*path, *ctx_err.path), str(ctx_err), lines) + "."
     kind = err["type"]
     if kind == "extra_forbidden":
-        return _format(source, path, "unknown key", lines) + _suggest(path) + "."
+        return _format(source, path, "unknown key", lines) + _suggest(path)
     if kind == "missing":
         return _format(source, path, "required key is missing", lines) + "."
     message = err["msg"].removeprefix("Value error, ")
@@ -421,4 +421,4 @@ def _suggest(path: tuple[str | int, ...]) -> str:
     else:
         known = fields.get(parent, {})
     close = difflib.get_close_matches(str(key), list(known), n=1)
-    return f"; did you mean {close[0]!r}?" if close else f"; allowed keys: {sorted(known)}"
+    return f"; did you mean {close[0]!r}?" if close else f"; allowed keys: {sorted(known)}."
