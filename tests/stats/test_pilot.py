@@ -1,0 +1,181 @@
+"""Tests of estimate_discordance and read_pilot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from robuststats.errors import InputError
+from robuststats.stats import DegenerateDataWarning, estimate_discordance
+from robuststats.stats._pilot import read_pilot
+
+
+def _agresti_pairs() -> tuple[np.ndarray, np.ndarray]:
+    # Agresti (2007), *An Introduction to Categorical Data Analysis*, Table 8.1 (also R's
+    # ?mcnemar.test "Performance" example): presidential approval, 1st vs 2nd survey,
+    # (approve, approve) 794, (approve, disapprove) 150, (disapprove, approve) 86,
+    # (disapprove, disapprove) 570.
+    x = np.repeat([1, 1, 0, 0], [794, 150, 86, 570])
+    y = np.repeat([1, 0, 1, 0], [794, 150, 86, 570])
+    return x, y
+
+
+def test_discordance_on_agresti_table() -> None:
+    x, y = _agresti_pairs()
+    est = estimate_discordance(x, y)
+    assert est.n == 1600
+    assert (est.n_x_only, est.n_y_only, est.n_discordant) == (150, 86, 236)
+    assert est.discordance == pytest.approx(236 / 1600)
+    assert est.effect == pytest.approx((86 - 150) / 1600)  # 2nd survey 4 points lower
+    assert est.baseline == pytest.approx(944 / 1600)
+    # Wilson (1927) score interval, closed form
+    # (p + z²/2n ± z·√(p(1 − p)/n + z²/4n²)) / (1 + z²/n), p = 236/1600, z = 1.959964,
+    # evaluated by hand: 0.1309693, 0.1657193 (the interval R's
+    # prop.test(236, 1600, correct = FALSE)$conf.int reports, which is Wilson's)
+    low, high = est.confidence_interval
+    assert low == pytest.approx(0.1309693, abs=1e-7)
+    assert high == pytest.approx(0.1657193, abs=1e-7)
+    assert est.method == "wilson"
+
+
+def test_confidence_level_widens_interval() -> None:
+    x, y = _agresti_pairs()
+    ci95 = estimate_discordance(x, y).confidence_interval
+    ci99 = estimate_discordance(x, y, confidence_level=0.99).confidence_interval
+    assert ci99.low < ci95.low and ci99.high > ci95.high
+
+
+def test_two_dimensional_outcomes_are_pooled_over_seeds() -> None:
+    x = np.array([[1, 0, 1, 1], [1, 1, 0, 1]])
+    y = np.array([[1, 1, 1, 0], [1, 1, 1, 1]])
+    est = estimate_discordance(x, y)
+    assert est.n == 8
+    assert est.n_discordant == 3
+
+
+def test_no_discordant_pairs_warns_and_keeps_upper_bound() -> None:
+    x = np.array([1, 0, 1, 1, 0] * 20)
+    with pytest.warns(DegenerateDataWarning, match=r"no discordant pairs among 100"):
+        est = estimate_discordance(x, x.copy())
+    assert est.discordance == 0.0
+    # Wilson upper bound at 0/100: z²/(n + z²) = 3.8415/103.8415 = 0.03699
+    assert est.confidence_interval.high == pytest.approx(0.036994, abs=1e-5)
+
+
+def test_to_frame_and_dict() -> None:
+    x, y = _agresti_pairs()
+    est = estimate_discordance(x, y)
+    frame = est.to_frame()
+    assert list(frame[["ci_low", "ci_high"]].iloc[0]) == list(est.confidence_interval)
+    assert est.to_dict()["n_discordant"] == 236
+
+
+@pytest.mark.parametrize(
+    ("x", "y", "message"),
+    [
+        ([1, 0, 1], [1, 0], r"`x` and `y` must be aligned .* shapes \(3,\) and \(2,\)"),
+        ([], [], r"`x` must hold at least one 0/1 outcome"),
+        ([1, 2, 0], [1, 0, 0], r"`x` must contain only 0/1 outcomes, got values such as \[2\]"),
+        ([1, 0], ["a", "b"], r"`y` must contain only 0/1 outcomes"),
+    ],
+)
+def test_invalid_outcomes(x: list, y: list, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        estimate_discordance(x, y)
+
+
+def test_invalid_confidence_level() -> None:
+    with pytest.raises(InputError, match=r"`confidence_level` must be in \(0, 1\), got 95"):
+        estimate_discordance([1, 0], [0, 1], confidence_level=95)
+
+
+# ------------------------------------------------------------------------- read_pilot
+
+
+def _outcomes(
+    seeds: int = 2, items: int = 50, conditions: tuple[str, ...] = ("A", "B")
+) -> pd.DataFrame:
+    rng = np.random.default_rng(7)
+    rows = []
+    for seed in range(seeds):
+        base = rng.random(items) < 0.6
+        for k, cond in enumerate(conditions):
+            flip = rng.random(items) < 0.1 * k
+            for i in range(items):
+                rows.append(
+                    {
+                        "condition": cond,
+                        "seed": seed,
+                        "eval_noise": 0.05,
+                        "noise_seed": 1,
+                        "item_id": f"gsm-{i}",
+                        "correct": int(base[i] ^ flip[i]),
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_read_pilot_pairs_on_all_keys(tmp_path: Path, suffix: str) -> None:
+    table = _outcomes()
+    path = tmp_path / f"pilot{suffix}"
+    table.to_csv(path, index=False) if suffix == ".csv" else table.to_parquet(path)
+    pairs = read_pilot(path)
+    assert pairs.conditions == ("A", "B")
+    assert pairs.keys == ("seed", "eval_noise", "noise_seed", "item_id")
+    assert pairs.x.size == 100 and pairs.n_unpaired == 0
+    a = table[table.condition == "A"]["correct"].to_numpy()
+    b = table[table.condition == "B"]["correct"].to_numpy()
+    assert int(np.sum(a != b)) == int(np.sum(pairs.x != pairs.y))
+
+
+def test_read_pilot_choose_conditions_and_order(tmp_path: Path) -> None:
+    path = tmp_path / "pilot.csv"
+    _outcomes(conditions=("E8a", "E8b", "E8c")).to_csv(path, index=False)
+    with pytest.raises(InputError, match=r"has 3 condition\(s\) \(E8a, E8b, E8c\); choose two"):
+        read_pilot(path)
+    pairs = read_pilot(path, conditions=["E8c", "E8a"])
+    assert pairs.conditions == ("E8c", "E8a")
+    with pytest.raises(InputError, match=r"condition 'E9' is not in pilot file"):
+        read_pilot(path, conditions=["E8a", "E9"])
+    with pytest.raises(InputError, match=r"`conditions` must name two different conditions"):
+        read_pilot(path, conditions=["E8a", "E8a"])
+
+
+def test_read_pilot_eval_noise_levels(tmp_path: Path) -> None:
+    table = pd.concat([_outcomes(), _outcomes().assign(eval_noise=0.0)])
+    path = tmp_path / "pilot.parquet"
+    table.to_parquet(path)
+    with pytest.raises(InputError, match=r"several eval_noise levels \(0, 0.05\)"):
+        read_pilot(path)
+    assert read_pilot(path, eval_noise=0.0).x.size == 100
+    with pytest.raises(InputError, match=r"no rows at eval_noise = 0.1"):
+        read_pilot(path, eval_noise=0.1)
+
+
+def test_read_pilot_errors(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"does not exist"):
+        read_pilot(tmp_path / "missing.csv")
+    bad = tmp_path / "bad.csv"
+    pd.DataFrame({"condition": ["A"], "correct": [1]}).to_csv(bad, index=False)
+    with pytest.raises(InputError, match=r"lacks column\(s\) item_id"):
+        read_pilot(bad)
+    other = tmp_path / "pilot.json"
+    other.write_text("{}")
+    with pytest.raises(InputError, match=r"must be .parquet or .csv"):
+        read_pilot(other)
+    disjoint = tmp_path / "disjoint.csv"
+    pd.DataFrame({"condition": ["A", "B"], "item_id": ["i1", "i2"], "correct": [1, 0]}).to_csv(
+        disjoint, index=False
+    )
+    with pytest.raises(InputError, match=r"share no \(item_id\)"):
+        read_pilot(disjoint)
+    dup = tmp_path / "dup.csv"
+    pd.DataFrame(
+        {"condition": ["A", "A", "B"], "item_id": ["i1", "i1", "i1"], "correct": [1, 0, 1]}
+    ).to_csv(dup, index=False)
+    with pytest.raises(InputError, match=r"condition 'A' has duplicate rows"):
+        read_pilot(dup)
