@@ -1,0 +1,356 @@
+"""Bootstrap confidence intervals for accuracy, accuracy differences and retention.
+
+Inputs are item outcomes ``(n_items,)`` or ``(n_seeds, n_items)``: 0/1, or proportions in
+[0, 1] (an item's mean over repeated noisy evaluations). Items are paired across every
+input (the same ``item_id`` in the same column). With several seeds the scheme is the
+two-way bootstrap of a crossed design (Owen 2007; see :mod:`._resample`): seeds and items
+are resampled independently, and seed ``s`` is resampled together in every input (under
+the same seed, conditions share initialisation and data order, and a model's clean and
+noisy evaluations come from the same network).
+
+Retention is ``acc_noisy / acc_clean`` on the same items. Its delta-method variance on the
+log scale for one seed of 0/1 outcomes is ``Var(log R) ≈ (b + c) / ((a + b)(a + c))``
+(a: correct clean and noisy, b: clean only, c: noisy only); Fagerland, Lydersen & Laake
+(2017, Sec. 8.7) give the corresponding Wald interval for a ratio of paired proportions.
+
+Degenerate data never give a silent NaN. When the bootstrap distribution has no spread
+(every item identical, all correct, no discordant pairs), a
+:class:`DegenerateDataWarning` is issued and the interval falls back to a score bound for
+``n_items`` pairs with no discordance: half-width ``h0 = z²/(n + z²)`` (Tango 1998) for a
+difference, ``h0 / acc_clean`` for a retention, ``h0 · sqrt(1/r_a² + 1/r_b²)`` for a
+retention difference (r = clean accuracies), and the Wilson interval for an accuracy.
+A clean accuracy of 0 makes retention undefined: warning, estimate NaN, interval (0, ∞).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from robuststats.stats._bootstrap_ci import BootstrapFit, acceleration
+from robuststats.stats._common import (
+    ConfidenceInterval,
+    DegenerateDataWarning,
+    InputError,
+    as_outcomes,
+    check_choice,
+    check_confidence_level,
+    check_n_resamples,
+    check_rng,
+)
+from robuststats.stats._resample import (
+    crossed_variance_ratio,
+    jackknife_influence,
+    resampled_means,
+)
+
+__all__ = [
+    "BootstrapResult",
+    "bootstrap_accuracy",
+    "bootstrap_difference",
+    "bootstrap_retention",
+    "bootstrap_retention_difference",
+    "fit_bootstrap",
+]
+
+_BASIC_METHODS = ("bca", "percentile")
+_RETENTION_METHODS = ("bca", "percentile", "log-ratio", "studentized")
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """Result of the ``bootstrap_*`` functions.
+
+    Attributes
+    ----------
+    estimate : float
+        The statistic on the observed data.
+    confidence_interval : ConfidenceInterval
+    standard_error : float
+        Standard deviation of the bootstrap distribution (log scale for ``log-ratio`` and
+        ``studentized``).
+    method : str
+    n_resamples : int
+    confidence_level : float
+    scheme : str
+        ``"items"`` or ``"seeds x items"`` (two-way bootstrap).
+    statistic : str
+        ``"accuracy"``, ``"difference"``, ``"retention"`` or ``"retention_difference"``.
+    bootstrap_distribution : numpy.ndarray
+        The resampled statistics (log scale for ``log-ratio``/``studentized``).
+    """
+
+    estimate: float
+    confidence_interval: ConfidenceInterval
+    standard_error: float
+    method: str
+    n_resamples: int
+    confidence_level: float
+    scheme: str
+    statistic: str
+    bootstrap_distribution: np.ndarray = field(repr=False, compare=False)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One-row tidy table (without the bootstrap distribution)."""
+        row = asdict(self)
+        row.pop("bootstrap_distribution")
+        ci = row.pop("confidence_interval")
+        row["ci_low"], row["ci_high"] = ci["low"], ci["high"]
+        return pd.DataFrame([row])
+
+
+# --- statistics as functions of resampled means (last axis: one mean per input) ---
+
+def _accuracy(m: np.ndarray) -> np.ndarray:
+    return m[..., 0]
+
+
+def _difference(m: np.ndarray) -> np.ndarray:
+    return m[..., 0] - m[..., 1]
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return num / den
+
+
+def _retention(m: np.ndarray) -> np.ndarray:  # inputs (clean, noisy)
+    return _ratio(m[..., 1], m[..., 0])
+
+
+def _log_retention(m: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(m[..., 1]) - np.log(m[..., 0])
+
+
+def _retention_difference(m: np.ndarray) -> np.ndarray:  # (clean_a, noisy_a, clean_b, noisy_b)
+    return _ratio(m[..., 1], m[..., 0]) - _ratio(m[..., 3], m[..., 2])
+
+
+_STATISTICS = {
+    "accuracy": _accuracy,
+    "difference": _difference,
+    "retention": _retention,
+    "retention_difference": _retention_difference,
+}
+
+
+def _aligned(arrays: dict[str, object]) -> list[np.ndarray]:
+    out = [as_outcomes(v, k) for k, v in arrays.items()]
+    shapes = {a.shape for a in out}
+    if len(shapes) > 1:
+        desc = ", ".join(f"`{k}` {a.shape}" for k, a in zip(arrays, out))
+        raise InputError(
+            f"inputs must be aligned (same seeds and items in the same order), got {desc}."
+        )
+    return [a if a.ndim == 2 else a[None, :] for a in out]
+
+
+def _studentized_se(parts: dict[str, np.ndarray], n: int) -> np.ndarray:
+    """Delta-method SE of log(noisy/clean) in each resample (one seed).
+
+    With item weights w: ``Var = Σ_i w_i (z_i/Z − c_i/C)² / n²``, the plug-in variance of
+    the influence function of log(Z/C); for 0/1 outcomes it equals (b + c)/((a + b)(a + c)).
+    """
+    means = parts["means"]  # (B, 2): clean, noisy
+    c_bar, z_bar = means[:, 0], means[:, 1]
+    cross = parts["cross"][:, :, :, 0, 0]  # (B, 2, 2): Σ_i w_i X_a[i] X_b[i]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        var = (cross[:, 1, 1] / z_bar**2 - 2.0 * cross[:, 1, 0] / (z_bar * c_bar)
+               + cross[:, 0, 0] / c_bar**2) / n**2
+    return np.sqrt(np.maximum(var, 0.0))
+
+
+def _gradient(func, means: np.ndarray) -> np.ndarray:
+    """Central finite-difference gradient of ``func`` at ``means``."""
+    grad = np.empty_like(means)
+    for j in range(means.size):
+        h = 1e-6 * max(abs(means[j]), 1e-3)
+        up, down = means.copy(), means.copy()
+        up[j] += h
+        down[j] -= h
+        grad[j] = (func(up) - func(down)) / (2 * h)
+    return np.nan_to_num(grad)
+
+
+def fit_bootstrap(
+    statistic: str, matrices: list[np.ndarray], *, method: str, n_resamples: int,
+    rng: np.random.Generator,
+) -> tuple[BootstrapFit, str]:
+    """Run the bootstrap for ``statistic`` on aligned ``(k, n)`` matrices.
+
+    Returns the fit and the scheme name. Resamples where the statistic is undefined (a
+    clean accuracy of 0 in a ratio) are dropped with a :class:`DegenerateDataWarning`.
+    """
+    k, n = matrices[0].shape
+    scheme = "items" if k == 1 else "seeds x items"
+    studentized = method == "studentized"
+    log_scale = method in ("log-ratio", "studentized")
+    func = _log_retention if log_scale else _STATISTICS[statistic]
+    observed_means = np.array([mat.mean() for mat in matrices])
+    estimate = float(func(observed_means))
+    parts = resampled_means(matrices, n_resamples, rng, extra_item_products=studentized)
+    boot = func(parts["means"])
+    if k > 1:
+        # rescale deviations so the bootstrap variance of the linearized statistic matches
+        # the crossed random-effects estimate (see crossed_variance_ratio)
+        grad = _gradient(func, observed_means)
+        linear = np.tensordot(grad, np.stack(matrices), axes=1)
+        boot = estimate + (boot - estimate) * crossed_variance_ratio(linear)
+    finite = np.isfinite(boot)
+    t_boot, se_hat = None, 0.0
+    if studentized:
+        se_star = _studentized_se(parts, n)
+        ones = {
+            "means": observed_means[None, :],
+            "cross": np.einsum("asi,bti->abst", np.stack(matrices), np.stack(matrices))[None],
+        }
+        se_hat = float(_studentized_se(ones, n)[0])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_boot = (boot - estimate) / se_star
+        # a resample with no spread (se* = 0) and θ* = θ̂ carries t* = 0
+        t_boot = np.where((se_star == 0) & (boot == estimate), 0.0, t_boot)
+        finite &= ~np.isnan(t_boot)
+    dropped = int(boot.size - np.count_nonzero(finite))
+    if dropped:
+        warnings.warn(
+            f"{dropped} of {boot.size} resamples had an undefined {statistic} (clean "
+            "accuracy 0 in the resample) and were dropped.",
+            DegenerateDataWarning,
+            stacklevel=3,
+        )
+        boot = boot[finite]
+        t_boot = t_boot[finite] if t_boot is not None else None
+    acc = 0.0
+    if method == "bca":
+        u_items, u_seeds = jackknife_influence(matrices, func)
+        acc = acceleration(u_items[np.isfinite(u_items)], u_seeds[np.isfinite(u_seeds)])
+    fit = BootstrapFit(estimate=estimate, boot=boot, method=method, acceleration=acc,
+                       log_scale=log_scale, t_boot=t_boot, se_hat=se_hat)
+    return fit, scheme
+
+
+def degenerate_interval(statistic: str, matrices: list[np.ndarray], estimate: float,
+                        confidence_level: float) -> ConfidenceInterval:
+    """Score-type fallback interval when the bootstrap distribution has no spread."""
+    n = matrices[0].shape[1]
+    z = float(special.ndtri(0.5 + confidence_level / 2.0))
+    h0 = z * z / (n + z * z)
+    if statistic == "accuracy":
+        p = estimate
+        denom = 1.0 + z * z / n
+        centre = (p + z * z / (2 * n)) / denom
+        half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+        return ConfidenceInterval(max(0.0, centre - half), min(1.0, centre + half))
+    if statistic == "difference":
+        return ConfidenceInterval(max(-1.0, estimate - h0), min(1.0, estimate + h0))
+    if statistic == "retention":
+        half = h0 / matrices[0].mean()
+        return ConfidenceInterval(max(0.0, estimate - half), estimate + half)
+    half = h0 * math.sqrt(1.0 / matrices[0].mean() ** 2 + 1.0 / matrices[2].mean() ** 2)
+    return ConfidenceInterval(estimate - half, estimate + half)
+
+
+def _run(statistic: str, arrays: dict[str, object], *, confidence_level: float,
+         n_resamples: int, method: str, rng: object, methods: tuple[str, ...]
+         ) -> BootstrapResult:
+    check_choice(method, "method", methods)
+    level = check_confidence_level(confidence_level)
+    b = check_n_resamples(n_resamples)
+    gen = check_rng(rng)
+    matrices = _aligned(arrays)
+    if method == "studentized" and matrices[0].shape[0] > 1:
+        raise InputError(
+            "`method` 'studentized' needs one seed, (n_items,) outcomes, got shape "
+            f"{matrices[0].shape}; use 'bca' or 'log-ratio' for (n_seeds, n_items)."
+        )
+    if statistic in ("retention", "retention_difference"):
+        for name, mat in zip(list(arrays)[0::2], matrices[0::2]):
+            if mat.mean() == 0.0:
+                warnings.warn(
+                    f"clean accuracy of `{name}` is 0: retention is undefined; returning "
+                    "estimate NaN and interval (0, inf).",
+                    DegenerateDataWarning,
+                    stacklevel=3,
+                )
+                low = 0.0 if statistic == "retention" else -math.inf
+                return BootstrapResult(
+                    estimate=math.nan, confidence_interval=ConfidenceInterval(low, math.inf),
+                    standard_error=math.nan, method=method, n_resamples=b,
+                    confidence_level=level, scheme="items" if mat.shape[0] == 1 else
+                    "seeds x items", statistic=statistic, bootstrap_distribution=np.empty(0),
+                )
+    fit, scheme = fit_bootstrap(statistic, matrices, method=method, n_resamples=b, rng=gen)
+    estimate = float(np.exp(fit.estimate)) if fit.log_scale else fit.estimate
+    if fit.boot.size < 2 or np.ptp(fit.boot) == 0.0:
+        warnings.warn(
+            f"the bootstrap distribution of the {statistic} has no spread (identical or "
+            "all-correct outcomes); returning a score-type interval for "
+            f"{matrices[0].shape[1]} items instead.",
+            DegenerateDataWarning,
+            stacklevel=3,
+        )
+        ci = degenerate_interval(statistic, matrices, estimate, level)
+    else:
+        ci = fit.interval(level)
+    return BootstrapResult(
+        estimate=estimate, confidence_interval=ci, standard_error=fit.standard_error,
+        method=method, n_resamples=b, confidence_level=level, scheme=scheme,
+        statistic=statistic, bootstrap_distribution=fit.boot,
+    )
+
+
+def bootstrap_accuracy(
+    x: object, *, confidence_level: float = 0.95, n_resamples: int = 10_000,
+    method: str = "bca", rng: np.random.Generator | int | None = None,
+) -> BootstrapResult:
+    """Bootstrap interval for the accuracy (mean outcome) of ``x``.
+
+    ``x``: ``(n_items,)`` or ``(n_seeds, n_items)`` outcomes in [0, 1]; 2-D input uses the
+    seeds × items two-way bootstrap. ``method``: ``"bca"`` or ``"percentile"``.
+    """
+    return _run("accuracy", {"x": x}, confidence_level=confidence_level,
+                n_resamples=n_resamples, method=method, rng=rng, methods=_BASIC_METHODS)
+
+
+def bootstrap_difference(
+    x: object, y: object, *, confidence_level: float = 0.95, n_resamples: int = 10_000,
+    method: str = "bca", rng: np.random.Generator | int | None = None,
+) -> BootstrapResult:
+    """Bootstrap interval for ``acc_x − acc_y``, paired over items (and seeds when 2-D)."""
+    return _run("difference", {"x": x, "y": y}, confidence_level=confidence_level,
+                n_resamples=n_resamples, method=method, rng=rng, methods=_BASIC_METHODS)
+
+
+def bootstrap_retention(
+    clean: object, noisy: object, *, confidence_level: float = 0.95,
+    n_resamples: int = 10_000, method: str = "bca",
+    rng: np.random.Generator | int | None = None,
+) -> BootstrapResult:
+    """Bootstrap interval for retention ``acc_noisy / acc_clean`` on the same items.
+
+    ``method``: ``"bca"``, ``"percentile"``, ``"log-ratio"`` (normal on the log scale with
+    the bootstrap SE) or ``"studentized"`` (bootstrap-t on the log scale with the
+    delta-method SE in each resample).
+    """
+    return _run("retention", {"clean": clean, "noisy": noisy},
+                confidence_level=confidence_level, n_resamples=n_resamples, method=method,
+                rng=rng, methods=_RETENTION_METHODS)
+
+
+def bootstrap_retention_difference(
+    clean_a: object, noisy_a: object, clean_b: object, noisy_b: object, *,
+    confidence_level: float = 0.95, n_resamples: int = 10_000, method: str = "bca",
+    rng: np.random.Generator | int | None = None,
+) -> BootstrapResult:
+    """Bootstrap interval for ``retention(a) − retention(b)`` on the same items."""
+    return _run("retention_difference",
+                {"clean_a": clean_a, "noisy_a": noisy_a, "clean_b": clean_b,
+                 "noisy_b": noisy_b},
+                confidence_level=confidence_level, n_resamples=n_resamples, method=method,
+                rng=rng, methods=_BASIC_METHODS)

@@ -1,0 +1,114 @@
+"""From an outcomes table to the :class:`Evidence` that decides one hypothesis."""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from robuststats.stats._bootstrap import degenerate_interval, fit_bootstrap
+from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning, InputError
+from robuststats.stats._evidence import (
+    Evidence,
+    bootstrap_evidence,
+    normal_evidence,
+    tango_evidence,
+)
+from robuststats.stats._mcnemar import paired_table
+from robuststats.stats._outcomes import align_conditions
+
+if TYPE_CHECKING:
+    from robuststats.stats._hypotheses import Hypothesis
+
+__all__ = ["gather_evidence"]
+
+
+def _is_binary(arr: np.ndarray) -> bool:
+    return bool(np.all((arr == 0) | (arr == 1)))
+
+
+def _bootstrap(statistic: str, matrices: list[np.ndarray], *, n_resamples: int,
+               rng: np.random.Generator, level: float, label: str) -> Evidence:
+    k, n = matrices[0].shape
+    fit, scheme = fit_bootstrap(statistic, matrices, method="bca", n_resamples=n_resamples,
+                                rng=rng)
+    detail = f"{label}; {k} seed(s) x {n} items; {scheme} bootstrap, {fit.boot.size} resamples"
+    if fit.boot.size < 2 or np.ptp(fit.boot) == 0.0:
+        warnings.warn(
+            f"{label}: the bootstrap distribution has no spread (identical outcomes); "
+            "using a score-type interval for no discordant pairs.",
+            DegenerateDataWarning,
+            stacklevel=4,
+        )
+        ci = degenerate_interval(statistic, matrices, fit.estimate, level)
+        half = max(ci.high - fit.estimate, fit.estimate - ci.low)
+        return normal_evidence(fit.estimate, half, level,
+                               "score-type interval (degenerate data)", detail)
+    return bootstrap_evidence(fit, "BCa bootstrap interval", detail)
+
+
+def _accuracy_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: int,
+                       rng: np.random.Generator, level: float) -> Evidence:
+    aligned = align_conditions(outcomes, [h.a, h.b], h.eval_noise, by="seed")
+    xa, xb = aligned.values[h.a], aligned.values[h.b]
+    label = f"acc({h.a}) − acc({h.b}) at eval_noise {h.eval_noise:g}"
+    if xa.shape[0] == 1 and _is_binary(xa) and _is_binary(xb):
+        a, b, c, d = paired_table(xa[0], xb[0])
+        detail = (f"{label}; 1 seed x {xa.shape[1]} items; discordant pairs b = {b} "
+                  f"({h.a} only), c = {c} ({h.b} only)")
+        if b + c == 0:
+            warnings.warn(f"{label}: no discordant pairs.", DegenerateDataWarning, stacklevel=4)
+        return tango_evidence(a, b, c, d, detail)
+    return _bootstrap("difference", [xa, xb], n_resamples=n_resamples, rng=rng, level=level,
+                      label=label)
+
+
+def _retention_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: int,
+                        rng: np.random.Generator, level: float, clean_noise: float) -> Evidence:
+    clean = align_conditions(outcomes, [h.a, h.b], clean_noise, by="seed")
+    noisy = align_conditions(outcomes, [h.a, h.b], h.eval_noise, by="seed")
+    if clean.item_ids != noisy.item_ids or clean.rows != noisy.rows:
+        raise InputError(
+            f"hypothesis {h.id!r}: clean (eval_noise {clean_noise:g}) and noisy (eval_noise "
+            f"{h.eval_noise:g}) outcomes must cover the same seeds and items."
+        )
+    mats = [clean.values[h.a], noisy.values[h.a], clean.values[h.b], noisy.values[h.b]]
+    label = f"retention({h.a}) − retention({h.b}) at eval_noise {h.eval_noise:g}"
+    for cond, mat in ((h.a, mats[0]), (h.b, mats[2])):
+        if mat.mean() == 0.0:
+            # retention is undefined: no interval can decide, the verdict is INCONCLUSIVE
+            warnings.warn(
+                f"hypothesis {h.id!r}: clean accuracy of {cond!r} is 0, retention is "
+                "undefined; the verdict is INCONCLUSIVE.",
+                DegenerateDataWarning,
+                stacklevel=4,
+            )
+            return Evidence(
+                float("nan"),
+                lambda _level: ConfidenceInterval(-np.inf, np.inf),
+                lambda _value: (1.0, 1.0),
+                "none (retention undefined)",
+                f"{label}; clean accuracy of {cond!r} is 0",
+            )
+    return _bootstrap("retention_difference", mats, n_resamples=n_resamples, rng=rng,
+                      level=level, label=label)
+
+
+def gather_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: int,
+                    rng: np.random.Generator, clean_noise: float,
+                    confidence_level: float) -> Evidence:
+    """Evidence for ``h`` from the outcomes table (see :mod:`._hypotheses` for the choice)."""
+    try:
+        if h.metric == "accuracy":
+            return _accuracy_evidence(h, outcomes, n_resamples=n_resamples, rng=rng,
+                                      level=confidence_level)
+        return _retention_evidence(h, outcomes, n_resamples=n_resamples, rng=rng,
+                                   level=confidence_level, clean_noise=clean_noise)
+    except InputError as err:
+        msg = str(err)
+        if not msg.startswith(f"hypothesis {h.id!r}"):
+            msg = f"hypothesis {h.id!r}: {msg}"
+        raise InputError(msg) from None
+
