@@ -20,6 +20,7 @@ from robuststats.stats._hypotheses import (
     evaluate_hypothesis,
 )
 from robuststats.stats._mcnemar import McNemarResult, mcnemar
+from robuststats.stats._mcnemar_stratified import mcnemar_stratified
 from robuststats.stats._multiplicity import adjust_pvalues
 from robuststats.stats._outcomes import AlignedOutcomes, align_conditions, validate_outcomes
 from robuststats.stats._pilot import DiscordanceEstimate, estimate_discordance
@@ -47,6 +48,7 @@ __all__ = [
     "evaluate_hypotheses",
     "evaluate_hypothesis",
     "mcnemar",
+    "mcnemar_stratified",
     "power_mcnemar",
     "power_two_proportions",
     "validate_outcomes",
