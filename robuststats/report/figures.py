@@ -36,7 +36,8 @@ def accuracy_figure(summary: pd.DataFrame, path: Path) -> Path:
         y = d["accuracy"].to_numpy() * 100
         err = [y - d["ci_low"].to_numpy() * 100, d["ci_high"].to_numpy() * 100 - y]
         ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=cond, color=palette[cond])
-    ax.set_xlabel("inference noise (% relative Gaussian)")
+    ax.set_xticks(sorted(summary["eval_noise"].unique() * 100))
+    ax.set_xlabel("inference noise scale (%)")
     ax.set_ylabel("accuracy (%)")
     ax.set_title("Accuracy vs inference noise (95% CI)" if "ci_low" in summary else "Accuracy")
     ax.legend(title="condition")

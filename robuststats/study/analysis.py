@@ -201,7 +201,7 @@ def _tests(out: pd.DataFrame, opts: AnalysisOptions) -> pd.DataFrame:
             n01 = int(((xa == 0) & (xb == 1)).sum())
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-                test = stats.mcnemar_stratified(xa, xb)
+                test = _mcnemar(stats, xa, xb)
                 ma, _, _ = _matrix(da[da["seed"].isin(keys.get_level_values(0))], items)
                 mb, _, _ = _matrix(db[db["seed"].isin(keys.get_level_values(0))], items)
                 diff = stats.bootstrap_difference(
@@ -216,7 +216,8 @@ def _tests(out: pd.DataFrame, opts: AnalysisOptions) -> pd.DataFrame:
                 "ci_low": float(diff.confidence_interval.low),
                 "ci_high": float(diff.confidence_interval.high),
                 "statistic": float(test.statistic), "pvalue": float(test.pvalue),
-                "test": test.method,
+                "test": f"McNemar {test.method}" + ("" if len(keys) == 1 or hasattr(
+                    stats, "mcnemar_stratified") else " (strata pooled)"),
             })
     tests = pd.DataFrame(rows)
     if tests.empty:
@@ -230,6 +231,15 @@ def _tests(out: pd.DataFrame, opts: AnalysisOptions) -> pd.DataFrame:
     tests["multiplicity"] = opts.multiplicity
     tests["reject"] = tests["pvalue_adjusted"] < opts.alpha
     return tests
+
+
+def _mcnemar(stats: Any, xa: np.ndarray, xb: np.ndarray) -> Any:
+    # strata = (seed, noise_seed) rows; the stratified test keeps seeds from being pooled
+    # as if they were one population, where robuststats.stats provides it
+    stratified = getattr(stats, "mcnemar_stratified", None)
+    if stratified is not None and xa.shape[0] > 1:
+        return stratified(xa, xb)
+    return stats.mcnemar(xa, xb, method="exact")  # pooled over strata
 
 
 def _adjusted(res: Any) -> Any:
@@ -256,7 +266,8 @@ def _hypotheses(out: pd.DataFrame, hypotheses: list[dict[str, Any]], missing: pd
     from robuststats import stats
 
     columns = ["id", "statement", "metric", "a", "b", "eval_noise", "relation", "margin",
-               "estimate", "ci_low", "ci_high", "verdict", "test", "reason"]
+               "estimate", "ci_low", "ci_high", "ci_level", "pvalue", "pvalue_adjusted",
+               "verdict", "test", "reason"]
     if not hypotheses:
         return pd.DataFrame(columns=columns)
     rows: list[dict[str, Any]] = []
@@ -275,15 +286,22 @@ def _hypotheses(out: pd.DataFrame, hypotheses: list[dict[str, Any]], missing: pd
         else:
             ready.append(h)
     if ready:
-        objs = [stats.Hypothesis.from_dict(h) for h in ready]
-        table = stats.evaluate_hypotheses(
-            objs, out, confidence_level=opts.confidence_level, n_resamples=opts.n_resamples,
-            rng=np.random.default_rng([opts.rng_seed, _stable_hash(["hyp"])]))
-        for h, (_, r) in zip(ready, table.iterrows()):
-            rows.append({**_base(h), "estimate": r.get("estimate"), "ci_low": r.get("ci_low"),
-                         "ci_high": r.get("ci_high"), "verdict": r.get("verdict"),
-                         "test": r.get("test", r.get("method", "")),
-                         "reason": r.get("reason", "")})
+        # degenerate cases (e.g. a clean accuracy of 0) are explained in the `reason` column
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+            table = stats.evaluate_hypotheses(
+                [stats.Hypothesis.from_dict(h) for h in ready], out,
+                confidence_level=opts.confidence_level, n_resamples=opts.n_resamples,
+                rng=np.random.default_rng([opts.rng_seed, _stable_hash(["hypotheses"])]),
+                multiplicity=None if opts.multiplicity == "none" else opts.multiplicity)
+        by_id = {str(r["id"]): r for _, r in table.iterrows()}
+        for h in ready:
+            r = by_id[str(h["id"])]
+            rows.append({**_base(h), "estimate": float(r["estimate"]),
+                         "ci_low": float(r["ci_low"]), "ci_high": float(r["ci_high"]),
+                         "ci_level": float(r["confidence_level"]), "pvalue": float(r["pvalue"]),
+                         "pvalue_adjusted": float(r["adjusted_pvalue"]),
+                         "verdict": r["verdict"], "test": r["method"], "reason": r["detail"]})
     order = {h["id"]: i for i, h in enumerate(hypotheses)}
     df = pd.DataFrame(rows, columns=columns)
     return df.sort_values("id", key=lambda s: s.map(order)).reset_index(drop=True)

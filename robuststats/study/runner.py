@@ -83,6 +83,7 @@ def write_version(out: str | Path, study: str, outcomes: pd.DataFrame, analysis:
     from robuststats.report import write_report
 
     store = ResultStore(out)
+    env = environment()
     tables = analysis.tables()
     counts = {"outcomes": len(outcomes), **{k: len(v) for k, v in tables.items()}}
 
@@ -92,9 +93,9 @@ def write_version(out: str | Path, study: str, outcomes: pd.DataFrame, analysis:
             df.to_parquet(path / f"{name}.parquet", index=False)
             df.to_csv(path / f"{name}.csv", index=False)
         number = int(path.name[1:])
-        write_report(path, tables, {**meta, "study": study, "label": f"v{number}"})
+        write_report(path, tables, {**meta, **env, "study": study, "label": f"v{number}"})
 
-    manifest = {**meta, "row_counts": counts, "environment": environment()}
+    manifest = {**meta, "row_counts": counts, "environment": env}
     return store.write(study, writer, manifest)
 
 

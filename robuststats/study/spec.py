@@ -100,7 +100,8 @@ class AnalysisSpec(_Strict):
     alpha: float = Field(default=0.05, gt=0, lt=1)
     confidence_level: float = Field(default=0.95, gt=0, lt=1)
     n_resamples: int = Field(default=2000, gt=0)
-    multiplicity: Literal["holm", "fdr_bh", "bonferroni", "none"] = "holm"
+    multiplicity: Literal["holm", "fdr_bh", "bonferroni", "sidak", "holm-sidak",
+                          "simes-hochberg", "hommel", "fdr_by", "none"] = "holm"
     reference: str | None = None
     rng_seed: int = Field(default=0, ge=0)
 
