@@ -24,7 +24,7 @@ examples:
   robuststats power --effect 0.03
       required n across discordance rates π_D (unknown π_D), plus the unpaired figure
   robuststats power --effect 0.03 --discordance 0.12
-      required number of items (pairs) at 80%% power
+      required number of items (pairs) at 80% power
   robuststats power --effect 0.03 --pilot pilot_outcomes.parquet --conditions E8b E8c
       π_D estimated from pilot outcomes (with its confidence interval)
   robuststats power --effect 0.03 --baseline 0.64 --correlation 0.6
@@ -266,7 +266,7 @@ def _table(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
             "--discordance, --correlation with --baseline, or --pilot."
         )
     solve_n = args.n is None
-    rows = []
+    rows, errors = [], []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for pi_d in discordance_grid(args.effect):
@@ -279,14 +279,13 @@ def _table(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
                     discordance=pi_d,
                     **_common(args),
                 )
-            except InputError:  # an impossible (π_D, baseline) combination
+            except InputError as exc:  # e.g. a (π_D, baseline) combination that cannot be
+                errors.append(exc)
                 continue
             rows.append(r)
     if not rows:
-        raise InputError(
-            f"no discordance rate is possible with effect {args.effect:g} and baseline "
-            f"{args.baseline:g}."
-        )
+        # every row failed: the inputs themselves are bad; report the first reason
+        raise errors[0]
     lines = [f"McNemar power analysis: {_describe(args)}"]
     if solve_n:
         lines.append(
@@ -475,7 +474,22 @@ def run(args: argparse.Namespace) -> int:
         from robuststats.stats._pilot import read_pilot
 
         pairs = read_pilot(args.pilot, conditions=args.conditions, eval_noise=args.eval_noise)
-        est = estimate_discordance(pairs.x, pairs.y, confidence_level=args.confidence_level)
+        with warnings.catch_warnings():
+            # no discordant pair: reported below as an error with the bound to plan with
+            warnings.simplefilter("ignore")
+            est = estimate_discordance(pairs.x, pairs.y, confidence_level=args.confidence_level)
+        if est.n_discordant == 0:
+            raise InputError(
+                f"pilot {pairs.conditions[0]} vs {pairs.conditions[1]} has no discordant pair "
+                f"among {est.n}: π_D cannot be estimated; plan with its Wilson upper bound "
+                f"(--discordance {est.confidence_interval.high:.3g}) or run a larger pilot."
+            )
+        if pairs.n_unpaired:
+            print(
+                f"robuststats power: warning: {pairs.n_unpaired} pilot rows without a partner "
+                f"in the other condition were left out.",
+                file=sys.stderr,
+            )
         pilot = (est, pairs)
         discordance = est.discordance
         if args.baseline is None:

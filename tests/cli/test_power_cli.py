@@ -1,0 +1,229 @@
+"""Tests of ``robuststats power`` through ``robuststats.cli.main``."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import robuststats.cli as cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def main(monkeypatch: pytest.MonkeyPatch):
+    """``cli.main`` with only the power subcommand registered (the others are not needed)."""
+    monkeypatch.setattr(cli, "COMMANDS", {"power": "robuststats.cli.power"})
+    return cli.main
+
+
+def _run(main, capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(["power", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_effect_alone_prints_table_over_discordance(main, capsys) -> None:
+    code, out, _ = _run(main, capsys, "--effect", "0.03")
+    assert code == 0
+    assert "π_D unknown" in out
+    # Connor (1987) n for δ = .03, power .8 (../shared/ARCHITECTURE.md: 1742 at π_D = .20)
+    table = {
+        line.split()[0]: line.split()[1]
+        for line in out.splitlines()
+        if line.strip() and line.split()[0].replace(".", "").isdigit()
+    }
+    assert table["0.2"] == "1742"
+    assert set(table) >= {"0.03", "0.05", "0.1", "0.15", "0.2", "0.3"}
+    assert "unpaired design for comparison" in out
+    assert "4360 items per condition" in out  # pooled z-test at accuracies .485/.515
+    assert "--discordance" in out and "--pilot" in out
+    assert "exceeds the pool of 1319 items" in out
+
+
+def test_json_has_n_when_solving_for_sample_size(main, capsys) -> None:
+    code, out, err = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--json")
+    assert code == 0
+    payload = json.loads(out)
+    assert payload["n"] == 1742
+    assert payload["solved_for"] == "n"
+    assert payload["unpaired"]["design"] == "unpaired"
+    assert "exceeds the item pool of 1319" in err  # the default pool is GSM8K's test split
+
+
+def test_json_table_mode_keeps_n_key(main, capsys) -> None:
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--json", "--pool-size", "0")
+    payload = json.loads(out)
+    assert code == 0 and "n" in payload and payload["n"] is None
+    assert [row["n"] for row in payload["table"]][:2] == [260, 434]
+    assert not any(row["exceeds_pool"] for row in payload["table"])
+
+
+def test_power_and_minimum_detectable_effect(main, capsys) -> None:
+    code, out, _ = _run(
+        main, capsys, "--effect", "0.03", "--n", "1742", "--discordance", "0.2", "--json"
+    )
+    assert code == 0 and json.loads(out)["power"] == pytest.approx(0.8, abs=1e-3)
+    code, out, _ = _run(main, capsys, "--n", "1319", "--discordance", "0.15")
+    assert code == 0
+    assert "minimum detectable effect δ = 0.02985" in out
+
+
+def test_exact_method_and_repeats(main, capsys) -> None:
+    code, out, _ = _run(
+        main, capsys, "--effect", "0.03", "--discordance", "0.2", "--method", "exact", "--json"
+    )
+    assert code == 0 and json.loads(out)["n"] == 1800
+    code, out, _ = _run(
+        main, capsys, "--effect", "0.03", "--discordance", "0.2", "--repeats", "3", "--icc", "0.3"
+    )
+    assert code == 0
+    assert "929 items (pairs) × 3 repeats = 2787 evaluations" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--effect", "-0.03"], "`effect` must be > 0"),
+        (["--effect", "0"], "`effect` must be > 0"),
+        (["--effect", "0.03", "--discordance", "0.02"], "impossible: π_D must be ≥ |δ|"),
+        (["--effect", "0.03", "--discordance", "1.5"], "`discordance` must be a probability"),
+        (
+            ["--effect", "0.03", "--discordance", "0.1", "--alpha", "0"],
+            "`alpha` must be a probability",
+        ),
+        (
+            ["--effect", "0.03", "--discordance", "0.1", "--power", "1.2"],
+            "`power` must be a probability",
+        ),
+        (["--effect", "0.03", "--baseline", "1.2"], "`baseline` must be a probability"),
+        (
+            ["--effect", "0.03", "--discordance", "0.1", "--baseline", "0.99"],
+            "impossible: `baseline` + `effect`",
+        ),
+        (["--effect", "0.03", "--correlation", "0.5"], "`correlation` needs `baseline`"),
+        (["--effect", "0.03", "--discordance", "0.1", "--correlation", "0.5"], "pass only one of"),
+        (["--discordance", "0.1"], "pass --effect (to get n) or --n"),
+        (["--n", "500"], "needs π_D"),
+        (["--effect", "0.03", "--pool-size", "-1"], "`--pool-size` must be ≥ 0"),
+        (["--effect", "0.03", "--repeats", "0"], "`repeats` must be a positive integer"),
+        (["--effect", "0.03", "--pilot", "/nonexistent/pilot.csv"], "does not exist"),
+    ],
+)
+def test_bad_values_exit_2_with_one_line(main, capsys, argv: list[str], message: str) -> None:
+    code, out, err = _run(main, capsys, *argv)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("robuststats power: error: ")
+    assert message in err
+
+
+def test_argparse_type_errors_exit_2(main, capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["power", "--effect", "three"])
+    assert info.value.code == 2
+    assert "not a number: 'three'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main(["power", "--effect", "0.03", "--method", "fast"])
+    assert info.value.code == 2
+
+
+def _pilot_table() -> pd.DataFrame:
+    rng = np.random.default_rng(3)
+    base = rng.random(400) < 0.65
+    flip = rng.random(400) < 0.12
+    rows = [
+        {"condition": c, "item_id": f"q{i}", "correct": int(v)}
+        for c, arr in (("E8b", base), ("E8c", base ^ flip))
+        for i, v in enumerate(arr)
+    ]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_pilot_file(main, capsys, tmp_path: Path, suffix: str) -> None:
+    table = _pilot_table()
+    path = tmp_path / f"pilot{suffix}"
+    table.to_csv(path, index=False) if suffix == ".csv" else table.to_parquet(path)
+    x = table[table.condition == "E8b"]["correct"].to_numpy()
+    y = table[table.condition == "E8c"]["correct"].to_numpy()
+    pi_d = float(np.mean(x != y))
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path), "--json")
+    assert code == 0
+    payload = json.loads(out)
+    assert payload["pilot"]["discordance"] == pytest.approx(pi_d)
+    assert payload["discordance"] == pytest.approx(pi_d)
+    low, high = payload["n_range"]["low"], payload["n_range"]["high"]
+    assert low < payload["n"] < high
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path))
+    assert "pilot E8b vs E8c: 400 pairs" in out and "Wilson" in out
+
+
+def test_pilot_conditions_option(main, capsys, tmp_path: Path) -> None:
+    table = pd.concat(
+        [_pilot_table(), _pilot_table().query("condition == 'E8c'").assign(condition="E8d")]
+    )
+    path = tmp_path / "pilot.csv"
+    table.to_csv(path, index=False)
+    code, _, err = _run(main, capsys, "--effect", "0.03", "--pilot", str(path))
+    assert code == 2 and "choose two with --conditions A B" in err
+    # E8d copies E8c: no discordant pairs, so the design is impossible for δ = .03
+    code, _, err = _run(
+        main, capsys, "--effect", "0.03", "--pilot", str(path), "--conditions", "E8c", "E8d"
+    )
+    assert code == 2 and "has no discordant pair among 400" in err
+    assert "--discordance 0.00951" in err  # Wilson upper bound z²/(n + z²) at 0/400
+    code, out, _ = _run(
+        main, capsys, "--effect", "0.03", "--pilot", str(path), "--conditions", "E8b", "E8d"
+    )
+    assert code == 0 and "pilot E8b vs E8d" in out
+
+
+def test_plot_writes_png(main, capsys, tmp_path: Path) -> None:
+    png = tmp_path / "curve.png"
+    code, out, _ = _run(
+        main, capsys, "--effect", "0.03", "--discordance", "0.1", "--plot", str(png)
+    )
+    assert code == 0 and f"power curve written to {png}" in out
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    png2 = tmp_path / "table.png"
+    assert main(["power", "--effect", "0.05", "--plot", str(png2)]) == 0
+    assert png2.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_help_has_examples(main, capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["power", "--help"])
+    assert info.value.code == 0
+    text = capsys.readouterr().out
+    assert "examples:" in text and "--pilot" in text and "80% power" in text
+
+
+def test_import_is_light() -> None:
+    # the subcommand module must not pull numpy/scipy/pandas/torch at import time
+    code = (
+        "import sys, robuststats.cli.power; "
+        "print(sorted(m for m in ('numpy', 'scipy', 'pandas', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout
+    assert out.strip() == "[]"
+
+
+def test_real_dispatcher_when_all_subcommands_exist(capsys) -> None:
+    for module in cli.COMMANDS.values():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pytest.skip(f"{module} is not available yet")
+    assert cli.main(["power", "--effect", "0.03", "--discordance", "0.06", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 521
