@@ -93,9 +93,9 @@ def as_outcomes(x: object, name: str, *, binary: bool = False) -> np.ndarray:
     if not np.all(np.isfinite(arr)):
         raise InputError(f"`{name}` must not contain NaN or infinite values.")
     if np.any((arr < 0) | (arr > 1)):
-        bad = arr[(arr < 0) | (arr > 1)].flat[0]
+        bad = float(arr[(arr < 0) | (arr > 1)].flat[0])
         raise InputError(f"`{name}` must contain values in [0, 1], got {bad!r}.")
     if binary and np.any((arr != 0) & (arr != 1)):
-        bad = arr[(arr != 0) & (arr != 1)].flat[0]
+        bad = float(arr[(arr != 0) & (arr != 1)].flat[0])
         raise InputError(f"`{name}` must contain only 0/1 outcomes, got {bad!r}.")
     return arr

@@ -50,7 +50,7 @@ def _check_pvalues(pvalues: object) -> np.ndarray:
         raise InputError(f"`pvalues` must be 1-D, got shape {p.shape}.")
     bad = ~np.isfinite(p) | (p < 0) | (p > 1)
     if bad.any():
-        raise InputError(f"`pvalues` must lie in [0, 1], got {p[bad][0]!r}.")
+        raise InputError(f"`pvalues` must lie in [0, 1], got {float(p[bad][0])!r}.")
     return p
 
 
