@@ -86,6 +86,7 @@ class Injection:
         try:
             if session.ops & FUNCTIONAL_OPS:
                 self._mode = NoiseMode(self._inst, session)
+                session.mode = self._mode
                 self._mode.__enter__()
         except BaseException:
             _install.release(self._inst, session, self._features)

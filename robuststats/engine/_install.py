@@ -103,6 +103,9 @@ class Installation:
         for i, layer in enumerate(self.map.layer_modules):
             handles.append(layer.register_forward_pre_hook(_layer_pre(self, i)))
             handles.append(layer.register_forward_hook(self._layer_post, always_call=True))
+            for child in layer.children():
+                handles.append(child.register_forward_pre_hook(_child_pre(self, i)))
+                handles.append(child.register_forward_hook(_child_post(self), always_call=True))
         return [h.remove for h in handles]
 
     def _root_pre(self, module: nn.Module, args: Any) -> None:
@@ -204,6 +207,35 @@ def _layer_pre(inst: Installation, index: int) -> Any:
         s = inst.active()
         if s is not None:
             s.layer_enter(index, module)
+
+    return hook
+
+
+def _child_pre(inst: Installation, index: int) -> Any:
+    def hook(module: nn.Module, args: Any) -> None:
+        s = inst.active()
+        if s is None or not in_backward():
+            return
+        s.child_enter(index)
+        # the autograd engine runs a recompute without the caller's TorchFunctionMode:
+        # push the session's mode around each child so functional ops are reached again
+        mode = s.mode
+        if mode is not None:
+            torch._C._push_on_torch_function_stack(mode)
+            pushed = getattr(inst.tls, "pushed", None)
+            if pushed is None:
+                pushed = inst.tls.pushed = []
+            pushed.append(id(module))
+
+    return hook
+
+
+def _child_post(inst: Installation) -> Any:
+    def hook(module: nn.Module, args: Any, output: Any) -> None:
+        pushed = getattr(inst.tls, "pushed", None)
+        if pushed and pushed[-1] == id(module):
+            pushed.pop()
+            torch._C._pop_torch_function_stack()
 
     return hook
 

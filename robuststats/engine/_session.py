@@ -26,8 +26,6 @@ if TYPE_CHECKING:
 __all__ = ["InjectionVerificationError", "NoiseSession"]
 
 _STATS_COLUMNS = ["layer", "op", "phase", "count", "rms_noise_ratio", "target_scale"]
-# the backward stream gets its own seed so that backward draws never shift forward noise
-_BACKWARD_SEED_OFFSET = 0x9E3779B97F4A7C15
 
 
 def in_backward() -> bool:
@@ -75,54 +73,84 @@ class NoiseSession:
         self.backward_ran = False
         self.late_backward = 0
         self._stats: pd.DataFrame | None = None
-        # gradient checkpointing: forward-generator states saved per layer, replayed on recompute
-        self._ckpt_states: dict[int, deque[dict[torch.device, torch.Tensor]]] = defaultdict(
-            lambda: deque(maxlen=64)
-        )
-        for p in list(model.parameters())[:1] + list(model.buffers())[:1]:
-            self._gen("forward", p.device)
-            self._gen("backward", p.device)
+        # gradient checkpointing: per layer, the forward-stream states at the start of each
+        # checkpointed forward and the number of draws it made; popped when it is recomputed
+        self._ckpt_states: dict[int, deque[Any]] = defaultdict(lambda: deque(maxlen=64))
+        self._draws: dict[int, int] = defaultdict(int)
+        self._replay: dict[int, list[Any]] = {}
+        self.unreplayed = 0
+        self.mode: Any = None  # the session's TorchFunctionMode, when functional ops are requested
+        self._devices = {p.device for p in model.parameters()} or {torch.device("cpu")}
 
     # --- randomness ------------------------------------------------------------------------
 
-    def _gen(self, phase: str, device: torch.device) -> torch.Generator:
-        key = (phase, device)
+    def _gen(self, phase: str, layer: int, device: torch.device) -> torch.Generator:
+        """Each (phase, layer) has its own stream, so the noise of one layer does not depend
+        on which other layers are selected, and a checkpointed layer can be replayed alone."""
+        key = (phase, layer, device)
         g = self._gens.get(key)
         if g is None:
             g = torch.Generator(device=device)
-            seed = self.spec.seed if phase == "forward" else self.spec.seed ^ _BACKWARD_SEED_OFFSET
-            g.manual_seed(seed % (2**63))
+            g.manual_seed(_stream_seed(self.spec.seed, phase, layer))
             self._gens[key] = g
         return g
 
-    def forward_generator_states(self) -> dict[torch.device, torch.Tensor]:
-        return {dev: g.get_state() for (ph, dev), g in self._gens.items() if ph == "forward"}
+    def _forward_gen(self, layer: int, device: torch.device) -> torch.Generator:
+        if not in_backward():
+            self._draws[layer] += 1
+            return self._gen("forward", layer, device)
+        # recomputation of a checkpointed layer during backward: replay its original draws
+        replay = self._replay.get(layer)
+        if replay is None or replay[1] <= 0:
+            saved = self._ckpt_states.get(layer)
+            if not saved:
+                self.unreplayed += 1
+                return self._gen("forward", layer, device)
+            rec = saved.pop()
+            states, n_draws = rec[0], rec[1]
+            gens = {}
+            for dev, state in states.items():
+                g = torch.Generator(device=dev)
+                g.set_state(state)
+                gens[dev] = g
+            replay = self._replay[layer] = [gens, n_draws if n_draws is not None else 1 << 62]
+        replay[1] -= 1
+        g = replay[0].get(device)
+        if g is None:
+            g = replay[0][device] = torch.Generator(device=device)
+            g.manual_seed(_stream_seed(self.spec.seed, "forward", layer))
+        return g
 
-    def set_forward_generator_states(self, states: dict[torch.device, torch.Tensor]) -> None:
-        for dev, state in states.items():
-            self._gen("forward", dev).set_state(state)
-
-    # --- gradient checkpointing ------------------------------------------------------------
+    # --- layers and gradient checkpointing --------------------------------------------------
 
     def layer_enter(self, layer: int, module: torch.nn.Module) -> None:
-        stack = self._layer_stack()
-        replay = None
-        if in_backward():
-            saved = self._ckpt_states.get(layer)
-            if saved:
-                # recompute of a checkpointed layer: replay the noise of its original forward
-                replay = self.forward_generator_states()
-                self.set_forward_generator_states(saved.pop())
-        elif torch.is_grad_enabled() and getattr(module, "gradient_checkpointing", False):
-            self._ckpt_states[layer].append(self.forward_generator_states())
-        stack.append((layer, replay))
+        record = None
+        if (
+            torch.is_grad_enabled()
+            and module.training
+            and getattr(module, "gradient_checkpointing", False)
+            and not in_backward()
+        ):
+            # transformers checkpoints the layer's forward: remember where its noise stream
+            # starts and (at exit) how many draws it made, to replay them on recompute
+            states = {
+                dev: g.get_state()
+                for (ph, ly, dev), g in self._gens.items()
+                if ph == "forward" and ly == layer
+            }
+            if not states:
+                for dev in self._devices:
+                    states[dev] = self._gen("forward", layer, dev).get_state()
+            record = [states, None, self._draws[layer]]
+            self._ckpt_states[layer].append(record)
+        self._layer_stack().append((layer, record))
 
     def layer_exit(self) -> None:
         stack = self._layer_stack()
         if stack:
-            _, replay = stack.pop()
-            if replay is not None:
-                self.set_forward_generator_states(replay)
+            layer, record = stack.pop()
+            if record is not None:
+                record[1] = self._draws[layer] - record.pop()
 
     def _layer_stack(self) -> list[tuple[int, Any]]:
         stack = getattr(self._tls, "layers", None)
@@ -136,7 +164,16 @@ class NoiseSession:
         stack = getattr(self._tls, "layers", None)
         if stack:
             return stack[-1][0]
-        return OUTSIDE if getattr(self._tls, "depth", 0) > 0 else None
+        if getattr(self._tls, "depth", 0) > 0:
+            return OUTSIDE
+        if in_backward():  # recomputing a checkpointed layer: its hooks do not run again
+            return getattr(self._tls, "recompute_layer", None)
+        return None
+
+    def child_enter(self, layer: int) -> None:
+        """A direct child of ``layer`` starts during a recompute: the only sign of which
+        layer is running (transformers checkpoints ``forward``, not ``__call__``)."""
+        self._tls.recompute_layer = layer
 
     def root_enter(self) -> None:
         self._tls.depth = getattr(self._tls, "depth", 0) + 1
@@ -219,7 +256,7 @@ class NoiseSession:
         recompute = in_backward()
         tracked = y.requires_grad and torch.is_grad_enabled()
         with torch.no_grad():
-            g = self._gen("forward", y.device)
+            g = self._forward_gen(layer, y.device)
             e = compute_error(self.kind, y, scale, g)
             if not recompute:
                 self._record(layer, op, "forward", y, e)
@@ -234,7 +271,7 @@ class NoiseSession:
             self.late_backward += 1
             return grad
         with torch.no_grad():
-            e = compute_error(self.kind, grad, scale, self._gen("backward", grad.device))
+            e = compute_error(self.kind, grad, scale, self._gen("backward", layer, grad.device))
             self._record(layer, op, "backward", grad, e)
             return grad + e
 
@@ -307,6 +344,18 @@ class NoiseSession:
         return any(self.scales(op, layer, path)[i] > 0 for op in self.ops) or any(
             v > 0 for k, v in self._module_scales.items() if k.startswith(path + ".")
         )
+
+
+def _stream_seed(seed: int, phase: str, layer: int) -> int:
+    """Distinct 63-bit seeds per (seed, phase, layer): a splitmix64 finalizer of the triple."""
+    x = (seed * 0x9E3779B97F4A7C15 + (layer + 2) * 0xBF58476D1CE4E5B9
+         + (0 if phase == "forward" else 0x94D049BB133111EB)) & 0xFFFFFFFFFFFFFFFF
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    x ^= x >> 31
+    return x & 0x7FFFFFFFFFFFFFFF
 
 
 def _tensors(output: Any) -> list[torch.Tensor]:
