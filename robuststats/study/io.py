@@ -79,12 +79,17 @@ def validate_outcomes(df: pd.DataFrame, *, source: str = "outcomes") -> pd.DataF
     correct = out["correct"]
     if correct.dtype == bool:
         correct = correct.astype(int)
+    elif correct.dtype == object or pd.api.types.is_string_dtype(correct):
+        # CSV writers spell booleans as True/False or true/false
+        words = {"true": 1, "false": 0}
+        correct = correct.map(lambda v: words.get(v.strip().lower(), v) if isinstance(v, str)
+                              else v)
     num = pd.to_numeric(correct, errors="coerce")
     bad = ~num.isin([0, 1])
     if bad.any():
         first = int(np.flatnonzero(bad.to_numpy())[0])
         raise InputError(f"{source}: column 'correct' must hold 0/1, got "
-                         f"{correct.iloc[first]!r} in row {first + 1} "
+                         f"{_plain(correct.iloc[first])!r} in row {first + 1} "
                          f"({int(bad.sum())} bad value(s)).")
     out["correct"] = num.astype("int8")
     for col, kind in (("seed", "int64"), ("noise_seed", "int64"), ("eval_noise", "float64")):
@@ -93,7 +98,7 @@ def validate_outcomes(df: pd.DataFrame, *, source: str = "outcomes") -> pd.DataF
             row = int(np.flatnonzero((conv.isna() | (conv % 1 != 0)).to_numpy())[0])
             raise InputError(f"{source}: column {col!r} must be "
                              f"{'an integer' if kind == 'int64' else 'a number'}, got "
-                             f"{out[col].iloc[row]!r} in row {row + 1}.")
+                             f"{_plain(out[col].iloc[row])!r} in row {row + 1}.")
         out[col] = conv.astype(kind)
     if ((out["eval_noise"] < 0) | (out["eval_noise"] >= 1)).any():
         raise InputError(f"{source}: column 'eval_noise' must lie in [0, 1).")
@@ -105,3 +110,8 @@ def validate_outcomes(df: pd.DataFrame, *, source: str = "outcomes") -> pd.DataF
         raise InputError(f"{source}: {int(dup.sum())} duplicate row(s) for the same "
                          f"(condition, seed, eval_noise, noise_seed, item_id), e.g. {row}.")
     return out.sort_values(_KEY, kind="stable").reset_index(drop=True)
+
+
+def _plain(value: object) -> object:
+    # numpy scalars print as np.int64(2); show the value as a person wrote it
+    return value.item() if isinstance(value, np.generic) else value

@@ -1,0 +1,150 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from robuststats.errors import InputError
+from robuststats.study.analysis import AnalysisOptions, analyze_outcomes
+from robuststats.study.io import read_outcomes, validate_outcomes
+from robuststats.study.plan import Cell
+
+
+def paired(n11: int, n10: int, n01: int, n00: int) -> tuple[list[int], list[int]]:
+    """0/1 outcomes of conditions a and b with the given 2×2 counts (a first)."""
+    a = [1] * n11 + [1] * n10 + [0] * n01 + [0] * n00
+    b = [1] * n11 + [0] * n10 + [1] * n01 + [0] * n00
+    return a, b
+
+
+def frame(cond: str, correct: list[int], *, seed: int = 0, eval_noise: float = 0.0,
+          noise_seed: int = 0) -> pd.DataFrame:
+    return pd.DataFrame({"condition": cond, "seed": seed, "eval_noise": eval_noise,
+                         "noise_seed": noise_seed,
+                         "item_id": [f"i{k:03d}" for k in range(len(correct))],
+                         "correct": correct})
+
+
+OPTS = AnalysisOptions(n_resamples=300, multiplicity="holm")
+
+
+def test_known_mcnemar_counts_and_accuracies() -> None:
+    # 50 items: 30 both right, 8 only A right (b), 2 only B right (c), 10 both wrong
+    a, b = paired(30, 8, 2, 10)
+    out = validate_outcomes(pd.concat([frame("A", a), frame("B", b)]))
+    res = analyze_outcomes(out, options=OPTS)
+    t = res.tests.iloc[0]
+    assert (t["a"], t["b"], t["n10"], t["n01"], t["n_items"]) == ("A", "B", 8, 2, 50)
+    assert t["accuracy_a"] == pytest.approx(38 / 50) and t["accuracy_b"] == pytest.approx(32 / 50)
+    assert t["difference"] == pytest.approx(0.12)
+    # R: binom.test(8, 10, 0.5)$p.value  ->  0.109375  (exact McNemar, two-sided)
+    assert t["pvalue"] == pytest.approx(0.109375, rel=1e-9)
+    s = res.summary.set_index("condition")
+    assert s.loc["A", "accuracy"] == pytest.approx(0.76)
+    assert s.loc["B", "accuracy"] == pytest.approx(0.64)
+    assert s.loc["A", "ci_low"] < 0.76 < s.loc["A", "ci_high"]
+
+
+def test_counts_combine_over_seeds_and_noise_seeds() -> None:
+    parts = []
+    counts = {(0, 0): (20, 5, 1, 4), (0, 1): (19, 6, 2, 3), (1, 0): (21, 3, 3, 3),
+              (1, 1): (18, 7, 0, 5)}
+    for (seed, ns), c in counts.items():
+        a, b = paired(*c)
+        parts += [frame("A", a, seed=seed, eval_noise=0.1, noise_seed=ns),
+                  frame("B", b, seed=seed, eval_noise=0.1, noise_seed=ns)]
+    out = validate_outcomes(pd.concat(parts))
+    t = analyze_outcomes(out, options=OPTS).tests.iloc[0]
+    assert (t["n_strata"], t["n10"], t["n01"]) == (4, 5 + 6 + 3 + 7, 1 + 2 + 3 + 0)
+    assert t["pvalue"] < 0.05
+
+
+def test_retention_seed_table_and_multiplicity() -> None:
+    rng = np.random.default_rng(1)
+    parts = []
+    for cond, p_clean, p_noisy in (("A", 0.8, 0.6), ("B", 0.8, 0.75), ("C", 0.7, 0.7)):
+        for seed in (0, 1, 2):
+            clean = (rng.random(100) < p_clean).astype(int)
+            noisy = clean * (rng.random(100) < p_noisy / p_clean)
+            parts += [frame(cond, list(clean), seed=seed),
+                      frame(cond, list(noisy), seed=seed, eval_noise=0.05)]
+    out = validate_outcomes(pd.concat(parts))
+    res = analyze_outcomes(out, options=OPTS)
+    ret = res.retention.set_index("condition")
+    acc = res.summary.set_index(["condition", "eval_noise"])["accuracy"]
+    for c in "ABC":
+        assert ret.loc[c, "retention"] == pytest.approx(acc[(c, 0.05)] / acc[(c, 0.0)])
+        assert ret.loc[c, "ci_low"] < ret.loc[c, "retention"] < ret.loc[c, "ci_high"]
+    seeds = res.seeds
+    assert len(seeds) == 3 * 3 * 2
+    one = seeds[(seeds["condition"] == "A") & (seeds["eval_noise"] == 0.05)]
+    assert res.retention.set_index("condition").loc["A", "seed_sd"] == pytest.approx(
+        one["retention"].std(ddof=1))
+    # all pairs at two levels: 3 pairs × 2 = 6 tests; Holm adjusted >= raw, monotone family
+    assert len(res.tests) == 6
+    assert (res.tests["pvalue_adjusted"] >= res.tests["pvalue"] - 1e-15).all()
+    ref = analyze_outcomes(out, options=AnalysisOptions(n_resamples=100, reference="C"))
+    assert sorted(zip(ref.tests["a"], ref.tests["b"])) == [("A", "C"), ("A", "C"), ("B", "C"),
+                                                          ("B", "C")]
+
+
+def test_missing_cells_make_their_hypotheses_inconclusive() -> None:
+    a, b = paired(30, 8, 2, 10)
+    out = validate_outcomes(pd.concat([frame("A", a), frame("B", b),
+                                       frame("A", a, eval_noise=0.1)]))
+    expected = [Cell("A", 0, 0.0, 0), Cell("B", 0, 0.0, 0), Cell("A", 0, 0.1, 0),
+                Cell("B", 0, 0.1, 0)]
+    hyps = [{"id": "H1", "metric": "accuracy", "a": "A", "b": "B", "eval_noise": 0,
+             "relation": "greater", "margin": 0},
+            {"id": "H2", "metric": "retention", "a": "A", "b": "B", "eval_noise": 0.1,
+             "relation": "greater", "margin": 0}]
+    res = analyze_outcomes(out, hypotheses=hyps, options=OPTS, expected_cells=expected)
+    assert res.missing[["condition", "eval_noise"]].values.tolist() == [["B", 0.1]]
+    h = res.hypotheses.set_index("id")
+    assert h.loc["H2", "verdict"] == "INCONCLUSIVE"
+    assert "missing" in h.loc["H2", "reason"]
+    assert h.loc["H1", "verdict"] in {"VERIFIED", "INCONCLUSIVE", "FALSIFIED"}
+    assert h.loc["H1", "estimate"] == pytest.approx(0.12)
+
+
+def test_reader_formats_and_defaults(tmp_path: Path) -> None:
+    rows = [{"condition": "A", "item_id": 1, "correct": True},
+            {"condition": "A", "item_id": 2, "correct": False},
+            {"condition": "B", "item_id": 1, "correct": 1},
+            {"condition": "B", "item_id": 2, "correct": 1}]
+    (tmp_path / "o.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    pd.DataFrame(rows).to_csv(tmp_path / "o.csv", index=False)
+    pd.DataFrame(rows).astype({"item_id": str, "correct": int}).to_parquet(
+        tmp_path / "o.parquet")
+    for name in ("o.jsonl", "o.csv", "o.parquet"):
+        df = read_outcomes(tmp_path / name)
+        assert df["seed"].tolist() == [0] * 4 and df["noise_seed"].tolist() == [0] * 4
+        assert df["eval_noise"].tolist() == [0.0] * 4
+        assert df["item_id"].tolist() == ["1", "2", "1", "2"]
+        assert df["correct"].tolist() == [1, 0, 1, 1]
+
+
+def test_reader_errors_are_clear(tmp_path: Path) -> None:
+    pd.DataFrame({"cond": ["A"], "item_id": ["x"], "correct": [1]}).to_csv(tmp_path / "a.csv")
+    with pytest.raises(InputError, match=r"missing required column\(s\) \['condition'\]"):
+        read_outcomes(tmp_path / "a.csv")
+    pd.DataFrame({"condition": ["A", "A"], "item_id": ["x", "y"], "correct": [1, 2]}).to_csv(
+        tmp_path / "b.csv", index=False)
+    with pytest.raises(InputError, match=r"column 'correct' must hold 0/1, got 2 in row 2"):
+        read_outcomes(tmp_path / "b.csv")
+    pd.DataFrame({"condition": ["A", "A"], "item_id": ["x", "x"], "correct": [1, 0]}).to_csv(
+        tmp_path / "c.csv", index=False)
+    with pytest.raises(InputError, match=r"1 duplicate row\(s\)"):
+        read_outcomes(tmp_path / "c.csv")
+    pd.DataFrame({"condition": ["A"], "item_id": ["x"], "correct": [1],
+                  "seed": ["one"]}).to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(InputError, match=r"column 'seed' must be an integer, got 'one' in row 1"):
+        read_outcomes(tmp_path / "d.csv")
+    (tmp_path / "e.txt").write_text("x")
+    with pytest.raises(InputError, match=r"unknown format '.txt'"):
+        read_outcomes(tmp_path / "e.txt")
+    with pytest.raises(InputError, match="does not exist"):
+        read_outcomes(tmp_path / "nope.csv")
