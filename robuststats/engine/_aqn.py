@@ -1,0 +1,174 @@
+"""AQN: adaptive quantization noise on RMSNorm weights (QeRL-style) and its sigma schedule.
+
+QeRL (Huang et al. 2025, "QeRL: Beyond Efficiency -- Quantization-enhanced Reinforcement
+Learning for LLMs", arXiv:2510.11696; code NVlabs/QeRL, ``get_sigma_by_step``) adds
+Gaussian noise ``N(0, σ²)`` to the weights of the normalisation layers before a rollout,
+with σ from a staged schedule:
+
+- ``sigma_trend`` has ``num_stages − 1`` values decaying geometrically,
+  ``σ_i = σ_start · (σ_end/σ_start)^(i/(num_stages − 2))``;
+- the ``total_steps`` are cut into ``num_stages`` equal intervals of length
+  ``L = total_steps / num_stages``; step ``t`` lies in interval ``k = ⌊min(t, T)/L⌋``;
+- interval 0 is a warm-up with σ = 0, interval ``k ≥ 1`` uses ``σ_{min(k−1, len−1)}``.
+
+The epoch-aware variant ("Option C", seed 002, experiment E5b) runs the same rule inside
+each epoch with its own range, e.g. epoch 1: 0.05 → 0.01, epoch 2: 0.01 → 0.0005, with
+``stages_per_epoch`` sigma values and one warm-up interval per epoch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from robuststats.engine._model_map import build_model_map
+from robuststats.errors import InputError
+
+__all__ = ["AQNSchedule", "aqn_perturb", "geometric_trend", "sigma_by_step"]
+
+
+def geometric_trend(start: float, end: float, n: int) -> list[float]:
+    """``n`` values from ``start`` to ``end`` with a constant ratio (QeRL's decay)."""
+    if n <= 1:
+        return [float(start)]
+    return [float(start) * (float(end) / float(start)) ** (i / (n - 1)) for i in range(n)]
+
+
+def sigma_by_step(step: int, total_steps: int, sigma_trend: Sequence[float]) -> float:
+    """σ at ``step`` for a trend over ``total_steps`` with one leading warm-up interval."""
+    step = min(step, total_steps)
+    intervals = len(sigma_trend) + 1
+    k = int(step // (total_steps / intervals))
+    if k == 0:
+        return 0.0
+    return float(sigma_trend[min(k - 1, len(sigma_trend) - 1)])
+
+
+def _positive_int(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"`{name}` must be a positive integer, got {value!r}.")
+    return value
+
+
+def _sigma(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InputError(f"`{name}` must be a positive number, got {value!r}.")
+    if not math.isfinite(float(value)):
+        raise InputError(f"`{name}` must be finite, got {value!r}.")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class AQNSchedule:
+    """Sigma schedule of AQN; ``schedule.sigma(step)``.
+
+    Global (E5a): ``AQNSchedule(total_steps=116, sigma_start=0.05, sigma_end=0.0005,
+    num_stages=10)``: steps 0–11 warm-up, then 9 geometric stages.
+    Epoch-aware "Option C" (E5b): ``AQNSchedule(total_steps=116, epochs=2,
+    epoch_ranges=[(0.05, 0.01), (0.01, 0.0005)], stages_per_epoch=5)``.
+    """
+
+    total_steps: int
+    sigma_start: float = 0.05
+    sigma_end: float = 0.0005
+    num_stages: int = 10
+    epochs: int = 1
+    epoch_ranges: tuple[tuple[float, float], ...] | None = None
+    stages_per_epoch: int = 5
+
+    def __post_init__(self) -> None:
+        _positive_int(self.total_steps, "total_steps")
+        _sigma(self.sigma_start, "sigma_start")
+        _sigma(self.sigma_end, "sigma_end")
+        if isinstance(self.num_stages, bool) or not isinstance(self.num_stages, int) or self.num_stages < 2:
+            raise InputError(f"`num_stages` must be an integer ≥ 2, got {self.num_stages!r}.")
+        _positive_int(self.epochs, "epochs")
+        _positive_int(self.stages_per_epoch, "stages_per_epoch")
+        if self.epoch_ranges is not None:
+            ranges = tuple((float(a), float(b)) for a, b in self.epoch_ranges)
+            if len(ranges) != self.epochs:
+                raise InputError(
+                    f"`epoch_ranges` must have one (start, end) pair per epoch ({self.epochs}), "
+                    f"got {len(ranges)}."
+                )
+            for i, (a, b) in enumerate(ranges):
+                _sigma(a, f"epoch_ranges[{i}][0]")
+                _sigma(b, f"epoch_ranges[{i}][1]")
+            object.__setattr__(self, "epoch_ranges", ranges)
+        if self.total_steps < self.epochs:
+            raise InputError(
+                f"`total_steps` ({self.total_steps}) must be at least `epochs` ({self.epochs})."
+            )
+
+    @property
+    def sigma_trend(self) -> list[float]:
+        """Global trend: ``num_stages − 1`` geometric values (QeRL)."""
+        return geometric_trend(self.sigma_start, self.sigma_end, self.num_stages - 1)
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.total_steps // self.epochs
+
+    def sigma(self, step: int) -> float:
+        """σ at training step ``step`` (0-based); 0 during a warm-up interval."""
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise InputError(f"`step` must be a non-negative integer, got {step!r}.")
+        if self.epoch_ranges is None:
+            return sigma_by_step(step, self.total_steps, self.sigma_trend)
+        spe = self.steps_per_epoch
+        epoch = min(step // spe, self.epochs - 1)
+        start, end = self.epoch_ranges[epoch]
+        trend = geometric_trend(start, end, self.stages_per_epoch)
+        return sigma_by_step(step - epoch * spe, spe, trend)
+
+
+@dataclass(frozen=True)
+class AQNPerturbation:
+    """What :func:`aqn_perturb` changed: module names and the sigma used."""
+
+    sigma: float
+    modules: tuple[str, ...]
+
+
+@contextmanager
+def aqn_perturb(
+    model: nn.Module, sigma: float, *, generator: torch.Generator | None = None
+) -> Iterator[AQNPerturbation]:
+    """Add ``N(0, sigma²)`` to every RMSNorm/LayerNorm weight inside the block.
+
+    The original weights are restored bit for bit on exit, also when the block raises.
+    ``sigma = 0`` changes nothing. A positive ``sigma`` on a model without norm modules
+    raises (perturbing nothing silently is what invalidated earlier AQN runs).
+    ``generator`` is required for a positive ``sigma``: noise never comes from the global RNG.
+    """
+    if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma >= 0:
+        raise InputError(f"`sigma` must be a non-negative number, got {sigma!r}.")
+    mm = build_model_map(model)
+    targets = [
+        (mm.names[id(m)], m.weight)
+        for m in mm.norm_modules
+        if isinstance(getattr(m, "weight", None), torch.Tensor)
+    ]
+    if sigma == 0:
+        yield AQNPerturbation(0.0, ())
+        return
+    if not targets:
+        raise InputError("`aqn_perturb` found no RMSNorm/LayerNorm weight to perturb in `model`.")
+    if generator is None:
+        raise InputError("`generator` is required for aqn_perturb with sigma > 0, got None.")
+    saved = [w.detach().clone() for _, w in targets]
+    try:
+        with torch.no_grad():
+            for _, w in targets:
+                noise = torch.randn(w.shape, generator=generator, dtype=w.dtype, device=w.device)
+                w.add_(noise, alpha=float(sigma))
+        yield AQNPerturbation(float(sigma), tuple(n for n, _ in targets))
+    finally:
+        with torch.no_grad():
+            for (_, w), orig in zip(targets, saved):
+                w.copy_(orig)
