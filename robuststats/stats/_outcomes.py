@@ -59,9 +59,10 @@ def validate_outcomes(outcomes: pd.DataFrame) -> pd.DataFrame:
     correct = pd.to_numeric(outcomes["correct"], errors="coerce")
     bad = ~correct.isin([0, 1])
     if bad.any():
+        value = outcomes["correct"][bad].iloc[0]
+        value = value.item() if isinstance(value, np.generic) else value
         raise InputError(
-            f"`outcomes.correct` must be 0/1, got {outcomes['correct'][bad].iloc[0]!r} "
-            f"in row {outcomes.index[bad][0]!r}."
+            f"`outcomes.correct` must be 0/1, got {value!r} in row {outcomes.index[bad][0]}."
         )
     dup = outcomes.duplicated(subset=_KEY, keep=False)
     if dup.any():
@@ -85,21 +86,26 @@ def _matrix(rows: pd.DataFrame, condition: str, by: str) -> pd.DataFrame:
         return sub
     index = ["seed"] if by == "seed" else ["seed", "noise_seed"]
     wide = sub.pivot_table(index=index, columns="item_id", values="correct", aggfunc="mean")
-    if by == "seed":
-        # every seed must have each item evaluated under the same noise seeds
-        counts = sub.groupby(["seed", "item_id"]).size().unstack("item_id")
-        if counts.isna().to_numpy().any() or len(np.unique(counts.to_numpy())) > 1:
-            raise InputError(
-                f"condition {condition!r}: items are not evaluated equally often under every "
-                "seed (missing or extra noise seeds); cannot align items."
-            )
     if wide.isna().to_numpy().any():
         holes = wide.isna()
         row, col = np.argwhere(holes.to_numpy())[0]
         raise InputError(
             f"condition {condition!r}: item {wide.columns[col]!r} is missing for "
-            f"{dict(zip(index, np.atleast_1d(wide.index[row])))}; items must be aligned."
+            f"{dict(zip(index, np.atleast_1d(wide.index[row]).tolist()))}; items must be aligned."
         )
+    if by == "seed":
+        # every item must be evaluated under the same number of noise seeds in every seed
+        counts = sub.groupby(["seed", "item_id"]).size()
+        expected = int(counts.max())
+        short = counts[counts != expected]
+        if not short.empty:
+            (seed, item), got = short.index[0], int(short.iloc[0])
+            seed = seed.item() if isinstance(seed, np.generic) else seed
+            raise InputError(
+                f"condition {condition!r}: item {item!r} under seed {seed!r} has {got} "
+                f"evaluation(s), others have {expected} (noise seeds must match); "
+                "cannot align items."
+            )
     return wide.sort_index(axis=0).sort_index(axis=1)
 
 

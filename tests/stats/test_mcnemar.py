@@ -173,7 +173,7 @@ def test_bad_inputs():
         mcnemar([[1, -2], [3, 4]])
     with pytest.raises(InputError, match="same shape"):
         mcnemar([1, 0, 1], [1, 0])
-    with pytest.raises(InputError, match="only 0/1 outcomes, got 0.5"):
+    with pytest.raises(InputError, match=r"only 0/1 outcomes, got 0\.5"):
         mcnemar([1, 0.5, 1], [1, 0, 1])
 
 
