@@ -132,10 +132,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     test.add_argument(
         "--method",
-        choices=("connor", "exact"),
+        choices=("connor", "exact", "midp", "asymptotic", "asymptotic-cc"),
         default="connor",
-        help="connor: normal approximation (Connor 1987); exact: exact McNemar "
-        "test, exact unconditional power (default: connor)",
+        help="connor: normal approximation (Connor 1987; default); the others name the "
+        "McNemar test you will run (as in `mcnemar(method=...)`) and compute its exact "
+        "unconditional power",
     )
     test.add_argument(
         "--repeats",

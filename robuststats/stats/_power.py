@@ -30,12 +30,16 @@ if TYPE_CHECKING:
 
 __all__ = ["PoolSizeWarning", "PowerResult", "power_mcnemar"]
 
-MCNEMAR_METHODS = ("connor", "exact")
+MCNEMAR_METHODS = ("connor", "exact", "midp", "asymptotic", "asymptotic-cc")
 
 #: what ``method`` means, for tables and reports
 METHOD_DESCRIPTIONS = {
     "connor": "McNemar test, normal approximation (Connor 1987)",
     "exact": "exact McNemar test, exact unconditional power (Suissa & Shuster 1991)",
+    "midp": "mid-p McNemar test, exact unconditional power (Fagerland et al. 2013)",
+    "asymptotic": "asymptotic McNemar test, exact unconditional power",
+    "asymptotic-cc": "asymptotic McNemar test with continuity correction, exact "
+    "unconditional power",
     "pooled": "two-proportion z-test, pooled variance, no continuity correction (Fleiss)",
     "pooled-cc": "two-proportion z-test with continuity correction (Fleiss, Tytun & Ury 1980)",
     "unpooled": "two-proportion z-test, unpooled (Wald) variance",
@@ -240,17 +244,21 @@ def power_mcnemar(
         Significance level.
     alternative : {"two-sided", "greater", "less"}
         Two-sided test, or one-sided in the direction of the effect.
-    method : {"connor", "exact"}
+    method : {"connor", "exact", "midp", "asymptotic", "asymptotic-cc"}
         ``"connor"``: asymptotic McNemar test, Connor (1987) normal approximation
         (closed form; matches R ``MESS::power_mcnemar_test(method="normal")``).
-        ``"exact"``: exact conditional (binomial) McNemar test, exact unconditional power
+        The others name the test that will be run (the ``method`` names of
+        :func:`robuststats.stats.mcnemar`) and compute its exact unconditional power,
         summed over the Binomial(n, π_D) number of discordant pairs (Suissa & Shuster
-        1991; R ``MESS::power_mcnemar_test(method="exact")``).
+        1991): ``"exact"`` conditional binomial test (R
+        ``MESS::power_mcnemar_test(method="exact")``), ``"midp"`` mid-p test,
+        ``"asymptotic"`` z-test without and ``"asymptotic-cc"`` with continuity
+        correction.
     repeats, icc : int, float
         Each item evaluated ``repeats`` times (noise seeds, training seeds) with
         intra-item correlation ``icc``: the ``n · repeats`` evaluations are worth
         ``n · repeats / (1 + (repeats − 1)·icc)`` independent items (Kish's design effect).
-        For ``method="exact"`` that effective n is rounded down.
+        For the exact computations that effective n is rounded down.
     pool_size : int, optional
         Items available; a :class:`PoolSizeWarning` says when ``n`` exceeds it.
 
@@ -291,7 +299,9 @@ def power_mcnemar(
     def power_at(d: PairedDesign, n_eff: float) -> float:
         if method_ == "connor":
             return connor_power(n_eff, d.discordance, d.effect, alpha_, sides)
-        return exact_power(math.floor(n_eff + 1e-9), d.discordance, d.effect, alpha_, sides)
+        return exact_power(
+            math.floor(n_eff + 1e-9), d.discordance, d.effect, alpha_, sides, method_
+        )
 
     if solve == "n":
         design = design_for(effect)  # type: ignore[arg-type]
@@ -299,7 +309,9 @@ def power_mcnemar(
         if method_ == "connor":
             n_eff_needed = connor_n(target, design.discordance, design.effect, alpha_, sides)
         else:
-            n_eff_needed = float(exact_n(target, design.discordance, design.effect, alpha_, sides))
+            n_eff_needed = float(
+                exact_n(target, design.discordance, design.effect, alpha_, sides, method_)
+            )
         n_unrounded = n_eff_needed * deff / m
         # 1e-9 guards against 520.0000000001 from floating point becoming 521
         n_items = max(1, math.ceil(n_unrounded - 1e-9))

@@ -17,8 +17,10 @@ import numpy as np
 from scipy import stats
 
 __all__ = [
+    "EXACT_TESTS",
     "connor_n",
     "connor_power",
+    "critical_counts",
     "exact_n",
     "exact_power",
 ]
@@ -63,29 +65,54 @@ def connor_n(power: float, discordance: float, effect: float, alpha: float, side
     return max(root, 0.0) ** 2 / effect**2
 
 
-def _critical_counts(d: np.ndarray, alpha: float, sides: int) -> np.ndarray:
-    """Largest count ``c_d`` with ``P(X ≤ c_d) ≤ α/s`` for ``X ~ Binomial(d, 1/2)``; −1 if none.
+#: McNemar test variants whose exact unconditional power is computed (the names of
+#: :func:`robuststats.stats.mcnemar`'s ``method``)
+EXACT_TESTS = ("exact", "midp", "asymptotic", "asymptotic-cc")
 
-    The conditional exact (binomial) McNemar test with ``d`` discordant pairs rejects when
-    the count of pairs favouring the weaker condition is ≤ ``c_d``. Because Binomial(d, ½)
-    is symmetric, the two-sided test (p-value = twice the smaller tail, or equivalently R
-    ``binom.test``'s sum of outcomes no more likely than the observed one) rejects exactly
-    when either count is ≤ ``c_d`` at ``α/2``.
+
+def critical_counts(d: np.ndarray, alpha: float, sides: int, test: str = "exact") -> np.ndarray:
+    """Largest count ``c_d`` of pairs favouring the worse condition that still rejects; −1 if none.
+
+    With ``d`` discordant pairs, ``b`` of them favouring A and ``d − b`` favouring B, each
+    test rejects (in B's direction) exactly when ``b ≤ c_d``:
+
+    - ``"exact"``: binomial test, ``P(X ≤ b) ≤ α/s`` for ``X ~ Binomial(d, ½)``. As
+      Binomial(d, ½) is symmetric, the two-sided p-value (twice the smaller tail, or R
+      ``binom.test``'s sum of outcomes no more likely) rejects exactly when either count
+      is ≤ ``c_d`` at ``α/2``.
+    - ``"midp"``: mid-p test, ``P(X ≤ b) − ½·P(X = b) ≤ α/s`` (Fagerland, Lydersen & Laake
+      2013).
+    - ``"asymptotic"``: ``z = (d − 2b)/√d ≥ z_{α/s}`` (McNemar 1947, no correction), i.e.
+      ``b ≤ (d − z√d)/2``.
+    - ``"asymptotic-cc"``: with Edwards' continuity correction, ``(d − 2b − 1)/√d ≥ z``.
     """
     level = alpha / sides
-    c = stats.binom.ppf(level, d, 0.5)
-    return np.where(stats.binom.cdf(c, d, 0.5) <= level * (1 + _REL_TOL), c, c - 1)
+    if test in ("exact", "midp"):
+        # smallest k with F(k) ≥ level; the rejection bound is that k or the one below
+        k = stats.binom.ppf(level, d, 0.5)
+        tail = stats.binom.cdf(k, d, 0.5)
+        if test == "midp":
+            tail = tail - 0.5 * stats.binom.pmf(k, d, 0.5)
+        return np.where(tail <= level * (1 + _REL_TOL), k, k - 1)
+    z = float(stats.norm.isf(level))
+    shift = 1.0 if test == "asymptotic-cc" else 0.0
+    with np.errstate(invalid="ignore"):
+        bound = np.floor((d - shift - z * np.sqrt(d)) / 2.0 + 1e-12)
+    # no discordant pair: the statistic is undefined and the test never rejects
+    return np.where(d > 0, np.maximum(bound, -1.0), -1.0)
 
 
-def exact_power(n: int, discordance: float, effect: float, alpha: float, sides: int) -> float:
-    """Exact unconditional power of the conditional exact McNemar test.
+def exact_power(
+    n: int, discordance: float, effect: float, alpha: float, sides: int, test: str = "exact"
+) -> float:
+    """Exact unconditional power of a McNemar test (``test``: see :func:`critical_counts`).
 
     The number of discordant pairs is ``D ~ Binomial(n, π_D)``; given ``D = d`` the count
-    favouring B is ``Binomial(d, q)``, and the exact test compares it with Binomial(d, ½).
-    The power is ``Σ_d P(D = d) · P(reject | d)``, summed without approximation (Suissa
-    & Shuster 1991; Fagerland, Lydersen & Laake 2013; the same computation as R
-    ``MESS::power_mcnemar_test(method = "exact")`` and G*Power's "exact" McNemar test with
-    α/2 assigned to each side).
+    favouring B is ``Binomial(d, q)``, and the test rejects on the counts found by
+    :func:`critical_counts`. The power ``Σ_d P(D = d) · P(reject | d)`` is summed without
+    approximation (Suissa & Shuster 1991; Fagerland, Lydersen & Laake 2013). For
+    ``test="exact"`` this is R ``MESS::power_mcnemar_test(method = "exact")`` and
+    G*Power's exact McNemar test with α/2 assigned to each side.
 
     Suissa, S. & Shuster, J. J. (1991). The 2 × 2 matched-pairs trial: exact unconditional
     design and analysis. *Biometrics* 47(2), 361–372.
@@ -98,7 +125,7 @@ def exact_power(n: int, discordance: float, effect: float, alpha: float, sides: 
     hi = int(stats.binom.isf(_TAIL, n, discordance))
     d = np.arange(max(lo, 0), min(hi, n) + 1)
     weight = stats.binom.pmf(d, n, discordance)
-    c = _critical_counts(d, alpha, sides)
+    c = critical_counts(d, alpha, sides, test)
     # P(count favouring B ≥ d − c) = P(count favouring A ≤ c), the latter ~ Binomial(d, 1 − q)
     conditional = stats.binom.cdf(c, d, 1.0 - q)
     if sides == 2:
@@ -112,6 +139,7 @@ def exact_n(
     effect: float,
     alpha: float,
     sides: int,
+    test: str = "exact",
     *,
     max_n: int = 100_000_000,
 ) -> int:
@@ -124,17 +152,17 @@ def exact_n(
     """
     start = max(1, math.ceil(connor_n(power, discordance, effect, alpha, sides)))
     hi = start
-    while exact_power(hi, discordance, effect, alpha, sides) < power:
+    while exact_power(hi, discordance, effect, alpha, sides, test) < power:
         hi *= 2
         if hi > max_n:
             raise OverflowError(f"exact power stays below {power} up to n = {max_n}")
     lo = hi // 2 if hi > start else 0
-    while lo > 0 and exact_power(lo, discordance, effect, alpha, sides) >= power:
+    while lo > 0 and exact_power(lo, discordance, effect, alpha, sides, test) >= power:
         hi, lo = lo, lo // 2
     # invariant: power(lo) < target ≤ power(hi) (power(0) = 0)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if exact_power(mid, discordance, effect, alpha, sides) >= power:
+        if exact_power(mid, discordance, effect, alpha, sides, test) >= power:
             hi = mid
         else:
             lo = mid

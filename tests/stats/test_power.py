@@ -317,7 +317,8 @@ def test_paired_design_needs_fewer_items_than_unpaired() -> None:
         ({"effect": 0.03, "power": 0.8}, r"`discordance` \(π_D, .*\) or `correlation` is required"),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 0.1, "method": "exakt"},
-            r"`method` must be one of connor, exact, got 'exakt'. Did you mean 'exact'\?",
+            r"`method` must be one of connor, exact, midp, asymptotic, asymptotic-cc, got 'exakt'. "
+            r"Did you mean 'exact'\?",
         ),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 0.1, "alternative": "two.sided"},
@@ -361,3 +362,32 @@ def test_errors_are_value_errors() -> None:
     with pytest.raises(ValueError):
         power_mcnemar(-1.0, power=0.8, discordance=0.1)
     assert math.isfinite(power_mcnemar(0.03, 100, None, discordance=0.1).power)
+
+
+# -------------------------------------------- rejection regions vs robuststats.stats.mcnemar
+
+
+@pytest.mark.parametrize("method", ["exact", "midp", "asymptotic", "asymptotic-cc"])
+@pytest.mark.parametrize("alternative", ["two-sided", "less"])
+def test_critical_counts_agree_with_mcnemar_test(method: str, alternative: str) -> None:
+    # The power computation must reject exactly where the test the user runs rejects.
+    # mcnemar's table is [[a, b], [c, d]] with b = x right / y wrong; "less" = acc_x < acc_y,
+    # i.e. the direction of a positive effect of condition B = y.
+    import numpy as np
+
+    import robuststats.stats as rs
+    from robuststats.stats._power_methods import critical_counts
+
+    mcnemar = getattr(rs, "mcnemar", None)
+    if mcnemar is None:
+        pytest.skip("robuststats.stats.mcnemar is not available")
+    sides = 2 if alternative == "two-sided" else 1
+    for n_disc in (*range(1, 31), 45, 73, 100):
+        bound = critical_counts(np.array([n_disc]), 0.05, sides, method)[0]
+        for b in range(n_disc + 1):
+            c = n_disc - b
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                p = mcnemar([[10, b], [c, 10]], method=method, alternative=alternative).pvalue
+            expected = b <= bound or (sides == 2 and c <= bound)
+            assert (p <= 0.05) == expected, (method, alternative, b, c, p, bound)

@@ -41,22 +41,32 @@ def _simulate_counts(
     return counts[:, 0], counts[:, 1]
 
 
-def _exact_rejects(b: np.ndarray, c: np.ndarray, alpha: float, alternative: str) -> np.ndarray:
+def _exact_rejects(
+    b: np.ndarray, c: np.ndarray, alpha: float, alternative: str, *, mid: bool = False
+) -> np.ndarray:
+    """Binomial (or mid-p) McNemar test on each simulated table, written independently."""
     d = b + c
+
+    def tail(k: np.ndarray) -> np.ndarray:
+        lower = stats.binom.cdf(k, d, 0.5)
+        return lower - 0.5 * stats.binom.pmf(k, d, 0.5) if mid else lower
+
     if alternative == "greater":  # H1: B more accurate, i.e. few b among the d
-        p = stats.binom.cdf(b, d, 0.5)
+        p = tail(b)
     else:
-        p = np.minimum(1.0, 2 * stats.binom.cdf(np.minimum(b, c), d, 0.5))
+        p = np.minimum(1.0, 2 * tail(np.minimum(b, c)))
     return (d > 0) & (p <= alpha)
 
 
-def _asymptotic_rejects(b: np.ndarray, c: np.ndarray, alpha: float, alternative: str) -> np.ndarray:
+def _asymptotic_rejects(
+    b: np.ndarray, c: np.ndarray, alpha: float, alternative: str, *, cc: bool = False
+) -> np.ndarray:
     d = b + c
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(d > 0, (c - b) / np.sqrt(np.maximum(d, 1)), 0.0)
+    diff = (c - b) if alternative == "greater" else np.abs(c - b)
+    z = np.where(d > 0, (diff - (1.0 if cc else 0.0)) / np.sqrt(np.maximum(d, 1)), 0.0)
     if alternative == "greater":
-        return z >= stats.norm.isf(alpha)
-    return np.abs(z) >= stats.norm.isf(alpha / 2)
+        return (d > 0) & (z >= stats.norm.isf(alpha))
+    return (d > 0) & (z >= stats.norm.isf(alpha / 2))
 
 
 @pytest.mark.parametrize(("n", "discordance", "effect", "alternative"), DESIGNS)
@@ -116,3 +126,21 @@ def test_design_effect_matches_clustered_simulation() -> None:
     var_independent = 0.25 / (n_items * m)
     deff = 1 + (m - 1) * icc
     assert var_clustered / var_independent == pytest.approx(deff, rel=0.08)
+
+
+@pytest.mark.parametrize("method", ["midp", "asymptotic", "asymptotic-cc"])
+@pytest.mark.parametrize(("n", "discordance", "effect", "alternative"), DESIGNS[:3])
+def test_exact_power_of_other_tests_matches_simulation(
+    method: str, n: int, discordance: float, effect: float, alternative: str
+) -> None:
+    rng = np.random.default_rng(2013 + n)
+    b, c = _simulate_counts(n, discordance, effect, rng)
+    if method == "midp":
+        rejects = _exact_rejects(b, c, 0.05, alternative, mid=True)
+    else:
+        rejects = _asymptotic_rejects(b, c, 0.05, alternative, cc=method == "asymptotic-cc")
+    predicted = power_mcnemar(
+        effect, n, None, discordance=discordance, alternative=alternative, method=method
+    ).power
+    se = np.sqrt(predicted * (1 - predicted) / N_SIM)
+    assert abs(rejects.mean() - predicted) < 4 * se + 1e-3, (rejects.mean(), predicted)
