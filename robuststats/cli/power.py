@@ -41,7 +41,7 @@ power depends on it as much as on the effect. Formulas and references: docs/powe
 """
 
 
-def _probability(text: str) -> float:
+def _number(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -64,7 +64,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     what = parser.add_argument_group("what to solve for")
     what.add_argument(
         "--effect",
-        type=_probability,
+        type=_number,
         metavar="D",
         help="accuracy difference δ to detect, e.g. 0.03 for 3 points",
     )
@@ -76,18 +76,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "without: the minimum detectable effect",
     )
     what.add_argument(
-        "--power", type=_probability, default=0.8, metavar="P", help="target power (default: 0.8)"
+        "--power", type=_number, default=0.8, metavar="P", help="target power (default: 0.8)"
     )
     disc = parser.add_argument_group("discordance π_D (one of; none: a table across π_D)")
     disc.add_argument(
         "--discordance",
-        type=_probability,
+        type=_number,
         metavar="PD",
         help="share of items on which the two conditions disagree",
     )
     disc.add_argument(
         "--correlation",
-        type=_probability,
+        type=_number,
         metavar="PHI",
         help="correlation of the paired 0/1 outcomes (needs --baseline)",
     )
@@ -108,7 +108,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     disc.add_argument(
         "--confidence-level",
-        type=_probability,
+        type=_number,
         default=0.95,
         metavar="CL",
         help="of the pilot's π_D interval (default: 0.95)",
@@ -116,13 +116,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     test = parser.add_argument_group("test and design")
     test.add_argument(
         "--baseline",
-        type=_probability,
+        type=_number,
         metavar="P1",
         help="accuracy of the baseline condition (checks the design; used by "
         "--correlation and the unpaired figure)",
     )
     test.add_argument(
-        "--alpha", type=_probability, default=0.05, help="significance level (default: 0.05)"
+        "--alpha", type=_number, default=0.05, help="significance level (default: 0.05)"
     )
     test.add_argument(
         "--alternative",
@@ -147,7 +147,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     test.add_argument(
         "--icc",
-        type=_probability,
+        type=_number,
         default=0.0,
         metavar="R",
         help="intra-item correlation of repeated evaluations (default 0)",
@@ -179,32 +179,14 @@ def _common(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _solve(args: argparse.Namespace, discordance: float | None) -> Any:
+    """power_mcnemar for whichever of n / power / effect the options leave open."""
     from robuststats.stats import power_mcnemar
 
-    if args.effect is not None and args.n is None:
-        return power_mcnemar(
-            args.effect,
-            None,
-            args.power,
-            baseline=args.baseline,
-            discordance=discordance,
-            correlation=args.correlation,
-            **_common(args),
-        )
-    if args.effect is not None:
-        return power_mcnemar(
-            args.effect,
-            args.n,
-            None,
-            baseline=args.baseline,
-            discordance=discordance,
-            correlation=args.correlation,
-            **_common(args),
-        )
+    both_given = args.effect is not None and args.n is not None
     return power_mcnemar(
-        None,
+        args.effect,
         args.n,
-        args.power,
+        None if both_given else args.power,
         baseline=args.baseline,
         discordance=discordance,
         correlation=args.correlation,
