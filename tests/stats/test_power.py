@@ -9,6 +9,8 @@ import math
 import warnings
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from robuststats.errors import InputError
 from robuststats.stats import (
@@ -391,3 +393,35 @@ def test_critical_counts_agree_with_mcnemar_test(method: str, alternative: str) 
                 p = mcnemar([[10, b], [c, 10]], method=method, alternative=alternative).pvalue
             expected = b <= bound or (sides == 2 and c <= bound)
             assert (p <= 0.05) == expected, (method, alternative, b, c, p, bound)
+
+
+# ------------------------------------------------------------------ property-based checks
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    effect=st.floats(0.01, 0.3),
+    extra=st.floats(0.0, 0.5),
+    target=st.floats(0.5, 0.95),
+    alternative=st.sampled_from(["two-sided", "greater"]),
+)
+def test_solved_n_is_the_smallest_reaching_the_target(
+    effect: float, extra: float, target: float, alternative: str
+) -> None:
+    # Connor's power is increasing in n, so n must be the first integer reaching it
+    discordance = min(effect + extra, 0.99)
+    r = power_mcnemar(effect, power=target, discordance=discordance, alternative=alternative)
+    assert r.achieved_power >= target - 1e-12
+    if r.n > 1:
+        before = power_mcnemar(
+            effect, r.n - 1, None, discordance=discordance, alternative=alternative
+        )
+        assert before.power < target
+    # and more discordance never needs fewer items
+    if discordance + 0.05 < 1:
+        assert (
+            power_mcnemar(
+                effect, power=target, discordance=discordance + 0.05, alternative=alternative
+            ).n
+            >= r.n
+        )
