@@ -20,7 +20,7 @@ import numpy as np
 __all__ = ["crossed_variance_ratio", "jackknife_influence", "resampled_means"]
 
 #: resamples per block: bounds the (block, n_items) count matrix to a few tens of MB
-_BLOCK = 2048
+_BLOCK = 1024
 
 
 def _counts(rng: np.random.Generator, size: int, n: int) -> np.ndarray:
@@ -36,36 +36,43 @@ def resampled_means(
 ) -> dict[str, np.ndarray]:
     """Bootstrap means of each ``(k, n)`` matrix under the seeds × items scheme.
 
-    Returns ``{"means": (B, m)}``; with ``extra_item_products`` also the quantities the
-    studentized interval needs: ``"seed_means"`` (B, m, k) resampled per-seed means,
-    ``"cross"`` (B, m, m, k, k) item-weighted cross products of seed rows, and the seed
-    counts ``"seed_counts"`` (B, k).
+    Returns ``{"means": (B, m)}``; with ``extra_item_products`` (one seed only) also
+    ``"cross"`` (B, m, m, 1, 1): item-weighted sums of products ``Σ_i w_i X_a[i] X_b[i]``,
+    which the studentized interval needs.
+
+    One seed: the item draws index the outcome vectors directly (a gather of a vector that
+    fits in cache beats building counts). Several seeds: item counts from ``np.bincount``
+    and one matrix product for every (matrix, seed) row at once.
     """
     k, n = matrices[0].shape
     m = len(matrices)
+    if extra_item_products and k != 1:
+        raise ValueError("extra_item_products needs a single seed")
     stacked = np.stack(matrices)  # (m, k, n)
     flat = stacked.reshape(m * k, n)
     means = np.empty((n_resamples, m))
-    seed_means_all = np.empty((n_resamples, m, k)) if extra_item_products else None
-    cross_all = np.empty((n_resamples, m, m, k, k)) if extra_item_products else None
-    seed_counts_all = np.empty((n_resamples, k)) if extra_item_products else None
-    if extra_item_products:
-        # products of every pair of (matrix, seed) rows, item by item: (m*k*m*k, n)
-        prods = (flat[:, None, :] * flat[None, :, :]).reshape(-1, n)
+    cross_all = np.empty((n_resamples, m, m, 1, 1)) if extra_item_products else None
+    pairs = [(a, b) for a in range(m) for b in range(a, m)]
     for start in range(0, n_resamples, _BLOCK):
         size = min(_BLOCK, n_resamples - start)
+        block = slice(start, start + size)
+        if k == 1:
+            idx = rng.integers(0, n, size=(size, n))
+            for j in range(m):
+                means[block, j] = flat[j][idx].sum(axis=1) / n
+            if extra_item_products:
+                for a, b in pairs:
+                    sums = (flat[a] * flat[b])[idx].sum(axis=1)
+                    cross_all[block, a, b, 0, 0] = sums
+                    cross_all[block, b, a, 0, 0] = sums
+            continue
         w = _counts(rng, size, n)  # (size, n)
-        s = _counts(rng, size, k) if k > 1 else np.ones((size, 1))
+        s = _counts(rng, size, k)
         row_sums = (w @ flat.T).reshape(size, m, k)  # Σ_i w_i X[s, i]
-        means[start:start + size] = np.einsum("bmk,bk->bm", row_sums, s) / (k * n)
-        if extra_item_products:
-            seed_means_all[start:start + size] = row_sums / n
-            cross_all[start:start + size] = (w @ prods.T).reshape(size, m, k, m, k).transpose(
-                0, 1, 3, 2, 4)
-            seed_counts_all[start:start + size] = s
+        means[block] = np.einsum("bmk,bk->bm", row_sums, s) / (k * n)
     out = {"means": means}
     if extra_item_products:
-        out.update(seed_means=seed_means_all, cross=cross_all, seed_counts=seed_counts_all)
+        out["cross"] = cross_all
     return out
 
 
