@@ -331,7 +331,8 @@ def _single(
         lines.append(
             f"pilot {pairs.conditions[0]} vs {pairs.conditions[1]}: {est.n} pairs, π_D = "
             f"{est.discordance:.4g} ({est.confidence_level:.0%} CI {ci.low:.4g}–{ci.high:.4g}, "
-            f"Wilson), observed δ = {est.effect:+.4g}, baseline accuracy {est.baseline:.4g}"
+            f"Wilson{_widened(est)}), observed δ = {est.effect:+.4g}, baseline accuracy "
+            f"{est.baseline:.4g}"
         )
     design = f"π_D = {r.discordance:.4g}"
     if r.correlation is not None:
@@ -351,17 +352,36 @@ def _single(
         lines.append(
             f"minimum detectable effect δ = {r.effect:.4g} ({r.effect * 100:.2f} accuracy points)"
         )
-    if pilot is not None and r.solved_for == "n":
+    if pilot is not None:
         payload["pilot"] = pilot[0].to_dict()
-        payload["n_range"] = _n_range(args, pilot[0])
-        low, high = payload["n_range"]["low"], payload["n_range"]["high"]
-        lines.append(
-            f"across the π_D interval: n from {low if low is not None else '—'} to "
-            f"{high if high is not None else '—'}"
-        )
-    elif pilot is not None:
-        payload["pilot"] = pilot[0].to_dict()
+        if r.solved_for == "n":
+            payload["n_range"] = _n_range(args, pilot[0])
+            low, high = payload["n_range"]["low"], payload["n_range"]["high"]
+            lines.append(
+                f"across the π_D interval: n from {low if low is not None else '—'} to "
+                f"{high if high is not None else '—'}"
+            )
+        lines += _pilot_icc_lines(pilot[1], payload["pilot"])
     return payload, lines, r
+
+
+def _widened(est: Any) -> str:
+    if est.design_effect == 1.0:
+        return ""
+    return f" on n/{est.design_effect:.3g} for repeated items"
+
+
+def _pilot_icc_lines(pairs: Any, record: dict[str, Any]) -> list[str]:
+    """Report the pilot's ICC of the paired difference when items were evaluated repeatedly."""
+    found = pairs.difference_icc()
+    if found is None:
+        return []
+    icc, per_item = found
+    record["difference_icc"], record["evaluations_per_item"] = icc, per_item
+    return [
+        f"pilot repeats: {per_item:.3g} evaluations per item, ICC of the paired difference "
+        f"{icc:.3g}; plan repeated evaluations with --repeats M --icc {icc:.2g}"
+    ]
 
 
 def _n_range(args: argparse.Namespace, est: Any) -> dict[str, int | None]:
@@ -460,7 +480,9 @@ def run(args: argparse.Namespace) -> int:
         with warnings.catch_warnings():
             # no discordant pair: reported below as an error with the bound to plan with
             warnings.simplefilter("ignore")
-            est = estimate_discordance(pairs.x, pairs.y, confidence_level=args.confidence_level)
+            est = estimate_discordance(
+                pairs.x, pairs.y, groups=pairs.item_ids, confidence_level=args.confidence_level
+            )
         if est.n_discordant == 0:
             raise InputError(
                 f"pilot {pairs.conditions[0]} vs {pairs.conditions[1]} has no discordant pair "

@@ -19,7 +19,13 @@ from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DiscordanceEstimate", "PilotPairs", "estimate_discordance", "read_pilot"]
+__all__ = [
+    "DiscordanceEstimate",
+    "PilotPairs",
+    "estimate_discordance",
+    "estimate_icc",
+    "read_pilot",
+]
 
 #: columns of the outcomes table that identify one evaluation besides the condition
 KEY_COLUMNS = ("seed", "eval_noise", "noise_seed", "item_id")
@@ -45,6 +51,11 @@ class DiscordanceEstimate:
         ``b + c``; ``b`` = x correct and y wrong; ``c`` = x wrong and y correct.
     confidence_level : float
     method : str
+    icc : float or None
+        With repeated pairs of the same items (``groups``): the intra-item correlation of
+        the discordance indicator; ``None`` without repeats.
+    design_effect : float
+        ``1 + (m̄ − 1)·icc`` (1 without repeats); the interval uses ``n / design_effect``.
     """
 
     discordance: float
@@ -57,6 +68,8 @@ class DiscordanceEstimate:
     n_y_only: int
     confidence_level: float
     method: str = "wilson"
+    icc: float | None = None
+    design_effect: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -88,8 +101,23 @@ def _as_outcomes(name: str, values: object) -> np.ndarray:
     return arr.astype(np.int64).ravel()
 
 
+def _wilson(p: float, n: float, confidence_level: float) -> tuple[float, float]:
+    """Wilson (1927) score interval for a proportion p observed on (effective) n trials."""
+    from scipy.stats import norm
+
+    z = float(norm.isf((1 - confidence_level) / 2))
+    centre = p + z * z / (2 * n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    scale = 1 + z * z / n
+    return max(0.0, (centre - half) / scale), min(1.0, (centre + half) / scale)
+
+
 def estimate_discordance(
-    x: object, y: object, *, confidence_level: float = 0.95
+    x: object,
+    y: object,
+    *,
+    groups: object = None,
+    confidence_level: float = 0.95,
 ) -> DiscordanceEstimate:
     """Estimate π_D, δ and the baseline accuracy from paired pilot outcomes.
 
@@ -97,8 +125,14 @@ def estimate_discordance(
     ----------
     x, y : array_like of 0/1, shape ``(n_items,)`` or ``(n_seeds, n_items)``
         Outcomes of the two conditions on the same items, aligned element by element.
-        With several seeds every (seed, item) pair counts once; pairs of the same item
-        are correlated, so the interval is then somewhat too narrow.
+        With several seeds every (seed, item) pair counts once.
+    groups : array_like, optional
+        Item id of each pair (flattened like ``x``). Defaults to the column (item) index
+        for 2-D input. When items occur more than once, the pairs of an item are
+        correlated: the Wilson interval then uses the effective number of pairs
+        ``n / deff`` with ``deff = 1 + (m̄ − 1)·ICC``, ICC of the discordance indicator
+        within items and ``m̄ = Σmᵢ²/n`` (Kish 1965; the effective-sample-size interval of
+        Korn & Graubard 1998, *Survey Methodology* 24, 193–201, here with Wilson's).
     confidence_level : float
         Of the Wilson score interval for π_D.
 
@@ -122,11 +156,21 @@ def estimate_discordance(
         )
     xa, ya = _as_outcomes("x", x), _as_outcomes("y", y)
     n = int(xa.size)
+    if groups is None and np.ndim(x) == 2:
+        n_seeds, n_items = np.shape(x)
+        groups = np.tile(np.arange(n_items), n_seeds)
     b = int(np.sum((xa == 1) & (ya == 0)))
     c = int(np.sum((xa == 0) & (ya == 1)))
-    from statsmodels.stats.proportion import proportion_confint
-
-    low, high = proportion_confint(b + c, n, alpha=1 - confidence_level, method="wilson")
+    icc, deff = None, 1.0
+    if groups is not None:
+        g = np.asarray(groups).ravel()
+        if g.size != n:
+            raise InputError(f"`groups` must give one item id per pair ({n}), got {g.size}.")
+        _, sizes = np.unique(g, return_counts=True)
+        if sizes.max() > 1 and sizes.size > 1 and 0 < b + c < n:
+            icc = estimate_icc((xa != ya).astype(float), g)
+            deff = 1.0 + (float(np.sum(sizes.astype(float) ** 2)) / n - 1.0) * icc
+    low, high = _wilson((b + c) / n, n / deff, confidence_level)
     if b + c == 0:
         warnings.warn(
             f"no discordant pairs among {n}: π_D is estimated as 0; plan with the Wilson "
@@ -144,6 +188,8 @@ def estimate_discordance(
         n_x_only=b,
         n_y_only=c,
         confidence_level=float(confidence_level),
+        icc=icc,
+        design_effect=deff,
     )
 
 
@@ -156,6 +202,56 @@ class PilotPairs:
     conditions: tuple[str, str]
     keys: tuple[str, ...]
     n_unpaired: int
+    item_ids: np.ndarray | None = None
+
+    def difference_icc(self) -> tuple[float, float] | None:
+        """ICC of the paired difference ``y − x`` over repeats of an item, and mean repeats.
+
+        ``None`` when no item is evaluated more than once. See :func:`estimate_icc`.
+        """
+        if self.item_ids is None:
+            return None
+        _, counts = np.unique(self.item_ids, return_counts=True)
+        if counts.max() < 2:
+            return None
+        icc = estimate_icc(self.y.astype(float) - self.x.astype(float), self.item_ids)
+        return icc, float(counts.mean())
+
+
+def estimate_icc(values: object, groups: object) -> float:
+    """One-way random-effects ANOVA estimate of the intra-class correlation, in [0, 1].
+
+    ``ICC = (MSB − MSW) / (MSB + (m₀ − 1)·MSW)`` with the unbalanced-design group size
+    ``m₀ = (N − Σ mᵢ²/N) / (k − 1)`` (Fisher's ICC(1); Shrout & Fleiss 1979; Donner 1986,
+    *Int. Stat. Rev.* 54, 67–82). Negative estimates (less agreement within items than
+    between them, sampling noise around 0) are reported as 0, the value the design
+    effect ``1 + (m − 1)·ICC`` can use.
+
+    For McNemar with repeated evaluations the ICC that matters is that of the paired
+    difference ``y − x`` of one evaluation (Obuchowski 1998, *Stat. Med.* 17, 1495–1507;
+    Durkalski et al. 2003, *Stat. Med.* 22, 2417–2428): the variance of the summed
+    differences of an item with m evaluations is ``m·σ²·(1 + (m − 1)·ICC)``.
+    """
+    y = np.asarray(values, dtype=float).ravel()
+    g = np.asarray(groups).ravel()
+    if y.size != g.size or y.size == 0:
+        raise InputError(
+            f"`values` and `groups` must be non-empty and of equal length, got {y.size} "
+            f"and {g.size}."
+        )
+    _, inverse, sizes = np.unique(g, return_inverse=True, return_counts=True)
+    k, total = sizes.size, y.size
+    if k < 2 or total == k:
+        raise InputError("the ICC needs at least two groups and one group with repeats.")
+    means = np.bincount(inverse, weights=y) / sizes
+    grand = y.mean()
+    msb = float(np.sum(sizes * (means - grand) ** 2) / (k - 1))
+    msw = float(np.sum((y - means[inverse]) ** 2) / (total - k))
+    m0 = (total - np.sum(sizes.astype(float) ** 2) / total) / (k - 1)
+    denominator = msb + (m0 - 1) * msw
+    if denominator <= 0:  # every value identical: no variance to apportion
+        return 0.0
+    return float(min(max((msb - msw) / denominator, 0.0), 1.0))
 
 
 def _read_table(path: Path) -> pd.DataFrame:
@@ -253,4 +349,5 @@ def read_pilot(
         conditions=chosen,
         keys=keys,
         n_unpaired=n_unpaired,
+        item_ids=joined.index.get_level_values("item_id").to_numpy(),
     )

@@ -227,3 +227,27 @@ def test_real_dispatcher_when_all_subcommands_exist(capsys) -> None:
             pytest.skip(f"{module} is not available yet")
     assert cli.main(["power", "--effect", "0.03", "--discordance", "0.06", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["n"] == 521
+
+
+def test_pilot_with_repeated_items_reports_icc(main, capsys, tmp_path: Path) -> None:
+    rng = np.random.default_rng(8)
+    rows = []
+    for i in range(200):
+        hard = rng.random() < 0.3
+        for seed in range(3):
+            a = int(rng.random() < (0.3 if hard else 0.9))
+            b = a if rng.random() > (0.4 if hard else 0.05) else 1 - a
+            rows += [
+                {"condition": "clean", "seed": seed, "item_id": f"q{i}", "correct": a},
+                {"condition": "noisy", "seed": seed, "item_id": f"q{i}", "correct": b},
+            ]
+    path = tmp_path / "pilot.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path), "--json")
+    assert code == 0
+    pilot = json.loads(out)["pilot"]
+    assert pilot["evaluations_per_item"] == 3.0
+    assert 0.0 < pilot["difference_icc"] < 1.0
+    assert pilot["design_effect"] > 1.0  # discordance clusters on the hard items
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path))
+    assert "for repeated items" in out and "--repeats M --icc" in out

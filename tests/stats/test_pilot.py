@@ -179,3 +179,73 @@ def test_read_pilot_errors(tmp_path: Path) -> None:
     ).to_csv(dup, index=False)
     with pytest.raises(InputError, match=r"condition 'A' has duplicate rows"):
         read_pilot(dup)
+
+
+# --------------------------------------------------------------- repeats: ICC and deff
+
+
+def test_icc_matches_pingouin_icc1_balanced() -> None:
+    # pingouin.intraclass_corr(...) row "ICC(1,1)" (Shrout & Fleiss 1979, one-way
+    # random effects) on the same data
+    import pingouin as pg
+
+    from robuststats.stats._pilot import estimate_icc
+
+    rng = np.random.default_rng(0)
+    k, m = 200, 4
+    values = np.sqrt(0.3) * rng.normal(size=(k, 1)) + np.sqrt(0.7) * rng.normal(size=(k, m))
+    frame = pd.DataFrame(
+        {"item": np.repeat(np.arange(k), m), "rep": np.tile(np.arange(m), k), "v": values.ravel()}
+    )
+    table = pg.intraclass_corr(frame, targets="item", raters="rep", ratings="v")
+    expected = float(table.set_index("Type").loc["ICC(1,1)", "ICC"])
+    assert estimate_icc(frame["v"], frame["item"]) == pytest.approx(expected, abs=1e-10)
+
+
+def test_icc_unbalanced_by_hand() -> None:
+    # groups A = (1, 1, 1), B = (0, 0), C = (1, 0): N = 7, k = 3, grand mean 4/7;
+    # MSB = [3(3/7)² + 2(4/7)² + 2(1/14)²]/2 = 0.607143, MSW = 0.5/4 = 0.125,
+    # m0 = (7 − 17/7)/2 = 2.285714, ICC = (MSB − MSW)/(MSB + (m0 − 1)MSW) = 0.627907
+    from robuststats.stats._pilot import estimate_icc
+
+    icc = estimate_icc([1, 1, 1, 0, 0, 1, 0], ["A", "A", "A", "B", "B", "C", "C"])
+    assert icc == pytest.approx(0.627907, abs=1e-6)
+    # less agreement within than between groups: the negative estimate is reported as 0
+    assert estimate_icc([1, 0, 1, 0], ["A", "A", "B", "B"]) == 0.0
+    with pytest.raises(InputError, match=r"at least two groups and one group with repeats"):
+        estimate_icc([1, 0], ["A", "B"])
+
+
+def test_repeats_that_copy_each_other_count_once() -> None:
+    # every seed repeats the item's outcome exactly: ICC = 1, deff = m, and the interval
+    # must equal the Wilson interval of the single-evaluation table (statsmodels)
+    from statsmodels.stats.proportion import proportion_confint
+
+    rng = np.random.default_rng(11)
+    x1 = (rng.random(300) < 0.6).astype(int)
+    y1 = np.where(rng.random(300) < 0.15, 1 - x1, x1)
+    est = estimate_discordance(np.tile(x1, (4, 1)), np.tile(y1, (4, 1)))
+    assert est.icc == pytest.approx(1.0)
+    assert est.design_effect == pytest.approx(4.0)
+    low, high = proportion_confint(int(np.sum(x1 != y1)), 300, alpha=0.05, method="wilson")
+    assert est.confidence_interval.low == pytest.approx(low, abs=1e-12)
+    assert est.confidence_interval.high == pytest.approx(high, abs=1e-12)
+
+
+def test_independent_repeats_keep_the_plain_interval() -> None:
+    rng = np.random.default_rng(12)
+    x = (rng.random((5, 400)) < 0.6).astype(int)
+    y = np.where(rng.random((5, 400)) < 0.15, 1 - x, x)
+    est = estimate_discordance(x, y)
+    assert est.design_effect == pytest.approx(1.0, abs=0.1)
+    with pytest.raises(InputError, match=r"`groups` must give one item id per pair \(2000\)"):
+        estimate_discordance(x, y, groups=np.arange(10))
+
+
+def test_read_pilot_gives_item_ids_for_repeats(tmp_path: Path) -> None:
+    path = tmp_path / "pilot.csv"
+    _outcomes(seeds=3).to_csv(path, index=False)
+    pairs = read_pilot(path)
+    assert pairs.item_ids is not None and pairs.item_ids.size == 150
+    icc, per_item = pairs.difference_icc()
+    assert per_item == 3.0 and 0.0 <= icc <= 1.0
