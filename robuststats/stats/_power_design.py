@@ -136,15 +136,6 @@ class PairedDesign:
     baseline: float | None
     correlation: float | None
 
-    @property
-    def favour_b(self) -> float:
-        """p01 when B is the better condition (effect in the direction of the test)."""
-        return (self.discordance + self.effect) / 2.0
-
-    @property
-    def favour_a(self) -> float:
-        return (self.discordance - self.effect) / 2.0
-
 
 def paired_design(
     effect: float,
@@ -216,24 +207,64 @@ def paired_design(
 def solve_increasing(
     func: Callable[[float], float], upper: float, target: float, *, what: str
 ) -> float:
-    """Smallest x in (0, upper] with ``func(x) = target`` for a power increasing in x.
+    """Smallest x in (0, upper] with ``func(x) ≥ target`` for a power increasing in x.
 
-    ``func`` may raise :class:`InputError` where x is infeasible (e.g. π_D < δ); a grid
-    over (0, upper] finds the first feasible bracket, then Brent's method the root.
+    ``func`` may raise :class:`InputError` where x is infeasible (e.g. π_D < δ). A grid
+    over (0, upper] finds the first feasible point reaching the target; below it the
+    bracket is refined by halving (targets met below the first grid point) or by
+    bisecting to the edge of the feasible region, and Brent's method finds the root.
     """
     from scipy.optimize import brentq
 
-    grid = [upper * k / 400 for k in range(1, 401)]
-    prev_x: float | None = None
-    for x in grid:
+    def excess(x: float) -> float | None:
         try:
-            val = func(x) - target
+            return func(x) - target
         except InputError:
-            prev_x = None
+            return None
+
+    prev: float | None = None
+    for k in range(1, 401):
+        x = upper * k / 400
+        val = excess(x)
+        if val is None:
+            prev = None
             continue
-        if val >= 0:
-            if prev_x is None:
+        if val < 0:
+            prev = x
+            continue
+        if prev is None:
+            prev, x = _refine_below(excess, x)
+            if prev is None:
                 return x
-            return float(brentq(lambda t: func(t) - target, prev_x, x, xtol=1e-10))
-        prev_x = x
+        return float(brentq(lambda t: func(t) - target, prev, x, xtol=1e-12, rtol=1e-10))
     raise InputError(f"no {what} reaches power {target:g} with these settings.")
+
+
+def _refine_below(excess: Callable[[float], float | None], x: float) -> tuple[float | None, float]:
+    """Bracket below a feasible ``x`` whose excess is ≥ 0: ``(lo, hi)`` with excess(lo) < 0.
+
+    ``lo`` is None when no such point exists below ``x``: then ``hi`` is (within 1e-12
+    relative) the smallest feasible x, which already reaches the target.
+    """
+    hi = x
+    for _ in range(200):
+        cand = hi / 2
+        val = excess(cand)
+        if val is None:  # the feasible region starts between cand and hi
+            lo_bad = cand
+            for _ in range(100):
+                mid = (lo_bad + hi) / 2
+                v = excess(mid)
+                if v is None:
+                    lo_bad = mid
+                elif v < 0:
+                    return mid, hi
+                else:
+                    hi = mid
+                if hi - lo_bad <= 1e-12 * hi:
+                    break
+            return None, hi
+        if val < 0:
+            return cand, hi
+        hi = cand
+    return None, hi

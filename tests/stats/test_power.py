@@ -425,3 +425,20 @@ def test_solved_n_is_the_smallest_reaching_the_target(
             ).n
             >= r.n
         )
+
+
+def test_minimum_detectable_effect_below_the_search_grid() -> None:
+    # n = 10⁸ pairs at π_D = .5 detect δ ≈ 2.8·√.5/10⁴ ≈ 0.000198 (Connor), far below
+    # the first grid point π_D/400 = 0.00125: the solver must refine, not stop there
+    r = power_mcnemar(None, 10**8, 0.8, discordance=0.5)
+    expected = (1.959964 + 0.841621) * (0.5**0.5) / 10**4  # δ² ≪ π_D
+    assert r.effect == pytest.approx(expected, rel=1e-4)
+    assert r.achieved_power == pytest.approx(0.8, abs=1e-9)
+
+
+def test_minimum_detectable_effect_at_the_edge_of_feasibility() -> None:
+    # π_D = .1 with baseline .02: P(A right, B wrong) = (π_D − δ)/2 ≤ .02 needs δ ≥ .06,
+    # and with 10⁵ items every feasible δ has power > .8: the answer is that edge
+    r = power_mcnemar(None, 100_000, 0.8, discordance=0.1, baseline=0.02)
+    assert r.effect == pytest.approx(0.06, rel=1e-9)
+    assert r.achieved_power > 0.8
