@@ -389,7 +389,9 @@ def _format(source: str | None, path: tuple[str | int, ...], message: str,
 
 def _pydantic_message(exc: ValidationError, source: str | None,
                       lines: Mapping[tuple[str | int, ...], int]) -> str:
-    err = exc.errors()[0]
+    # an unknown key is usually a typo that also explains a "missing" one: report it first
+    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    err = errors[0]
     # pydantic appends the member type of a union to loc ('int', 'list[int]'): drop it
     path = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p in
                                                                        ("int", "float", "str"))))

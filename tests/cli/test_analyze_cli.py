@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from robuststats.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _outcomes_csv(path: Path) -> Path:
+    # 40 items: 20 both right, 9 only A right (n10), 3 only B right (n01), 8 both wrong
+    a = [1] * 20 + [1] * 9 + [0] * 3 + [0] * 8
+    b = [1] * 20 + [0] * 9 + [1] * 3 + [0] * 8
+    rows = [{"condition": c, "item_id": f"q{i}", "correct": v}
+            for c, vals in (("A", a), ("B", b)) for i, v in enumerate(vals)]
+    pd.DataFrame(rows).to_csv(path, index=False)  # no seed / eval_noise / noise_seed columns
+    return path
+
+
+def test_help(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["analyze", "--help"])
+    assert exc.value.code == 0
+    assert "--study" in capsys.readouterr().out
+
+
+def test_analyze_hand_built_file_json(tmp_path: Path, capsys) -> None:
+    src = _outcomes_csv(tmp_path / "o.csv")
+    assert main(["analyze", str(src), "--format", "json", "--n-resamples", "200"]) == 0
+    tables = json.loads(capsys.readouterr().out)
+    t = tables["tests"][0]
+    assert (t["n10"], t["n01"], t["n_items"]) == (9, 3, 40)
+    # R: binom.test(9, 12, 0.5)$p.value  ->  0.1459961
+    assert t["pvalue"] == pytest.approx(0.1459961, abs=1e-7)
+    acc = {r["condition"]: r["accuracy"] for r in tables["summary"]}
+    assert acc == {"A": pytest.approx(29 / 40), "B": pytest.approx(23 / 40)}
+
+
+def test_analyze_with_study_file_and_out(tmp_path: Path, capsys) -> None:
+    src = _outcomes_csv(tmp_path / "o.csv")
+    study = tmp_path / "s.yaml"
+    study.write_text(textwrap.dedent("""\
+        name: handmade
+        version: 1
+        task: {name: arithmetic}
+        conditions: {A: {}, B: {}}
+        evaluation: {noise_levels: [0]}
+        hypotheses:
+          - {id: H1, metric: accuracy, a: A, b: B, eval_noise: 0, relation: greater,
+             margin: 0}
+        analysis: {n_resamples: 300}
+        """))
+    assert main(["analyze", str(src), "--study", str(study), "--out", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "== hypotheses ==" in out and "H1" in out
+    hyp = pd.read_csv(tmp_path / "r" / "handmade" / "v1" / "hypotheses.csv")
+    assert hyp.loc[0, "estimate"] == pytest.approx(0.15)
+
+
+def test_bad_inputs_exit_2(tmp_path: Path, capsys) -> None:
+    assert main(["analyze", str(tmp_path / "missing.csv")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    bad = tmp_path / "bad.csv"
+    pd.DataFrame({"condition": ["A"], "item": ["x"], "correct": [1]}).to_csv(bad, index=False)
+    assert main(["analyze", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "missing required column(s) ['item_id']" in err
+    src = _outcomes_csv(tmp_path / "o.csv")
+    assert main(["analyze", str(src), "--reference", "Z"]) == 2
+    assert "`reference` condition 'Z' is not in the outcomes" in capsys.readouterr().err
+
+
+def test_analyze_never_imports_torch(tmp_path: Path) -> None:
+    src = _outcomes_csv(tmp_path / "o.csv")
+    code = ("import sys; from robuststats.cli import main; "
+            f"rc = main(['analyze', {str(src)!r}, '--n-resamples', '100']); "
+            "assert rc == 0, rc; "
+            "bad = [m for m in ('torch', 'transformers') if m in sys.modules]; "
+            "assert not bad, bad")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]

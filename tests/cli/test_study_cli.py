@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from robuststats.cli import main
+
+HERE = Path(__file__).resolve().parents[1] / "study"
+sys.path.insert(0, str(HERE))  # the test-only trainer doubles live with the study tests
+from study_doubles import fake_study  # noqa: E402
+
+
+def test_help(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["study", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--seeds", "--workers", "--out", "--runs", "--fresh", "--n-items"):
+        assert flag in out
+
+
+@pytest.mark.parametrize("body, message", [
+    ("name: x\nversion: 1\nbogus: 2\n", r"bogus \(line 3\): unknown key"),
+    ("name: x\nversion: 0\n", r"version \(line 2\): .*greater than or equal to 1"),
+])
+def test_bad_study_file_is_a_one_line_error_with_exit_2(tmp_path: Path, capsys, body: str,
+                                                        message: str) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(body)
+    assert main(["study", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert err.startswith("robuststats study: error: ")
+    import re
+
+    assert re.search(message, err)
+
+
+def test_bad_flag_value_exits_2(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["study", "x.yaml", "--workers", "0"])
+    assert exc.value.code == 2
+    assert "must be a positive integer, got '0'" in capsys.readouterr().err
+
+
+def test_study_runs_prints_verdicts_and_failure_exit_code(tmp_path: Path, monkeypatch,
+                                                           capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(HERE))
+    path = tmp_path / "fake.yaml"
+    path.write_text(yaml.safe_dump(fake_study(n=12, noise_seeds=1)))
+    assert main(["study", str(path), "--workers", "1", "--no-progress", "--seeds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "study fake: 6 cells (0 reused, 6 run now, 0 missing/failed)" in out
+    assert "results: results/fake/v1" in out and "H1:" in out
+    assert (tmp_path / "results" / "fake" / "v1" / "manifest.json").is_file()
+    assert (tmp_path / "runs" / "fake" / "spec.json").is_file()
+
+    path.write_text(yaml.safe_dump(fake_study(n=12, noise_seeds=1, fail=["A__s0__n0__ns0"])))
+    assert main(["study", str(path), "--workers", "1", "--no-progress", "--fresh"]) == 1
+    captured = capsys.readouterr()
+    assert "1 cell(s) failed or missing" in captured.err
+    assert "INCONCLUSIVE" in captured.out
+
+
+def test_n_items_override(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(HERE))
+    path = tmp_path / "fake.yaml"
+    path.write_text(textwrap.dedent(yaml.safe_dump(fake_study(n=12, noise_seeds=1, seeds=1))))
+    assert main(["study", str(path), "--workers", "1", "--no-progress", "--n-items", "5"]) == 0
+    import pandas as pd
+
+    out = pd.read_parquet(tmp_path / "results" / "fake" / "v1" / "outcomes.parquet")
+    assert out.groupby(["condition", "eval_noise"]).size().eq(5).all()
