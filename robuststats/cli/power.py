@@ -54,9 +54,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "power",
         help="sample size / power / minimum detectable effect for paired accuracy differences",
         description=(
-            "Power analysis for comparing two conditions on the same items with McNemar's "
-            "test: solves for the number of items (given --effect), the power (given "
-            "--effect and --n) or the minimum detectable effect (given --n)."
+            "Power analysis for comparing two conditions on the same items with McNemar's\n"
+            "test: solves for the number of items (given --effect), the power (given --effect\n"
+            "and --n) or the minimum detectable effect (given --n)."
         ),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -128,7 +128,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--alternative",
         choices=("two-sided", "greater", "less"),
         default="two-sided",
-        help="default: two-sided",
+        help="two-sided (default), or one-sided: greater = the second condition is more "
+        "accurate by --effect, less = less accurate (e.g. noisy vs clean)",
     )
     test.add_argument(
         "--method",
