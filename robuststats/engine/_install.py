@@ -195,9 +195,9 @@ def _linear_forward(inst: Installation, module: nn.Module, prev: Any) -> Any:
         if plain:
             return s.apply_op(
                 "linear", layer, name, lambda x_, w_: F.linear(x_, w_, self.bias),
-                (x, self.weight), out_inplace_ok=True,
+                (x, self.weight),
             )
-        return s.apply_op("linear", layer, name, clean, (x,), out_inplace_ok=False)
+        return s.apply_op("linear", layer, name, clean, (x,))
 
     return forward
 

@@ -227,8 +227,6 @@ class NoiseSession:
         name: str,
         fn: Callable[..., torch.Tensor],
         tensors: tuple[Any, ...],
-        *,
-        out_inplace_ok: bool = False,
     ) -> torch.Tensor:
         """Run ``fn(*tensors)`` as a noisy ``op``: backward noise on the gradients of every
         differentiable tensor input, forward noise on the output (straight-through)."""
@@ -242,11 +240,11 @@ class NoiseSession:
             )
         out = fn(*tensors)
         if fs > 0.0:
-            out = self.forward_noise(out, layer, op, fs, inplace_ok=out_inplace_ok)
+            out = self.forward_noise(out, layer, op, fs)
         return out
 
     def forward_noise(
-        self, y: torch.Tensor, layer: int, op: str, scale: float, *, inplace_ok: bool = False
+        self, y: torch.Tensor, layer: int, op: str, scale: float
     ) -> torch.Tensor:
         """``y + e`` with ``e`` from the error model; gradient passes straight through
         (the error is a constant to autograd, as in hardware: the backward matmuls never
@@ -260,10 +258,12 @@ class NoiseSession:
             e = compute_error(self.kind, y, scale, g)
             if not recompute:
                 self._record(layer, op, "forward", y, e)
-            if inplace_ok or not tracked:
-                # nothing saved this output for backward: one fused in-place add
+            if not tracked:
+                # no autograd graph to protect: one in-place add, no extra allocation
                 return y.add_(e)
-        return y + e  # out of place: e.g. softmax saves its output for backward
+        # out of place when autograd tracks y: an op may save its output for backward
+        # (softmax does), and in-place edits of tracked views are unsafe
+        return y + e
 
     def backward_noise(self, grad: torch.Tensor, layer: int, op: str, scale: float) -> torch.Tensor:
         self.backward_ran = True

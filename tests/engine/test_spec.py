@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from robuststats.engine import NoiseSpec
+from robuststats.errors import InputError
+
+
+def test_defaults_and_derived_views() -> None:
+    spec = NoiseSpec(scale=0.05)
+    assert spec.kind == "relative_gaussian"
+    assert spec.phase_scales == {"forward": 0.05, "backward": 0.0}
+    assert spec.op_set == ("linear", "matmul", "bmm", "attention_scores", "attention_output")
+    assert spec.layer_indices is None
+
+
+@pytest.mark.parametrize(
+    ("phases", "expected"),
+    [
+        ("forward", {"forward": 0.1, "backward": 0.0}),
+        ("backward", {"forward": 0.0, "backward": 0.1}),
+        ("both", {"forward": 0.1, "backward": 0.1}),
+    ],
+)
+def test_named_phases(phases: str, expected: dict[str, float]) -> None:
+    assert NoiseSpec(scale=0.1, phases=phases).phase_scales == expected
+
+
+def test_phase_mapping_sets_scale_and_replace_keeps_ratio() -> None:
+    spec = NoiseSpec(phases={"forward": 0.05, "backward": 0.02})
+    assert spec.scale == 0.05
+    assert spec.phase_scales == {"forward": 0.05, "backward": 0.02}
+    doubled = spec.replace(scale=0.1)
+    assert doubled.phase_scales == pytest.approx({"forward": 0.1, "backward": 0.04})
+    with pytest.raises(InputError, match="conflicts with the per-phase scales"):
+        NoiseSpec(scale=0.3, phases={"forward": 0.05})
+
+
+@pytest.mark.parametrize(
+    ("layers", "indices"),
+    [
+        (2, (2,)),
+        ([3, 0, 3], (0, 3)),
+        ("3-5", (3, 4, 5)),
+        ("0,2,7-8", (0, 2, 7, 8)),
+        ({"window": 3, "start": 4}, (4, 5, 6)),
+        ({"window": 2}, (0, 1)),
+    ],
+)
+def test_layer_forms(layers: object, indices: tuple[int, ...]) -> None:
+    assert NoiseSpec(scale=0.1, layers=layers).layer_indices == indices
+
+
+def test_round_trip_dict_json_yaml(tmp_path) -> None:
+    spec = NoiseSpec(
+        scale=0.05, kind="fp8_e4m3", phases="both", ops=["softmax", "linear"],
+        layers="1-2", layer_scales={"1": 0.5, "model.layers.2.mlp": 2.0}, seed=7,
+    )
+    assert spec.ops == ("linear", "softmax")  # canonical order
+    assert spec.layer_scales == {1: 0.5, "model.layers.2.mlp": 2.0}
+    assert NoiseSpec.from_dict(spec.to_dict()) == spec
+    j = tmp_path / "s.json"
+    j.write_text(json.dumps(spec.to_dict()))
+    assert NoiseSpec.from_file(j) == spec
+    y = tmp_path / "s.yaml"
+    y.write_text("scale: 0.05\nkind: fp8_e4m3\nphases: both\nops: [linear, softmax]\n"
+                 "layers: 1-2\nlayer_scales: {1: 0.5, model.layers.2.mlp: 2.0}\nseed: 7\n")
+    assert NoiseSpec.from_file(y) == spec
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"scale": -0.1}, r"`scale` must be a non-negative number, got -0\.1"),
+        ({"scale": None}, r"`scale` is required"),
+        ({"scale": 0.1, "ops": ["softmx"]}, r"unknown op 'softmx'.*Did you mean 'softmax'\?"),
+        ({"scale": 0.1, "ops": "matmul_onyl"}, r"Did you mean 'matmul_only'\?"),
+        ({"scale": 0.1, "kind": "relative_gauss"}, r"`kind` must be one of .*Did you mean 'relative_gaussian'\?"),
+        ({"scale": 0.1, "phases": "forwards"}, r"Did you mean 'forward'\?"),
+        ({"scale": 0.1, "phases": {"fwd": 0.1}}, r"mapping keys must be 'forward' or 'backward'"),
+        ({"scale": 0.1, "layers": "5-3"}, r"range '5-3' is empty"),
+        ({"scale": 0.1, "layers": [-1]}, r"non-negative layer indices, got -1"),
+        ({"scale": 0.1, "layers": {"window": 0}}, r"`layers.window` must be a positive integer"),
+        ({"scale": 0.1, "layer_scales": {"2": -1.0}}, r"`layer_scales\[2\]` must be a non-negative"),
+        ({"scale": 0.1, "seed": -3}, r"`seed` must be a non-negative integer, got -3"),
+    ],
+)
+def test_bad_specs(kwargs: dict, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        NoiseSpec(**kwargs)
+
+
+def test_unknown_keys_and_files(tmp_path) -> None:
+    with pytest.raises(InputError, match=r"unknown noise-spec key 'scal'.*Did you mean 'scale'\?"):
+        NoiseSpec.from_dict({"scal": 0.1})
+    with pytest.raises(InputError, match="does not exist"):
+        NoiseSpec.from_file(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(InputError, match="not valid JSON"):
+        NoiseSpec.from_file(bad)
+    with pytest.raises(InputError, match="NoiseSpec has no field 'sed'"):
+        NoiseSpec(scale=0.1).replace(sed=1)
+
+
+def test_spec_is_immutable() -> None:
+    spec = NoiseSpec(scale=0.1)
+    with pytest.raises(AttributeError):
+        spec.scale = 0.2  # type: ignore[misc]
