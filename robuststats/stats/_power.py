@@ -156,9 +156,7 @@ def fewest_repeats(pool: int, n_effective: float, icc: float) -> int | None:
     return max(1, math.ceil(n_effective * (1.0 - icc) / (pool - n_effective * icc) - 1e-9))
 
 
-def pool_check(
-    n: int, n_effective: float, pool: int | None, repeats: int, icc: float
-) -> tuple[bool, int | None]:
+def pool_check(n: int, n_effective: float, pool: int | None, icc: float) -> tuple[bool, int | None]:
     """Warn (:class:`PoolSizeWarning`) when ``n`` items exceed the pool; return the facts."""
     if pool is None or n <= pool:
         return False, None
@@ -336,7 +334,7 @@ def power_mcnemar(
             design = design_for(delta)
             achieved = power_at(design, n_eff)
         n_eff_needed = n_eff
-    exceeds, m_min = pool_check(n_items, n_eff_needed, pool, m, rho)
+    exceeds, m_min = pool_check(n_items, n_eff_needed, pool, rho)
     return PowerResult(
         n=n_items,
         power=float(target),

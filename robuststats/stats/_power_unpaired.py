@@ -161,7 +161,7 @@ def power_two_proportions(
     achieved = _power_per_group(n_items, p1, p2, alpha_, sides, method_)
     if target is None:
         target = achieved
-    exceeds, m_min = pool_check(n_items, float(n_items), pool, 1, 0.0)
+    exceeds, m_min = pool_check(n_items, float(n_items), pool, 0.0)
     return PowerResult(
         n=n_items,
         power=float(target),
