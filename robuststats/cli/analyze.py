@@ -29,7 +29,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="study file with hypotheses and analysis options")
     p.add_argument("--reference", metavar="CONDITION",
                    help="compare every condition with this one (default: all pairs)")
-    p.add_argument("--multiplicity", choices=["holm", "fdr_bh", "bonferroni", "none"])
+    p.add_argument("--multiplicity", choices=["holm", "fdr_bh", "bonferroni", "sidak",
+                                              "holm-sidak", "simes-hochberg", "hommel",
+                                              "fdr_by", "none"])
+    p.add_argument("--mcnemar", choices=["clustered", "mantel-haenszel"],
+                   help="stratified McNemar method over seeds × noise seeds")
     p.add_argument("--confidence-level", type=float, metavar="X")
     p.add_argument("--alpha", type=float, metavar="X")
     p.add_argument("--n-resamples", type=int, metavar="N")
@@ -67,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     opts = AnalysisOptions.from_spec(spec) if spec is not None else AnalysisOptions()
     overrides = {"reference": args.reference, "multiplicity": args.multiplicity,
                  "confidence_level": args.confidence_level, "alpha": args.alpha,
-                 "n_resamples": args.n_resamples}
+                 "n_resamples": args.n_resamples, "mcnemar": args.mcnemar}
     for key, value in overrides.items():
         if value is not None:
             opts = _replace(opts, key, value)

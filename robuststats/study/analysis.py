@@ -39,12 +39,13 @@ class AnalysisOptions:
     multiplicity: str = "holm"
     reference: str | None = None
     rng_seed: int = 0
+    mcnemar: str = "clustered"
 
     @classmethod
     def from_spec(cls, spec: Any) -> AnalysisOptions:
         a = spec.analysis
         return cls(a.alpha, a.confidence_level, a.n_resamples, a.multiplicity, a.reference,
-                   a.rng_seed)
+                   a.rng_seed, a.mcnemar)
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,7 @@ def _tests(out: pd.DataFrame, opts: AnalysisOptions) -> pd.DataFrame:
             n01 = int(((xa == 0) & (xb == 1)).sum())
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-                test = _mcnemar(stats, xa, xb)
+                test, test_name = _mcnemar(stats, xa, xb, opts.mcnemar)
                 ma, _, _ = _matrix(da[da["seed"].isin(keys.get_level_values(0))], items)
                 mb, _, _ = _matrix(db[db["seed"].isin(keys.get_level_values(0))], items)
                 diff = stats.bootstrap_difference(
@@ -216,8 +217,7 @@ def _tests(out: pd.DataFrame, opts: AnalysisOptions) -> pd.DataFrame:
                 "ci_low": float(diff.confidence_interval.low),
                 "ci_high": float(diff.confidence_interval.high),
                 "statistic": float(test.statistic), "pvalue": float(test.pvalue),
-                "test": f"McNemar {test.method}" + ("" if len(keys) == 1 or hasattr(
-                    stats, "mcnemar_stratified") else " (strata pooled)"),
+                "test": test_name,
             })
     tests = pd.DataFrame(rows)
     if tests.empty:
@@ -233,13 +233,17 @@ def _tests(out: pd.DataFrame, opts: AnalysisOptions) -> pd.DataFrame:
     return tests
 
 
-def _mcnemar(stats: Any, xa: np.ndarray, xb: np.ndarray) -> Any:
-    # strata = (seed, noise_seed) rows; the stratified test keeps seeds from being pooled
-    # as if they were one population, where robuststats.stats provides it
-    stratified = getattr(stats, "mcnemar_stratified", None)
-    if stratified is not None and xa.shape[0] > 1:
-        return stratified(xa, xb)
-    return stats.mcnemar(xa, xb, method="exact")  # pooled over strata
+def _mcnemar(stats: Any, xa: np.ndarray, xb: np.ndarray, method: str) -> tuple[Any, str]:
+    """Exact McNemar for one stratum; otherwise the stratified test with ``method``.
+
+    ``clustered`` (the default) treats each item as a cluster across strata, because the
+    same items recur under every seed and noise seed (Durkalski et al. 2003);
+    ``mantel-haenszel`` treats every pair as independent.
+    """
+    if xa.shape[0] == 1:
+        return stats.mcnemar(xa[0], xb[0], method="exact"), "McNemar exact"
+    return (stats.mcnemar_stratified(xa, xb, method=method),
+            f"stratified McNemar ({method})")
 
 
 def _adjusted(res: Any) -> Any:

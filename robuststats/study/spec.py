@@ -103,6 +103,7 @@ class AnalysisSpec(_Strict):
     multiplicity: Literal["holm", "fdr_bh", "bonferroni", "sidak", "holm-sidak",
                           "simes-hochberg", "hommel", "fdr_by", "none"] = "holm"
     reference: str | None = None
+    mcnemar: Literal["clustered", "mantel-haenszel"] = "clustered"
     rng_seed: int = Field(default=0, ge=0)
 
 

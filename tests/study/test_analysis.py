@@ -59,7 +59,14 @@ def test_counts_combine_over_seeds_and_noise_seeds() -> None:
     out = validate_outcomes(pd.concat(parts))
     t = analyze_outcomes(out, options=OPTS).tests.iloc[0]
     assert (t["n_strata"], t["n10"], t["n01"]) == (4, 5 + 6 + 3 + 7, 1 + 2 + 3 + 0)
-    assert t["pvalue"] < 0.05
+    assert t["test"] == "stratified McNemar (clustered)"
+    mh = analyze_outcomes(out, options=AnalysisOptions(n_resamples=100,
+                                                        mcnemar="mantel-haenszel")).tests.iloc[0]
+    # MH with pairs as strata = McNemar on pooled counts (b, c) = (21, 6):
+    # R: mcnemar.test(matrix(c(0, 6, 21, 0), 2), correct = FALSE)  ->  X2 = 8.3333, p = 0.003892
+    assert mh["pvalue"] == pytest.approx(0.003892, abs=1e-6)
+    # the same items recur in all 4 strata: the clustered test is more cautious
+    assert t["pvalue"] > mh["pvalue"]
 
 
 def test_retention_seed_table_and_multiplicity() -> None:
