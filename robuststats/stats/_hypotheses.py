@@ -26,7 +26,7 @@ one-sided p-values (TOST) for a verified-looking equivalence). Without multiplic
 the family are adjusted and each interval is reported at level ``1 − t_j`` with
 ``t_j = α p_j / p̃_j`` (see :func:`local_levels`), so the interval decides exactly when
 the adjusted p-value is below ``α = 1 − confidence_level``. Using two-sided tests for
-directional decisions follows Shaffer (1980), JASA 75:380.
+directional decisions follows Shaffer (1980), Ann. Stat. 8:1342–1347.
 
 Which interval: accuracy with one seed and one evaluation per item uses Tango's (1998)
 score interval; otherwise a two-way (seeds × items) BCa bootstrap of ``acc_a − acc_b``.
