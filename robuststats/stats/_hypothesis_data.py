@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -17,6 +18,7 @@ from robuststats.stats._evidence import (
     tango_evidence,
 )
 from robuststats.stats._mcnemar import paired_table
+from robuststats.stats._mcnemar_stratified import mcnemar_stratified
 from robuststats.stats._outcomes import align_conditions
 
 if TYPE_CHECKING:
@@ -51,7 +53,7 @@ def _bootstrap(statistic: str, matrices: list[np.ndarray], *, n_resamples: int,
 
 def _accuracy_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: int,
                        rng: np.random.Generator, level: float) -> Evidence:
-    aligned = align_conditions(outcomes, [h.a, h.b], h.eval_noise, by="seed")
+    aligned = align_conditions(outcomes, [h.a, h.b], h.eval_noise, by="seed", validate=False)
     xa, xb = aligned.values[h.a], aligned.values[h.b]
     label = f"acc({h.a}) − acc({h.b}) at eval_noise {h.eval_noise:g}"
     if xa.shape[0] == 1 and _is_binary(xa) and _is_binary(xb):
@@ -61,14 +63,29 @@ def _accuracy_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: in
         if b + c == 0:
             warnings.warn(f"{label}: no discordant pairs.", DegenerateDataWarning, stacklevel=4)
         return tango_evidence(a, b, c, d, detail)
-    return _bootstrap("difference", [xa, xb], n_resamples=n_resamples, rng=rng, level=level,
-                      label=label)
+    evidence = _bootstrap("difference", [xa, xb], n_resamples=n_resamples, rng=rng,
+                          level=level, label=label)
+    return replace(evidence, detail=evidence.detail + _clustered_mcnemar(h, outcomes))
+
+
+def _clustered_mcnemar(h: Hypothesis, outcomes: pd.DataFrame) -> str:
+    """Item-clustered McNemar test of δ = 0 over (seed, noise_seed) strata, for the record."""
+    try:
+        strata = align_conditions(outcomes, [h.a, h.b], h.eval_noise, by="stratum",
+                                  validate=False)
+    except InputError:
+        return "; clustered McNemar: strata not aligned"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        res = mcnemar_stratified(strata.values[h.a], strata.values[h.b], method="clustered")
+    return (f"; clustered McNemar over {len(strata.rows)} strata (δ = 0): "
+            f"chi2 = {res.statistic:.3g}, p = {res.pvalue:.3g}")
 
 
 def _retention_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: int,
                         rng: np.random.Generator, level: float, clean_noise: float) -> Evidence:
-    clean = align_conditions(outcomes, [h.a, h.b], clean_noise, by="seed")
-    noisy = align_conditions(outcomes, [h.a, h.b], h.eval_noise, by="seed")
+    clean = align_conditions(outcomes, [h.a, h.b], clean_noise, by="seed", validate=False)
+    noisy = align_conditions(outcomes, [h.a, h.b], h.eval_noise, by="seed", validate=False)
     if clean.item_ids != noisy.item_ids or clean.rows != noisy.rows:
         raise InputError(
             f"hypothesis {h.id!r}: clean (eval_noise {clean_noise:g}) and noisy (eval_noise "

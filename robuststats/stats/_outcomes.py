@@ -111,14 +111,17 @@ def _matrix(rows: pd.DataFrame, condition: str, by: str) -> pd.DataFrame:
 
 def align_conditions(
     outcomes: pd.DataFrame, conditions: Sequence[str], eval_noise: float, *, by: str = "seed",
+    validate: bool = True,
 ) -> AlignedOutcomes:
     """Aligned outcome arrays of ``conditions`` at ``eval_noise`` (see module docstring).
 
     Raises :class:`InputError` naming the condition, seed or item when a condition is
     absent, when items or seeds differ between conditions, or when a cell is missing.
+    ``validate=False`` skips :func:`validate_outcomes` for a table already checked.
     """
     check_choice(by, "by", ("seed", "stratum"))
-    validate_outcomes(outcomes)
+    if validate:
+        validate_outcomes(outcomes)
     rows = _select_noise(outcomes, eval_noise)
     present = set(outcomes["condition"].unique())
     wides: dict[str, pd.DataFrame] = {}
