@@ -219,8 +219,8 @@ def fit_bootstrap(
     dropped = int(boot.size - np.count_nonzero(finite))
     if dropped:
         warnings.warn(
-            f"{dropped} of {boot.size} resamples had an undefined {statistic} (clean "
-            "accuracy 0 in the resample) and were dropped.",
+            f"{dropped} of {boot.size} resamples had an undefined or infinite {statistic} "
+            "(an accuracy of 0 in a ratio or its logarithm) and were dropped.",
             DegenerateDataWarning,
             stacklevel=3,
         )

@@ -164,6 +164,8 @@ def test_family_verdicts_agree_with_holm_adjusted_pvalues():
     decided = out["verdict"] != "INCONCLUSIVE"
     np.testing.assert_array_equal(decided, out["adjusted_pvalue"] < 0.05)
     assert out.loc[out.id == "H1", "verdict"].item() == "VERIFIED"
+    assert "clustered McNemar over 3 strata" in out.loc[out.id == "H1", "detail"].item()
+    assert "holm over 3 hypotheses" in out.loc[out.id == "H1", "detail"].item()
     # the smallest p-value is judged at α/3 (first Holm step): interval level 1 − 0.05/3
     first = out["pvalue"].idxmin()
     assert out.loc[first, "confidence_level"] == pytest.approx(1 - 0.05 / 3)
