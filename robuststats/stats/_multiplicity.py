@@ -21,7 +21,6 @@ agree with the adjusted test.
 from __future__ import annotations
 
 import numpy as np
-from statsmodels.stats.multitest import multipletests
 
 from robuststats.stats._common import InputError, check_choice
 
@@ -66,6 +65,10 @@ def adjust_pvalues(pvalues: object, *, method: str, alpha: float = 0.05) -> np.n
         return p.copy()
     if not 0.0 < float(alpha) < 1.0:
         raise InputError(f"`alpha` must be a number in (0, 1), got {alpha!r}.")
+    # imported here: statsmodels takes about a second to import, and `robuststats power`
+    # imports this package without needing it
+    from statsmodels.stats.multitest import multipletests
+
     _, adjusted, _, _ = multipletests(p, alpha=alpha, method=method)
     return np.minimum(np.asarray(adjusted, dtype=float), 1.0)
 
