@@ -25,7 +25,9 @@ one-sided p-values (TOST) for a verified-looking equivalence). Without multiplic
 ``t = 1 − confidence_level``. With a multiplicity method (default Holm), the p-values of
 the family are adjusted and each interval is reported at level ``1 − t_j`` with
 ``t_j = α p_j / p̃_j`` (see :func:`local_levels`), so the interval decides exactly when
-the adjusted p-value is below ``α = 1 − confidence_level``. Using two-sided tests for
+the adjusted p-value is below ``α = 1 − confidence_level``. Equivalence read from the
+two-sided ``1 − α`` interval is TOST at ``α/2`` per side (conservative against the usual
+``1 − 2α`` interval), so that one interval decides every verdict. Using two-sided tests for
 directional decisions follows Shaffer (1980), Ann. Stat. 8:1342–1347.
 
 Which interval: accuracy with one seed and one evaluation per item uses Tango's (1998)
