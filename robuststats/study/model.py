@@ -147,7 +147,10 @@ def build_model(
         bos_token_id=None,
         attn_implementation="sdpa",
     )
-    model = Qwen2ForCausalLM(config)
+    # transformers initialises from the global RNG; fork it so that callers' state is
+    # untouched, then overwrite every parameter from our own generator.
+    with torch.random.fork_rng(devices=[]):
+        model = Qwen2ForCausalLM(config)
     generator = torch.Generator().manual_seed(int(seed))
     std = config.initializer_range
     with torch.no_grad():

@@ -245,6 +245,7 @@ _OBJECTS = ("apples", "books", "coins", "cards", "eggs", "pens", "shells", "stam
 _VERBS = {"+": ("gets", "buys", "finds", "wins"), "-": ("gives", "loses", "sells", "eats")}
 
 Problem = tuple[int, tuple[tuple[str, int], ...]]  # start value, ((op, operand), ...)
+_ENUMERATE_MAX = 200_000
 
 
 @register_task("arithmetic")
@@ -262,14 +263,14 @@ class ArithmeticTask(Task):
     items (and their ids) do not change when ``n_train`` changes. Names, objects and verbs
     are surface variation from the same generator.
 
-    Parameters: ``n_items`` (test size, default 500), ``n_train`` (default 3000),
+    Parameters: ``n_items`` (test size, default 500), ``n_train`` (default 2000),
     ``n_steps`` (operations per problem, default 2), ``max_value`` (default 9),
     ``operations`` (``"+-"``), ``show_work`` (default true), ``seed`` (default 0).
     """
 
     params_spec: ClassVar[dict[str, tuple[Callable[[str, Any], Any], Any]]] = {
         "n_items": (_int_at_least(1), 500),
-        "n_train": (_int_at_least(1), 3000),
+        "n_train": (_int_at_least(1), 2000),
         "n_steps": (_int_at_least(1), 2),
         "max_value": (_int_at_least(2), 9),
         "operations": (_operations, "+-"),
@@ -298,9 +299,11 @@ class ArithmeticTask(Task):
             wanted = p["n_items"] + p["n_train"]
             seen: set[Problem] = set()
             problems: list[Problem] = []
-            # Rejection sampling of distinct problems. Capacity was checked above; when the
-            # requested share of the space is large, enumerating and shuffling is faster.
-            if wanted * 4 > _count_problems(p["max_value"], p["n_steps"], p["operations"]):
+            # Small spaces are enumerated and shuffled, large ones sampled without repeats.
+            # The choice depends on the space only (never on n_items or n_train), and both
+            # ways yield a fixed sequence whose prefixes are the splits, so the test items
+            # stay the same when n_train changes.
+            if _count_problems(p["max_value"], p["n_steps"], p["operations"]) <= _ENUMERATE_MAX:
                 pool = _enumerate(p["max_value"], p["n_steps"], p["operations"])
                 rng.shuffle(pool)
                 problems = pool[:wanted]

@@ -228,7 +228,7 @@ class BuiltinTrainer(Trainer):
     """
 
     params_spec: ClassVar[dict[str, tuple[Callable[[str, Any], Any], Any]]] = {
-        "steps": (_positive_int, 600),
+        "steps": (_positive_int, 400),
         "lr": (_positive_float, 3e-3),
         "batch_size": (_positive_int, 32),
         "warmup": (_fraction, 0.05),
