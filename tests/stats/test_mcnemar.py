@@ -7,6 +7,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 from statsmodels.stats.contingency_tables import StratifiedTable
 
@@ -242,3 +244,36 @@ def test_stratified_degenerate_and_errors():
         mcnemar_stratified(x, x[:1])
     with pytest.raises(InputError, match="`method` must be one of"):
         mcnemar_stratified(x, x, method="cmh")
+
+
+# --- properties over arbitrary tables -------------------------------------------------------
+
+counts = st.integers(min_value=0, max_value=60)
+
+
+@settings(max_examples=150, deadline=None)
+@given(counts, counts, counts, counts, st.sampled_from(["tango", "newcombe", "wald"]),
+       st.sampled_from(["exact", "midp", "asymptotic", "asymptotic-cc"]))
+def test_any_table_gives_valid_result(a, b, c, d, ci_method, method):
+    if a + b + c + d == 0:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        res = mcnemar([[a, b], [c, d]], method=method, ci_method=ci_method)
+    ci = res.confidence_interval
+    assert 0.0 <= res.pvalue <= 1.0
+    assert -1.0 <= ci.low <= res.estimate + 1e-9
+    assert res.estimate - 1e-9 <= ci.high <= 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(counts, counts, counts, counts)
+def test_tango_interval_nests_with_level(a, b, c, d):
+    if a + b + c + d == 0:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        wide = mcnemar([[a, b], [c, d]], ci_method="tango", confidence_level=0.99)
+        narrow = mcnemar([[a, b], [c, d]], ci_method="tango", confidence_level=0.9)
+    assert wide.confidence_interval.low <= narrow.confidence_interval.low + 1e-9
+    assert wide.confidence_interval.high >= narrow.confidence_interval.high - 1e-9
