@@ -50,7 +50,7 @@ def accuracy_figure(summary: pd.DataFrame, path: Path) -> Path:
 def retention_figure(retention: pd.DataFrame, path: Path) -> Path:
     """Retention (noisy / clean accuracy) per condition, grouped by noise level, with CIs."""
     plt, sns = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
     conditions = list(dict.fromkeys(retention["condition"]))
     levels = sorted(retention["eval_noise"].unique())
     palette = sns.color_palette("colorblind", len(conditions))
@@ -66,7 +66,9 @@ def retention_figure(retention: pd.DataFrame, path: Path) -> Path:
     ax.set_xticks(range(len(levels)), [f"{lv * 100:g}% noise" for lv in levels])
     ax.set_ylabel("retention (% of clean accuracy)")
     ax.set_title("Retention under inference noise (bootstrap 95% CI)")
-    ax.legend(title="condition", ncols=min(len(conditions), 4), fontsize="small")
+    # below the axes: above the bars it would hide the 100 % line and the tallest CIs
+    ax.legend(title="condition", ncols=min(len(conditions), 4), fontsize="small",
+              loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
     low = (retention["ci_low"].min() if len(retention) else 0.5) * 100
     ax.set_ylim(max(0.0, min(low - 5, 90)), None)
     fig.tight_layout()

@@ -29,11 +29,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from robuststats.errors import InputError
 from robuststats.study.ledger import RunLedger
 from robuststats.study.plan import Cell, TrainJob, jobs
 from robuststats.study.spec import StudySpec
 
-__all__ = ["ExecutionReport", "execute", "run_job"]
+__all__ = ["ExecutionReport", "execute", "preflight", "run_job"]
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,25 @@ class ExecutionReport:
 def _resolve(name: str, registry: Callable[..., Any], params: dict[str, Any]) -> Any:
     if ":" in name:
         module_name, _, attr = name.partition(":")
-        factory = getattr(importlib.import_module(module_name), attr)
+        try:
+            factory = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise InputError(f"cannot load {name!r}: {exc}") from None
         return factory(**params)
     return registry(name, **params)
+
+
+def preflight(spec: dict[str, Any]) -> None:
+    """Build the task and the trainer once in the calling process.
+
+    Unknown names and bad parameters then stop the study with one clear error before any
+    worker starts, instead of failing every cell.
+    """
+    _resolve(spec["task"]["name"], _get_task, dict(spec["task"]["params"]))
+    params = dict(spec["trainer"]["params"])
+    if spec.get("model"):
+        params["model"] = dict(spec["model"])
+    _resolve(spec["trainer"]["name"], _get_trainer, params)
 
 
 def _get_task(name: str, **params: Any) -> Any:

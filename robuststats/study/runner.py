@@ -109,12 +109,13 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
     unless ``fresh``. Failed cells are recorded; the version is still written, with the
     missing cells listed and the hypotheses that need them INCONCLUSIVE.
     """
-    from robuststats.study.executor import execute
+    from robuststats.study.executor import execute, preflight
 
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.perf_counter()
     if ":" not in spec.trainer.name:
         spec.check_noise()
+    preflight(spec.resolved())
     ledger = RunLedger.open(Path(runs) / spec.name, spec, fresh=fresh)
     cells = plan(spec)
     done = ledger.finished(cells)

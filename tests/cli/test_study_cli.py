@@ -77,3 +77,16 @@ def test_n_items_override(tmp_path: Path, monkeypatch) -> None:
 
     out = pd.read_parquet(tmp_path / "results" / "fake" / "v1" / "outcomes.parquet")
     assert out.groupby(["condition", "eval_noise"]).size().eq(5).all()
+
+
+def test_unknown_task_stops_before_any_cell_runs(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(HERE))
+    study = fake_study(n=5, noise_seeds=1)
+    study["task"] = {"name": "study_doubles:no_such_factory", "params": {}}
+    path = tmp_path / "fake.yaml"
+    path.write_text(yaml.safe_dump(study))
+    assert main(["study", str(path), "--workers", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot load 'study_doubles:no_such_factory'" in err
+    assert not list((tmp_path / "runs" / "fake" / "cells").glob("*.parquet"))
