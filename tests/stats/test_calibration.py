@@ -94,3 +94,33 @@ def test_two_way_bootstrap_coverage_with_seed_and_item_effects():
         widths.append(res.confidence_interval.high - res.confidence_interval.low)
     coverage = hits / reps
     assert 0.91 <= coverage <= 0.99, coverage
+
+
+def test_holm_family_of_verdicts_controls_wrong_decisions():
+    # three hypotheses whose true difference sits exactly on the margin: any VERIFIED or
+    # FALSIFIED verdict is wrong, so the rate of families with a decision estimates the
+    # family-wise error rate, which Holm keeps at or below α
+    import pandas as pd
+
+    from robuststats.stats import evaluate_hypotheses
+
+    rng = np.random.default_rng(11)
+    n, reps, margin = 300, 200, 0.05
+    items = [f"q{i}" for i in range(n)]
+    hs = [dict(id=f"H{j}", metric="accuracy", a=f"A{j}", b=f"B{j}", eval_noise=0.0,
+               relation="greater", margin=margin) for j in range(3)]
+    decided = 0
+    for _ in range(reps):
+        frames = []
+        for j in range(3):
+            # cells a, b (A only), c (B only), d with P(b) − P(c) = margin
+            cell = rng.choice(4, size=n, p=[0.55, 0.10, 0.05, 0.30])
+            a_ok = np.isin(cell, (0, 1)).astype(int)
+            b_ok = np.isin(cell, (0, 2)).astype(int)
+            for cond, ok in ((f"A{j}", a_ok), (f"B{j}", b_ok)):
+                frames.append(pd.DataFrame(dict(condition=cond, seed=0, eval_noise=0.0,
+                                                noise_seed=0, item_id=items, correct=ok)))
+        out = evaluate_hypotheses(hs, pd.concat(frames, ignore_index=True), rng=rng)
+        decided += bool((out["verdict"] != "INCONCLUSIVE").any())
+    fwer = decided / reps
+    assert fwer <= ALPHA + 2 * np.sqrt(ALPHA * (1 - ALPHA) / reps), fwer
