@@ -51,13 +51,15 @@ __all__ = [
 ]
 
 _INFO_FILE = "training_info.json"
+_AQN_STREAM = 0xA9A
 
 
 @dataclass(frozen=True)
 class TrainingCondition:
     """A training condition: its name, training-time noise and optional AQN schedule.
 
-    ``aqn`` may be an ``AQNSchedule`` or the mapping its ``from_dict`` accepts.
+    ``aqn`` may be an ``AQNSchedule`` or a mapping of its fields (``total_steps`` may be
+    omitted: the schedule is stretched to the trainer's step count).
     """
 
     name: str
@@ -286,7 +288,9 @@ def run_training(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, tas
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
     noise_ctx, noise_spec = _noise_context(model, condition, seed)
-    aqn, aqn_rng = _aqn_schedule(condition, steps), torch.Generator().manual_seed(int(seed) + 1)
+    aqn = _aqn_schedule(condition, steps)
+    # a stream of its own, distinct from the data-order stream of any training seed
+    aqn_rng = torch.Generator().manual_seed(training_noise_seed(_AQN_STREAM, seed))
     losses: list[float] = []
     sigmas: list[float] = []
     order = torch.randperm(len(items), generator=data_rng)
@@ -327,7 +331,8 @@ def run_training(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, tas
         info["train_noise"] = noise_spec.to_dict()
         info["injection_stats"] = _injection_summary(session.stats)
     if aqn is not None:
-        info["aqn"] = {"schedule": _describe(condition.aqn), "sigma_max": max(sigmas),
+        info["aqn"] = {"schedule": _describe(aqn), "requested": _describe(condition.aqn),
+                       "sigma_max": max(sigmas),
                        "sigma_mean": sum(sigmas) / len(sigmas),
                        "steps_perturbed": sum(s > 0 for s in sigmas)}
     return info
@@ -376,21 +381,34 @@ def _noise_context(model: PreTrainedModel, condition: TrainingCondition,
 
 
 def _aqn_schedule(condition: TrainingCondition, steps: int) -> Any:
+    """The condition's AQN schedule stretched to this run's ``steps``.
+
+    A study file cannot know the trainer's step count, so ``total_steps`` may be omitted
+    from a mapping; a schedule written for another length is rescaled to ``steps`` (its
+    stages keep their relative positions) and the original length is kept in ``info``.
+    """
+    import dataclasses
+
     aqn = condition.aqn
     if aqn is None:
         return None
     from robuststats.engine import AQNSchedule
 
     if isinstance(aqn, Mapping):
-        aqn = AQNSchedule.from_dict(dict(aqn))
-    if not hasattr(aqn, "sigma"):
+        aqn = AQNSchedule(**{"total_steps": steps, **dict(aqn)})
+    if not isinstance(aqn, AQNSchedule):
         raise InputError(f"`aqn` must be an AQNSchedule or a mapping, got {aqn!r}.")
+    if aqn.total_steps != steps:
+        aqn = dataclasses.replace(aqn, total_steps=steps)
     return aqn
 
 
 def _describe(value: Any) -> Any:
-    to_dict = getattr(value, "to_dict", None)
-    return to_dict() if callable(to_dict) else _jsonable(value)
+    import dataclasses
+
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _jsonable(dataclasses.asdict(value))
+    return _jsonable(value)
 
 
 def _loss_summary(losses: list[float]) -> dict[str, Any]:
@@ -424,6 +442,8 @@ def _train_accuracy(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
     if isinstance(value, Path):
         return str(value)
     return value

@@ -123,6 +123,28 @@ def test_training_noise_is_reproducible_and_seed_dependent(small_task):
     assert training_noise_seed(1, 0) != training_noise_seed(0, 1)
 
 
+def test_aqn_perturbs_norm_weights_on_its_schedule(small_task):
+    trainer = get_trainer("builtin", steps=12, batch_size=8, model=TINY, train_eval_items=0)
+    aqn = {"sigma_start": 0.05, "sigma_end": 0.005, "num_stages": 3}  # no total_steps
+    noise = NoiseSpec(scale=0.05, phases="forward")
+    a = trainer.train(small_task, TrainingCondition("E5b", noise, aqn), seed=0)
+    b = trainer.train(small_task, TrainingCondition("E5b", noise, aqn), seed=0)
+    plain = trainer.train(small_task, TrainingCondition("E8c", noise), seed=0)
+    info = a.info["aqn"]
+    assert info["schedule"]["total_steps"] == 12 and info["sigma_max"] == pytest.approx(0.05)
+    # QeRL schedule: a warm-up stage at sigma 0, then perturbed stages
+    assert 0 < info["steps_perturbed"] < 12
+    wa, wb, wp = _weights(a), _weights(b), _weights(plain)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert not all(torch.equal(wa[k], wp[k]) for k in wa)
+    # a schedule written for another length is stretched to the run
+    from robuststats.engine import AQNSchedule
+
+    sched = AQNSchedule(total_steps=116, sigma_start=0.05, sigma_end=0.0005)
+    info = trainer.train(small_task, TrainingCondition("E5a", None, sched), seed=0).info["aqn"]
+    assert info["schedule"]["total_steps"] == 12 and info["requested"]["total_steps"] == 116
+
+
 def test_trained_model_save_load_and_checkpoint_trainer(tmp_path, small_task, learned):
     path = learned.save(tmp_path / "ckpt" / "E8a" / "seed0")
     assert (path / "training_info.json").is_file()
