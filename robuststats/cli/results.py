@@ -21,7 +21,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="manifest facts and hypothesis verdicts of a version")
     show.add_argument("version", metavar="VERSION")
     ver = sub.add_parser("verify", help="recompute checksums; exit 1 on any change")
-    ver.add_argument("version", metavar="VERSION", nargs="+")
+    ver.add_argument("version", metavar="VERSION", nargs="+",
+                     help="STUDY, STUDY/vN (also 'STUDY vN') or a version directory")
     diff = sub.add_parser("diff", help="compare the tables of two versions; exit 1 if "
                                           "they differ")
     diff.add_argument("a", metavar="VERSION_A")
@@ -83,7 +84,7 @@ def _verify(store: Any, args: argparse.Namespace) -> int:
     from robuststats.results import verify
 
     bad = 0
-    for ref in args.version:
+    for ref in _refs(args.version):
         report = verify(store.get(ref))
         if report.ok:
             print(f"{report.version}: OK ({len(store.get(ref).manifest['files'])} files)")
@@ -110,3 +111,16 @@ def _diff(store: Any, args: argparse.Namespace) -> int:
         print(f"{a.label} vs {b.label}: {len(d)} difference(s)")
         print(d.to_string(index=False))
     return 1  # like diff(1): 1 means the versions differ
+
+
+def _refs(tokens: list[str]) -> list[str]:
+    """``STUDY vN`` (two words) means ``STUDY/vN``; everything else passes through."""
+    import re
+
+    out: list[str] = []
+    for tok in tokens:
+        if re.fullmatch(r"v\d+|latest", tok) and out and "/" not in out[-1]:
+            out[-1] = f"{out[-1]}/{tok}"
+        else:
+            out.append(tok)
+    return out

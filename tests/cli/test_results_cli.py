@@ -43,6 +43,8 @@ def test_list_show_verify_diff(tmp_path: Path, capsys) -> None:
     assert "demo/v2" in out and "VERIFIED" in out
     assert main([*root, "verify", "demo/v1", "demo/v2"]) == 0
     assert capsys.readouterr().out.count(": OK") == 2
+    assert main([*root, "verify", "demo", "v1"]) == 0  # the spelling in results/README.md
+    assert capsys.readouterr().out.startswith("demo/v1: OK")
     assert main([*root, "diff", "demo/v1", "demo/v1"]) == 0
     assert "tables identical" in capsys.readouterr().out
     assert main([*root, "diff", "demo/v1", "demo/v2"]) == 1
