@@ -76,8 +76,8 @@ def _show(store: Any, args: argparse.Namespace) -> int:
         if not df.empty:
             print()
             cols = ["id", "verdict", "estimate", "ci_low", "ci_high", "test", "reason"]
-            with pd.option_context("display.max_colwidth", 60, "display.width", 200):
-                print(df[[c for c in cols if c in df.columns]].to_string(index=False))
+            print(df[[c for c in cols if c in df.columns]].to_string(index=False,
+                                                                     max_colwidth=60))
     return 0
 
 
