@@ -200,6 +200,9 @@ def execute(ledger: RunLedger, spec: StudySpec, pending: list[Cell], *, workers:
     start = time.perf_counter()
     spec_dict = spec.resolved()
     grouped = jobs(pending)
+    for cell in pending:
+        # a retried cell's old failure would count as "done" for the progress bar
+        (ledger.failures_dir / f"{cell.key}.txt").unlink(missing_ok=True)
     # model loading/training lives in a path relative to the run dir, resolved absolute
     run_dir = str(ledger.root.resolve())
     totals = {"done": 0, "failed": 0, "trained": 0}

@@ -53,4 +53,5 @@ def test_failed_cell_makes_study_not_ok_and_rerun_retries_it(tmp_path: Path) -> 
     second = run_study(spec, out=tmp_path / "res", runs=tmp_path / "runs", workers=1,
                        progress=False)
     assert (second.cells_reused, second.cells_run, second.cells_failed) == (19, 0, 1)
+    assert list(RunLedger(tmp_path / "runs" / "fake").failures()) == ["B__s0__n0.1__ns0"]
     assert second.version.number == 2
