@@ -1,55 +1,77 @@
 """Statistics core: paired tests, bootstrap CIs, power, multiplicity, hypothesis verdicts.
 
-Pure numpy/scipy/statsmodels: never imports torch.
+Pure numpy/scipy/statsmodels: never imports torch. Submodules load on first attribute access
+so that ``robuststats power`` and ``--help`` start fast (statsmodels and pandas are slow to
+import).
 """
 
 from __future__ import annotations
 
-from robuststats.stats._bootstrap import (
-    BootstrapResult,
-    bootstrap_accuracy,
-    bootstrap_difference,
-    bootstrap_retention,
-    bootstrap_retention_difference,
-)
-from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning
-from robuststats.stats._hypotheses import (
-    Hypothesis,
-    HypothesisResult,
-    evaluate_hypotheses,
-    evaluate_hypothesis,
-)
-from robuststats.stats._mcnemar import McNemarResult, mcnemar
-from robuststats.stats._mcnemar_stratified import mcnemar_stratified
-from robuststats.stats._multiplicity import adjust_pvalues
-from robuststats.stats._outcomes import AlignedOutcomes, align_conditions, validate_outcomes
-from robuststats.stats._pilot import DiscordanceEstimate, estimate_discordance
-from robuststats.stats._power import PoolSizeWarning, PowerResult, power_mcnemar
-from robuststats.stats._power_unpaired import power_two_proportions
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "AlignedOutcomes",
-    "BootstrapResult",
-    "ConfidenceInterval",
-    "DegenerateDataWarning",
-    "DiscordanceEstimate",
-    "Hypothesis",
-    "HypothesisResult",
-    "McNemarResult",
-    "PoolSizeWarning",
-    "PowerResult",
-    "adjust_pvalues",
-    "align_conditions",
-    "bootstrap_accuracy",
-    "bootstrap_difference",
-    "bootstrap_retention",
-    "bootstrap_retention_difference",
-    "estimate_discordance",
-    "evaluate_hypotheses",
-    "evaluate_hypothesis",
-    "mcnemar",
-    "mcnemar_stratified",
-    "power_mcnemar",
-    "power_two_proportions",
-    "validate_outcomes",
-]
+_EXPORTS: dict[str, str] = {
+    "AlignedOutcomes": "robuststats.stats._outcomes",
+    "BootstrapResult": "robuststats.stats._bootstrap",
+    "ConfidenceInterval": "robuststats.stats._common",
+    "DegenerateDataWarning": "robuststats.stats._common",
+    "DiscordanceEstimate": "robuststats.stats._pilot",
+    "Hypothesis": "robuststats.stats._hypotheses",
+    "HypothesisResult": "robuststats.stats._hypotheses",
+    "McNemarResult": "robuststats.stats._mcnemar",
+    "PoolSizeWarning": "robuststats.stats._power",
+    "PowerResult": "robuststats.stats._power",
+    "adjust_pvalues": "robuststats.stats._multiplicity",
+    "align_conditions": "robuststats.stats._outcomes",
+    "bootstrap_accuracy": "robuststats.stats._bootstrap",
+    "bootstrap_difference": "robuststats.stats._bootstrap",
+    "bootstrap_retention": "robuststats.stats._bootstrap",
+    "bootstrap_retention_difference": "robuststats.stats._bootstrap",
+    "estimate_discordance": "robuststats.stats._pilot",
+    "evaluate_hypotheses": "robuststats.stats._hypotheses",
+    "evaluate_hypothesis": "robuststats.stats._hypotheses",
+    "mcnemar": "robuststats.stats._mcnemar",
+    "mcnemar_stratified": "robuststats.stats._mcnemar_stratified",
+    "power_mcnemar": "robuststats.stats._power",
+    "power_two_proportions": "robuststats.stats._power_unpaired",
+    "validate_outcomes": "robuststats.stats._outcomes",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:  # static analysers see the real names
+    from robuststats.stats._bootstrap import (  # noqa: F401
+        BootstrapResult,
+        bootstrap_accuracy,
+        bootstrap_difference,
+        bootstrap_retention,
+        bootstrap_retention_difference,
+    )
+    from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning  # noqa: F401
+    from robuststats.stats._hypotheses import (  # noqa: F401
+        Hypothesis,
+        HypothesisResult,
+        evaluate_hypotheses,
+        evaluate_hypothesis,
+    )
+    from robuststats.stats._mcnemar import McNemarResult, mcnemar  # noqa: F401
+    from robuststats.stats._mcnemar_stratified import mcnemar_stratified  # noqa: F401
+    from robuststats.stats._multiplicity import adjust_pvalues  # noqa: F401
+    from robuststats.stats._outcomes import AlignedOutcomes, align_conditions, validate_outcomes  # noqa: F401
+    from robuststats.stats._pilot import DiscordanceEstimate, estimate_discordance  # noqa: F401
+    from robuststats.stats._power import PoolSizeWarning, PowerResult, power_mcnemar  # noqa: F401
+    from robuststats.stats._power_unpaired import power_two_proportions  # noqa: F401
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module_name = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'robuststats.stats' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
