@@ -92,7 +92,11 @@ def noisy_attention_forward(
         scores = run("attention_scores", lambda q, k: torch.matmul(q, k) * scaling,
                      query, key.transpose(2, 3))
         if attention_mask is not None:
-            scores = scores + attention_mask[:, :, :, : key.shape[-2]]
+            mask = attention_mask[:, :, :, : key.shape[-2]]
+            if mask.dtype == torch.bool:  # a boolean mask (True = attend) passed in by hand
+                scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+            else:
+                scores = scores + mask
         probs = run("softmax", lambda s: F.softmax(s, dim=-1, dtype=torch.float32), scores)
         probs = probs.to(query.dtype)
         probs = F.dropout(probs, p=dropout, training=module.training)
