@@ -271,6 +271,10 @@ class NoiseSpec:
         object.__setattr__(self, "layers", layers)
         object.__setattr__(self, "layer_scales", _parse_layer_scales(self.layer_scales))
 
+    def __hash__(self) -> int:
+        # fields may hold dicts (phases, layer_scales): hash a canonical text form instead
+        return hash(tuple((k, repr(v)) for k, v in self.to_dict().items()))
+
     # --- derived views -------------------------------------------------------------------
 
     @property

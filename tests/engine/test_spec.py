@@ -109,3 +109,9 @@ def test_spec_is_immutable() -> None:
     spec = NoiseSpec(scale=0.1)
     with pytest.raises(AttributeError):
         spec.scale = 0.2  # type: ignore[misc]
+
+
+def test_specs_are_hashable() -> None:
+    a = NoiseSpec(scale=0.1, layer_scales={"1": 0.5, "model.norm": 2.0}, phases={"forward": 0.1})
+    b = NoiseSpec.from_dict(a.to_dict())
+    assert hash(a) == hash(b) and len({a, b, NoiseSpec(scale=0.1)}) == 2
