@@ -18,10 +18,13 @@ each epoch with its own range, e.g. epoch 1: 0.05 → 0.01, epoch 2: 0.01 → 0.
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -73,7 +76,7 @@ class AQNSchedule:
     epoch_ranges=[(0.05, 0.01), (0.01, 0.0005)], stages_per_epoch=5)``.
     """
 
-    total_steps: int
+    total_steps: int | None = None
     sigma_start: float = 0.05
     sigma_end: float = 0.0005
     num_stages: int = 10
@@ -82,7 +85,8 @@ class AQNSchedule:
     stages_per_epoch: int = 5
 
     def __post_init__(self) -> None:
-        _positive_int(self.total_steps, "total_steps")
+        if self.total_steps is not None:
+            _positive_int(self.total_steps, "total_steps")
         _sigma(self.sigma_start, "sigma_start")
         _sigma(self.sigma_end, "sigma_end")
         if isinstance(self.num_stages, bool) or not isinstance(self.num_stages, int) or self.num_stages < 2:
@@ -100,10 +104,24 @@ class AQNSchedule:
                 _sigma(a, f"epoch_ranges[{i}][0]")
                 _sigma(b, f"epoch_ranges[{i}][1]")
             object.__setattr__(self, "epoch_ranges", ranges)
-        if self.total_steps < self.epochs:
+        if self.total_steps is not None and self.total_steps < self.epochs:
             raise InputError(
                 f"`total_steps` ({self.total_steps}) must be at least `epochs` ({self.epochs})."
             )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AQNSchedule:
+        """Build from a mapping (e.g. a study file); unknown keys are errors. ``total_steps``
+        may be omitted: a trainer fills it in with ``dataclasses.replace``."""
+        if not isinstance(data, Mapping):
+            raise InputError(f"an AQN schedule must be a mapping, got {type(data).__name__}.")
+        names = [f.name for f in dataclasses.fields(cls)]
+        for key in data:
+            if key not in names:
+                close = difflib.get_close_matches(str(key), names, n=1)
+                hint = f" Did you mean {close[0]!r}?" if close else ""
+                raise InputError(f"unknown AQN key {key!r}; known keys: {names}.{hint}")
+        return cls(**dict(data))
 
     @property
     def sigma_trend(self) -> list[float]:
@@ -112,14 +130,19 @@ class AQNSchedule:
 
     @property
     def steps_per_epoch(self) -> int:
-        return self.total_steps // self.epochs
+        return self._steps() // self.epochs
+
+    def _steps(self) -> int:
+        if self.total_steps is None:
+            raise InputError("`total_steps` is not set on this AQNSchedule; set it to the run's steps.")
+        return self.total_steps
 
     def sigma(self, step: int) -> float:
         """σ at training step ``step`` (0-based); 0 during a warm-up interval."""
         if isinstance(step, bool) or not isinstance(step, int) or step < 0:
             raise InputError(f"`step` must be a non-negative integer, got {step!r}.")
         if self.epoch_ranges is None:
-            return sigma_by_step(step, self.total_steps, self.sigma_trend)
+            return sigma_by_step(step, self._steps(), self.sigma_trend)
         spe = self.steps_per_epoch
         epoch = min(step // spe, self.epochs - 1)
         start, end = self.epoch_ranges[epoch]

@@ -93,3 +93,14 @@ def test_aqn_perturb_errors(tiny_net) -> None:
             pass
     with aqn_perturb(lin, 0.0) as p:  # sigma 0 (warm-up): a no-op, even without norms
         assert p.modules == ()
+
+
+def test_from_dict_and_template_without_steps() -> None:
+    template = AQNSchedule.from_dict({"epochs": 2, "epoch_ranges": [[0.05, 0.01], [0.01, 0.0005]]})
+    with pytest.raises(InputError, match="`total_steps` is not set"):
+        template.sigma(3)
+    import dataclasses
+
+    assert dataclasses.replace(template, total_steps=116).sigma(10) == 0.05
+    with pytest.raises(InputError, match=r"unknown AQN key 'sigma_strat'.*Did you mean 'sigma_start'\?"):
+        AQNSchedule.from_dict({"sigma_strat": 0.1})
