@@ -230,7 +230,7 @@ class BuiltinTrainer(Trainer):
     """
 
     params_spec: ClassVar[dict[str, tuple[Callable[[str, Any], Any], Any]]] = {
-        "steps": (_positive_int, 400),
+        "steps": (_positive_int, 500),
         "lr": (_positive_float, 3e-3),
         "batch_size": (_positive_int, 32),
         "warmup": (_fraction, 0.05),
