@@ -395,7 +395,7 @@ def _aqn_schedule(condition: TrainingCondition, steps: int) -> Any:
     from robuststats.engine import AQNSchedule
 
     if isinstance(aqn, Mapping):
-        aqn = AQNSchedule(**{"total_steps": steps, **dict(aqn)})
+        aqn = AQNSchedule.from_dict(aqn)
     if not isinstance(aqn, AQNSchedule):
         raise InputError(f"`aqn` must be an AQNSchedule or a mapping, got {aqn!r}.")
     if aqn.total_steps != steps:
