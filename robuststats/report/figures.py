@@ -69,8 +69,8 @@ def retention_figure(retention: pd.DataFrame, path: Path) -> Path:
     # below the axes: above the bars it would hide the 100 % line and the tallest CIs
     ax.legend(title="condition", ncols=min(len(conditions), 4), fontsize="small",
               loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
-    low = (retention["ci_low"].min() if len(retention) else 0.5) * 100
-    ax.set_ylim(max(0.0, min(low - 5, 90)), None)
+    # bars encode length: a truncated axis would exaggerate the differences
+    ax.set_ylim(0.0, None)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

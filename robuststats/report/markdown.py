@@ -84,7 +84,14 @@ def write_report(outdir: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping
     if tests is not None:
         parts.append("## Paired comparisons (McNemar, stratified over seeds and noise seeds)\n\n"
                      "`n01`: items right under `b` only; `n10`: right under `a` only. "
-                     "`pvalue_adjusted` corrects for the whole family of comparisons.\n")
+                     "`pvalue_adjusted` corrects for the whole family of comparisons.\n\n"
+                     "Scope: the McNemar p-values condition on the trained models (they "
+                     "account for items, clustered across seeds and noise draws, but not for "
+                     "training-seed variation); the `ci_low`/`ci_high` intervals resample "
+                     "seeds as well and so speak about the training procedure. A tiny "
+                     "p-value beside an interval that covers 0 means the models differ on "
+                     "these items but the seeds disagree on the direction or size. The "
+                     "hypothesis verdicts rest on the intervals.\n")
         parts.append(markdown_table(tests))
     for title, rel in figures:
         parts.append(f"## {title}\n\n![{title}]({rel})\n")
