@@ -11,13 +11,12 @@ import pytest
 from robuststats.errors import InputError
 from robuststats.study.tasks import (
     Item,
-    _count_problems,
-    _enumerate,
     available_tasks,
     extract_answer,
     get_task,
     normalize_number,
 )
+from robuststats.study.tasks._arithmetic import _count_problems, _enumerate
 
 # --------------------------------------------------------------------------- arithmetic
 
