@@ -27,7 +27,7 @@ def task():
 
 @pytest.fixture(scope="module")
 def trained(task):
-    trainer = get_trainer("builtin", steps=200, batch_size=32, train_eval_items=0)
+    trainer = get_trainer("builtin", steps=300, lr=5e-3, batch_size=32, train_eval_items=0)
     return trainer.train(task, TrainingCondition("E8a"), seed=0)
 
 

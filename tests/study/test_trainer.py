@@ -42,7 +42,7 @@ def small_task():
 
 @pytest.fixture(scope="module")
 def learned(small_task):
-    trainer = get_trainer("builtin", steps=200, lr=3e-3, batch_size=32, train_eval_items=40)
+    trainer = get_trainer("builtin", steps=300, lr=5e-3, batch_size=32, train_eval_items=40)
     return trainer.train(small_task, TrainingCondition("E8a"), seed=0)
 
 
@@ -84,11 +84,11 @@ def test_training_learns_well_above_chance(small_task, learned):
     chance = Counter(i.answer for i in test).most_common(1)[0][1] / len(test)
     accuracy = evaluate(learned, small_task, test)["correct"].mean()
     assert chance <= 0.2
-    assert accuracy >= max(0.3, 2 * chance), (accuracy, chance, learned.info["loss"])
+    assert accuracy >= max(0.5, 3 * chance), (accuracy, chance, learned.info["loss"])
     info = learned.info
     assert info["loss"]["final"] < info["loss"]["initial"] / 3
-    assert info["train_accuracy"] >= 0.3
-    assert info["steps"] == 200 and info["wall_seconds"] > 0
+    assert info["train_accuracy"] >= 0.5
+    assert info["steps"] == 300 and info["wall_seconds"] > 0
     assert info["condition"] == "E8a" and info["task"]["name"] == "arithmetic"
     assert "injection_stats" not in info
 
