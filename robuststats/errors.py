@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class RobuststatsError(Exception):
     """Base class of every error raised on purpose by robuststats."""
@@ -17,3 +20,9 @@ class InputError(RobuststatsError, ValueError):
 
 class RobuststatsWarning(UserWarning):
     """Base class of robuststats warnings."""
+
+
+def closest_match(value: object, choices: Iterable[str], *, cutoff: float = 0.6) -> str | None:
+    """The choice nearest to a misspelt ``value`` (for "did you mean ...?" hints), or None."""
+    close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=cutoff)
+    return close[0] if close else None

@@ -19,7 +19,6 @@ each epoch with its own range, e.g. epoch 1: 0.05 → 0.01, epoch 2: 0.01 → 0.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -30,7 +29,7 @@ import torch
 from torch import nn
 
 from robuststats.engine._model_map import build_model_map
-from robuststats.errors import InputError
+from robuststats.errors import InputError, closest_match
 
 __all__ = ["AQNSchedule", "aqn_perturb", "geometric_trend", "sigma_by_step"]
 
@@ -118,8 +117,8 @@ class AQNSchedule:
         names = [f.name for f in dataclasses.fields(cls)]
         for key in data:
             if key not in names:
-                close = difflib.get_close_matches(str(key), names, n=1)
-                hint = f" Did you mean {close[0]!r}?" if close else ""
+                close = closest_match(key, names)
+                hint = f" Did you mean {close!r}?" if close else ""
                 raise InputError(f"unknown AQN key {key!r}; known keys: {names}.{hint}")
         return cls(**dict(data))
 

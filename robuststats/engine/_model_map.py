@@ -8,12 +8,11 @@ Modules outside that list (embeddings, ``lm_head``, a final norm) belong to laye
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 
 from torch import nn
 
-from robuststats.errors import InputError
+from robuststats.errors import InputError, closest_match
 
 __all__ = ["OUTSIDE", "ModelMap", "build_model_map"]
 
@@ -87,8 +86,8 @@ class ModelMap:
         for n in self.names.values():
             if n == key or n.startswith(key + "."):
                 return
-        close = difflib.get_close_matches(key, list(self.names.values()), n=1, cutoff=0.6)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
+        close = closest_match(key, self.names.values())
+        hint = f" Did you mean {close!r}?" if close else ""
         raise InputError(f"`layer_scales` names module {key!r}, which the model does not have.{hint}")
 
 

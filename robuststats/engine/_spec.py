@@ -9,7 +9,6 @@ layer indices and module names it mentions are checked against the model by
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import math
 import re
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from robuststats.errors import InputError
+from robuststats.errors import InputError, closest_match
 
 __all__ = ["ALL_OPS", "KINDS", "OP_PRESETS", "PHASES", "NoiseSpec"]
 
@@ -61,8 +60,8 @@ _SPEC_KEYS = ("scale", "kind", "phases", "ops", "layers", "layer_scales", "seed"
 
 
 def _did_you_mean(value: str, choices: Iterable[str]) -> str:
-    close = difflib.get_close_matches(str(value), list(choices), n=1, cutoff=0.5)
-    return f" Did you mean {close[0]!r}?" if close else ""
+    close = closest_match(value, choices, cutoff=0.5)
+    return f" Did you mean {close!r}?" if close else ""
 
 
 def _check_scale(value: Any, name: str) -> float:

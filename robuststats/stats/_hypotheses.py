@@ -37,7 +37,6 @@ Retention uses a BCa bootstrap of ``retention(a) − retention(b)``, two-way ove
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -45,6 +44,7 @@ from dataclasses import asdict, dataclass, fields
 import numpy as np
 import pandas as pd
 
+from robuststats.errors import closest_match
 from robuststats.stats._common import (
     ConfidenceInterval,
     InputError,
@@ -123,8 +123,8 @@ class Hypothesis:
         hid = d.get("id", "?")
         for key in d:
             if key not in names:
-                close = difflib.get_close_matches(str(key), names, n=1)
-                hint = f" Did you mean {close[0]!r}?" if close else ""
+                close = closest_match(key, names)
+                hint = f" Did you mean {close!r}?" if close else ""
                 raise InputError(
                     f"hypothesis {hid!r}: unknown key {key!r}; allowed keys: {names}.{hint}"
                 )

@@ -10,7 +10,7 @@ import warnings
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from robuststats.errors import InputError
+from robuststats.errors import InputError, closest_match
 from robuststats.stats._power_design import (
     PairedDesign,
     PoolSizeWarning,
@@ -126,10 +126,8 @@ class PowerResult:
 
 def check_method(method: object, allowed: tuple[str, ...]) -> str:
     if method not in allowed:
-        import difflib
-
-        hint = difflib.get_close_matches(str(method), allowed, n=1)
-        extra = f" Did you mean {hint[0]!r}?" if hint else ""
+        hint = closest_match(method, allowed)
+        extra = f" Did you mean {hint!r}?" if hint else ""
         raise InputError(f"`method` must be one of {', '.join(allowed)}, got {method!r}.{extra}")
     return str(method)
 

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from robuststats.errors import InputError
+from robuststats.errors import InputError, closest_match
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -89,10 +89,8 @@ class ModelSpec:
         names = {f.name for f in fields(cls)}
         for name in params:
             if name not in names:
-                import difflib
-
-                close = difflib.get_close_matches(name, sorted(names), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                close = closest_match(name, sorted(names))
+                hint = f" (did you mean {close!r}?)" if close else ""
                 raise InputError(f"unknown parameter `{key}.{name}`{hint}; "
                                  f"accepted: {', '.join(sorted(names))}.")
         for name, value in params.items():

@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from robuststats.errors import InputError
+from robuststats.errors import InputError, closest_match
 
 __all__ = [
     "SPEC_FORMAT",
@@ -412,7 +412,6 @@ def _pydantic_message(exc: ValidationError, source: str | None,
 
 
 def _suggest(path: tuple[str | int, ...]) -> str:
-    import difflib
 
     fields = {
         (): StudySpec.model_fields, ("evaluation",): EvaluationSpec.model_fields,
@@ -424,5 +423,5 @@ def _suggest(path: tuple[str | int, ...]) -> str:
         known = ConditionSpec.model_fields
     else:
         known = fields.get(parent, {})
-    close = difflib.get_close_matches(str(key), list(known), n=1)
-    return f"; did you mean {close[0]!r}?" if close else f"; allowed keys: {sorted(known)}."
+    close = closest_match(key, known)
+    return f"; did you mean {close!r}?" if close else f"; allowed keys: {sorted(known)}."

@@ -18,7 +18,6 @@ so two seeds of one condition see different noise and a rerun sees the same nois
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
@@ -30,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from robuststats.errors import InputError
+from robuststats.errors import InputError, closest_match
 from robuststats.study.model import ModelSpec, build_model, build_tokenizer, load_pretrained
 
 if TYPE_CHECKING:
@@ -119,8 +118,8 @@ class Trainer(ABC):
     def __init__(self, **params: Any) -> None:
         for key in params:
             if key not in self.params_spec:
-                close = difflib.get_close_matches(key, list(self.params_spec), n=1)
-                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                close = closest_match(key, self.params_spec)
+                hint = f" (did you mean {close!r}?)" if close else ""
                 raise InputError(f"unknown parameter {key!r} for trainer {self.name!r}{hint}; "
                                  f"accepted: {', '.join(sorted(self.params_spec))}.")
         self.params: dict[str, Any] = {
@@ -160,8 +159,8 @@ def available_trainers() -> list[str]:
 def get_trainer(name: str, **params: Any) -> Trainer:
     """Build the trainer registered as ``name``; unknown names get a "did you mean"."""
     if name not in _REGISTRY:
-        close = difflib.get_close_matches(str(name), list(_REGISTRY), n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        close = closest_match(name, _REGISTRY)
+        hint = f" (did you mean {close!r}?)" if close else ""
         raise InputError(f"unknown trainer {name!r}{hint}; "
                          f"available: {', '.join(available_trainers())}.")
     return _REGISTRY[name](**params)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
@@ -11,7 +10,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, ClassVar
 
-from robuststats.errors import InputError
+from robuststats.errors import InputError, closest_match
 
 __all__ = [
     "SPLITS",
@@ -155,8 +154,8 @@ def get_task(name: str, **params: Any) -> Task:
 
 
 def _did_you_mean(word: str, choices: Mapping[str, Any] | list[str]) -> str:
-    close = difflib.get_close_matches(str(word), list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    close = closest_match(word, choices)
+    return f" (did you mean {close!r}?)" if close else ""
 
 
 def _validate_params(cls: type[Task], params: Mapping[str, Any]) -> dict[str, Any]:
