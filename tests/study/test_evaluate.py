@@ -12,14 +12,6 @@ from robuststats.study.tasks import get_task
 from robuststats.study.trainer import TrainingCondition, get_trainer
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def task():
     return get_task("arithmetic", n_items=60, n_train=400, n_steps=2, max_value=5, seed=1)

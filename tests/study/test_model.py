@@ -12,14 +12,6 @@ WORDS = ["####", "apples", "apple", "has", "How", "many"]
 
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # as in the study's worker processes; also keeps the suite fast on a shared 2-core box
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 @pytest.fixture(scope="module")
 def tokenizer():
     return build_tokenizer(WORDS)

@@ -25,14 +25,6 @@ TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 4, "num_kv_heads": 2,
 
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    # as in the study's worker processes; also keeps the suite fast on a shared 2-core box
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 @pytest.fixture(scope="module")
 def small_task():
     # two-step problems on 0..5 (579 distinct): every single step also occurs in training,
