@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -42,6 +42,7 @@ from robuststats.stats._common import (
     check_confidence_level,
     check_n_resamples,
     check_rng,
+    tidy_row,
 )
 from robuststats.stats._resample import (
     crossed_variance_ratio,
@@ -97,11 +98,7 @@ class BootstrapResult:
 
     def to_frame(self) -> pd.DataFrame:
         """One-row tidy table (without the bootstrap distribution)."""
-        row = asdict(self)
-        row.pop("bootstrap_distribution")
-        ci = row.pop("confidence_interval")
-        row["ci_low"], row["ci_high"] = ci["low"], ci["high"]
-        return pd.DataFrame([row])
+        return pd.DataFrame([tidy_row(self, drop=("bootstrap_distribution",))])
 
 
 # --- statistics as functions of resampled means (last axis: one mean per input) ---

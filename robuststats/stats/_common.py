@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
 from robuststats.errors import InputError, RobuststatsWarning
 
-__all__ = ["ConfidenceInterval", "DegenerateDataWarning", "InputError"]
+__all__ = ["ConfidenceInterval", "DegenerateDataWarning", "InputError", "tidy_row"]
 
 
 class DegenerateDataWarning(RobuststatsWarning):
@@ -99,3 +100,12 @@ def as_outcomes(x: object, name: str, *, binary: bool = False) -> np.ndarray:
         bad = float(arr[(arr != 0) & (arr != 1)].flat[0])
         raise InputError(f"`{name}` must contain only 0/1 outcomes, got {bad!r}.")
     return arr
+
+
+def tidy_row(result: Any, *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One flat row of a result dataclass for ``to_frame``: fields in order (less ``drop``),
+    the ``confidence_interval`` field replaced by ``ci_low``/``ci_high`` at the end."""
+    row = {f.name: getattr(result, f.name) for f in fields(result) if f.name not in drop}
+    ci = row.pop("confidence_interval")
+    row["ci_low"], row["ci_high"] = ci.low, ci.high
+    return row

@@ -52,6 +52,7 @@ from robuststats.stats._common import (
     check_confidence_level,
     check_n_resamples,
     check_rng,
+    tidy_row,
 )
 from robuststats.stats._multiplicity import MULTIPLICITY_METHODS, adjust_pvalues, local_levels
 
@@ -169,10 +170,7 @@ class HypothesisResult:
     margin: float = 0.0
 
     def to_frame(self) -> pd.DataFrame:
-        row = asdict(self)
-        ci = row.pop("confidence_interval")
-        row["ci_low"], row["ci_high"] = ci["low"], ci["high"]
-        return pd.DataFrame([row])
+        return pd.DataFrame([tidy_row(self)])
 
 
 def _decision_pvalue(h: Hypothesis, tails) -> float:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -35,6 +35,7 @@ from robuststats.stats._common import (
     as_outcomes,
     check_choice,
     check_confidence_level,
+    tidy_row,
 )
 from robuststats.stats._paired_ci import PAIRED_CI_METHODS, paired_difference_ci
 
@@ -78,10 +79,7 @@ class McNemarResult:
 
     def to_frame(self) -> pd.DataFrame:
         """One-row tidy table of the result."""
-        row = asdict(self)
-        ci = row.pop("confidence_interval")
-        row["ci_low"], row["ci_high"] = ci["low"], ci["high"]
-        return pd.DataFrame([row])
+        return pd.DataFrame([tidy_row(self)])
 
 
 def paired_table(x: object, y: object = None) -> tuple[int, int, int, int]:
