@@ -1,0 +1,110 @@
+"""One glossary of column names, and the declared column order of every table.
+
+Every table the package writes or prints uses these names with these meanings (documented
+in ``docs/glossary.md``). Sign rule: a difference is always *first minus second*, ``a − b``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["GLOSSARY", "TABLE_COLUMNS", "ordered"]
+
+#: column name -> meaning (one meaning per name, everywhere)
+GLOSSARY: Mapping[str, str] = {
+    # keys of the outcomes table
+    "condition": "training condition (a name from the study file)",
+    "seed": "training seed",
+    "eval_noise": "inference-noise scale of the evaluation (0 = clean)",
+    "noise_seed": "seed of the inference-noise generator (0 for clean evaluations)",
+    "item_id": "stable item identifier, identical under every condition",
+    "correct": "exact-match outcome of one item in one evaluation, 0 or 1",
+    "score": "optional continuous score of one item",
+    # sizes
+    "n_seeds": "number of training seeds used",
+    "n_noise_seeds": "number of inference-noise seeds (re-evaluations) per item",
+    "n_items": "number of items used (after any dropped holes)",
+    "n_strata": "number of (seed, noise_seed) strata of a paired comparison",
+    "n_conditions": "number of conditions compared",
+    # comparisons
+    "a": "first condition of a comparison; every difference is a − b",
+    "b": "second condition of a comparison",
+    "n_a_only": "discordant pairs where a is correct and b wrong",
+    "n_b_only": "discordant pairs where b is correct and a wrong",
+    # estimates
+    "accuracy": "share of items answered correctly (mean over seeds and noise seeds)",
+    "accuracy_a": "accuracy of condition a on the paired items",
+    "accuracy_b": "accuracy of condition b on the paired items",
+    "clean_accuracy": "accuracy at eval_noise 0 on the items and seeds of the comparison",
+    "noisy_accuracy": "accuracy at the row's eval_noise on the same items and seeds",
+    "retention": "noisy_accuracy / clean_accuracy",
+    "estimate": "point estimate of the row's quantity; for comparisons a − b",
+    "seed_sd": "standard deviation of the per-seed values (ddof 1)",
+    "seed_min": "smallest per-seed value",
+    "seed_max": "largest per-seed value",
+    # intervals
+    "ci_low": "lower bound of the confidence interval",
+    "ci_high": "upper bound of the confidence interval",
+    "ci_level": "confidence level of the interval in the same row (e.g. 0.95)",
+    "ci_method": "how the interval was computed",
+    # tests
+    "question": "the question the row's test answers",
+    "test": "the test that produced statistic and pvalue",
+    "statistic": "the test statistic (never an estimate)",
+    "dof": "degrees of freedom of the test statistic",
+    "pvalue": "unadjusted p-value",
+    "pvalue_adjusted": "p-value adjusted for multiplicity within the table's family",
+    "multiplicity": "multiplicity procedure applied to the family (holm, fdr_bh, ..., none)",
+    "alpha": "significance level of reject",
+    "reject": "pvalue_adjusted < alpha",
+    # hypotheses
+    "id": "hypothesis identifier from the study file",
+    "statement": "the hypothesis in words",
+    "metric": "accuracy or retention",
+    "relation": "greater, less or equivalent: the claimed relation of a − b to the margin",
+    "margin": "the margin of the claim, in the metric's units",
+    "verdict": "VERIFIED, FALSIFIED or INCONCLUSIVE",
+    "reason": "why a row was decided, dropped or left undecided",
+}
+
+#: table -> declared column order (pingouin's ``col_order``)
+TABLE_COLUMNS: Mapping[str, tuple[str, ...]] = {
+    "summary": ("condition", "eval_noise", "n_seeds", "n_noise_seeds", "n_items", "accuracy",
+                "ci_low", "ci_high", "ci_level", "ci_method", "seed_sd", "seed_min",
+                "seed_max"),
+    "retention": ("condition", "eval_noise", "n_seeds", "n_items", "clean_accuracy",
+                  "noisy_accuracy", "retention", "ci_low", "ci_high", "ci_level", "ci_method",
+                  "seed_sd"),
+    "seeds": ("condition", "seed", "eval_noise", "accuracy", "retention"),
+    "omnibus": ("eval_noise", "n_conditions", "n_seeds", "n_items", "question", "test",
+                "statistic", "dof", "pvalue"),
+    "tests": ("eval_noise", "a", "b", "n_strata", "n_items", "n_a_only", "n_b_only",
+              "accuracy_a", "accuracy_b", "estimate", "ci_low", "ci_high", "ci_level",
+              "ci_method", "question", "test", "statistic", "pvalue", "pvalue_adjusted",
+              "multiplicity", "alpha", "reject"),
+    "hypotheses": ("id", "statement", "metric", "a", "b", "eval_noise", "relation", "margin",
+                   "estimate", "ci_low", "ci_high", "ci_level", "ci_method", "pvalue",
+                   "pvalue_adjusted", "multiplicity", "verdict", "reason"),
+    "missing": ("condition", "seed", "eval_noise", "noise_seed"),
+    "dropped": ("condition", "seed", "eval_noise", "noise_seed", "item_id", "reason"),
+}
+
+
+def ordered(df: pd.DataFrame, table: str) -> pd.DataFrame:
+    """``df`` with the declared columns of ``table`` first, in order (absent ones added
+    empty), then any further columns as they were."""
+    import pandas as pd
+
+    declared = list(TABLE_COLUMNS[table])
+    if df.empty and not len(df.columns):
+        return pd.DataFrame(columns=declared)
+    out = df.copy()
+    for col in declared:
+        if col not in out.columns:
+            out[col] = pd.NA
+    extra = [c for c in out.columns if c not in declared]
+    return out[declared + extra]
