@@ -37,7 +37,7 @@ Retention uses a BCa bootstrap of ``retention(a) − retention(b)``, two-way ove
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
@@ -271,13 +271,19 @@ def _evaluate_iv(hypotheses, outcomes, confidence_level, n_resamples, rng, clean
     clean = check_number(clean_noise, "clean_noise", low=0.0)
     procedure = "none" if multiplicity is None else check_choice(
         multiplicity, "multiplicity", MULTIPLICITY_METHODS)
-    if isinstance(hypotheses, (str, bytes, Mapping)) or not isinstance(hypotheses, Iterable):
+    items = None
+    if not isinstance(hypotheses, (str, bytes, Mapping)):
+        try:
+            items = list(hypotheses)
+        except TypeError:  # not iterable, or a 0-d array
+            pass
+    if items is None:
         raise InputError(f"`hypotheses` must be a sequence of hypotheses, got "
                          f"{type(hypotheses).__name__}.")
     if not isinstance(outcomes, pd.DataFrame):
         raise InputError(f"`outcomes` must be a pandas DataFrame, got "
                          f"{type(outcomes).__name__}.")
-    hs = [_as_hypothesis(h) for h in hypotheses]
+    hs = [_as_hypothesis(h) for h in items]
     ids = [h.id for h in hs]
     dup = sorted({i for i in ids if ids.count(i) > 1})
     if dup:
