@@ -209,3 +209,14 @@ def test_input_errors():
         bootstrap_accuracy(np.ones((2, 2, 2)))
     with pytest.raises(InputError, match="'studentized' needs one seed"):
         bootstrap_retention(np.ones((2, 5)), np.ones((2, 5)), method="studentized")
+
+
+def test_difference_is_first_minus_second():
+    rng = np.random.default_rng(8)
+    x = (rng.random(120) < 0.8).astype(float)
+    y = (rng.random(120) < 0.5).astype(float)
+    res = bootstrap_difference(x, y, n_resamples=500, rng=0)
+    assert res.quantity == "difference"
+    assert res.estimate == pytest.approx(x.mean() - y.mean())
+    assert res.estimate > 0
+    assert bootstrap_difference(y, x, n_resamples=500, rng=0).estimate == pytest.approx(-res.estimate)

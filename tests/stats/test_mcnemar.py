@@ -46,6 +46,16 @@ def test_r_mcnemar_test_uncorrected():
     assert res.pvalue == pytest.approx(3.099e-05, rel=1e-3)
 
 
+def test_continuity_correction_with_equal_discordant_counts_is_r():
+    # R 4.2's mcnemar.test applies the correction only when `any(x - t(x) != 0)`, so
+    # mcnemar.test(matrix(c(10, 5, 5, 10), 2)) gives McNemar's chi-squared = 0, p-value = 1;
+    # |b − c| = 1 gives (1 − 1)² = 0 in both
+    res = mcnemar([[10, 5], [5, 10]], method="asymptotic-cc")
+    assert (res.statistic, res.pvalue) == (0.0, 1.0)
+    res = mcnemar([[10, 6], [5, 10]], method="asymptotic-cc")
+    assert (res.statistic, res.pvalue) == (0.0, 1.0)
+
+
 def test_exact_equals_binomial_test_on_discordant_pairs():
     # R: binom.test(86, 236)$p.value; with p = 1/2 the two-sided binomial p-value is
     # 2 * pbinom(86, 236, 0.5); scipy's binomtest is an independent implementation.
@@ -243,6 +253,30 @@ def test_clustered_statistic_by_hand():
     half = stats.norm.ppf(0.975) * math.sqrt(var)
     assert res.confidence_interval.high == pytest.approx(min(1.0, 1 / 6 + half))
     assert res.confidence_interval.low == pytest.approx(1 / 6 - half)
+
+
+def test_stratified_estimate_is_first_minus_second():
+    x, y = _random_strata(2)
+    for method in ("mantel-haenszel", "clustered"):
+        res = mcnemar_stratified(x, y, method=method)
+        assert res.estimate == pytest.approx(x.mean() - y.mean())
+        assert (res.accuracy_a, res.accuracy_b) == pytest.approx((x.mean(), y.mean()))
+        assert (res.n_strata, res.n_items) == x.shape
+        assert mcnemar_stratified(y, x, method=method).estimate == pytest.approx(-res.estimate)
+    frame = mcnemar_stratified(x, y, method="clustered").to_frame()
+    assert frame.loc[0, "test"] == "stratified McNemar (clustered)"
+    assert frame.loc[0, "ci_method"] == "cluster-wald"
+
+
+def test_clustered_discordance_cancelling_within_items_is_degenerate():
+    # item 0: x beats y in stratum 0, y beats x in stratum 1, so d_0 = 0; Durkalski's
+    # χ² = (Σd)²/Σd² would be 0/0
+    x = np.array([[1, 1], [0, 1]])
+    y = np.array([[0, 1], [1, 1]])
+    with pytest.warns(DegenerateDataWarning, match="cancel within every item"):
+        res = mcnemar_stratified(x, y, method="clustered")
+    assert (res.statistic, res.pvalue, res.ci_method) == (0.0, 1.0, "tango")
+    assert np.isfinite([*res.confidence_interval]).all()
 
 
 def test_stratified_degenerate_and_errors():

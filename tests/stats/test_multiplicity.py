@@ -62,3 +62,17 @@ def test_local_levels_bh_are_fcr_levels():
     # all four rejected at α = 0.05 (largest p 0.04 <= 4 · 0.05 / 4): R = 4, level R α / m
     assert adjusted.max() < 0.05
     np.testing.assert_array_equal(np.asarray(P) < levels, adjusted < 0.05)
+
+
+def test_none_is_a_procedure_that_returns_the_pvalues():
+    from robuststats.stats import MULTIPLICITY_METHODS
+
+    assert "none" in MULTIPLICITY_METHODS and "holm" in MULTIPLICITY_METHODS
+    np.testing.assert_array_equal(adjust_pvalues(P, method="none"), P)
+    with pytest.raises(InputError, match=r"`pvalues` must contain values in \[0, 1\]"):
+        adjust_pvalues([2.0], method="none")  # still validated
+
+
+def test_did_you_mean_on_a_misspelt_method():
+    with pytest.raises(InputError, match=r"got 'hlom' \(did you mean 'holm'\?\)\.$"):
+        adjust_pvalues(P, method="hlom")

@@ -19,8 +19,8 @@ from robuststats.stats import DegenerateDataWarning, cochran_q, mcnemar
 from robuststats.stats._omnibus import q_statistic
 
 # SAS/STAT User's Guide, PROC FREQ, example "Cochran's Q Test": responses (F favourable,
-# U unfavourable) of 46 subjects to drugs A, B and C (Agresti 1990, from Grizzle, Starmer
-# & Koch 1969). SAS prints: Cochran's Q 8.4706, DF 2, Pr > Q 0.0145.
+# U unfavourable) of 46 subjects to drugs A, B and C (data from Agresti 2002, Categorical
+# Data Analysis). SAS: Cochran's Q 8.4706, DF 2, Pr > Q 0.0145 (p = 0.0145 in the text).
 DRUG_PATTERNS = {"FFF": 6, "FFU": 16, "FUF": 2, "FUU": 4, "UFF": 2, "UFU": 4, "UUF": 6,
                  "UUU": 6}
 

@@ -158,7 +158,7 @@ def _only_input_errors(func, *args, **kwargs):
     return res
 
 
-_FUZZ = settings(max_examples=250, deadline=None,
+_FUZZ = settings(max_examples=200, deadline=None,
                  suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
@@ -241,7 +241,7 @@ _hypothesis = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.one_of(st.lists(_hypothesis, max_size=2), garbage),
        st.one_of(st.just(_OUTCOMES), st.just(_OUTCOMES), garbage), levels,
        st.one_of(st.integers(1, 30), garbage.filter(
