@@ -29,6 +29,7 @@ import math
 
 from scipy import optimize, special
 
+from robuststats._validation import check_choice, check_confidence_level
 from robuststats.stats._common import ConfidenceInterval
 
 __all__ = ["PAIRED_CI_METHODS", "paired_difference_ci", "tango_pvalue", "tango_statistic"]
@@ -66,6 +67,7 @@ def tango_statistic(b: float, c: float, n: float, delta0: float) -> float:
 
 def tango_pvalue(b: float, c: float, n: float, delta0: float, alternative: str) -> float:
     """P-value of Tango's score test of H0: δ = δ0 (normal reference distribution)."""
+    check_choice(alternative, "alternative", ("two-sided", "greater", "less"))
     z = tango_statistic(b, c, n, delta0)
     if alternative == "greater":
         return float(special.ndtr(-z))
@@ -138,12 +140,13 @@ def _wald_ci(b: float, c: float, n: float, confidence_level: float) -> Confidenc
 
 def paired_difference_ci(a: float, b: float, c: float, d: float, *, confidence_level: float,
                          method: str) -> ConfidenceInterval:
-    """Two-sided interval for ``p_x − p_y = (b − c) / n`` from a paired 2×2 table."""
+    """Two-sided interval for ``p_x − p_y = (b − c) / n`` (first minus second) from a
+    paired 2×2 table. Callers validate the counts; ``method`` and the level are checked."""
+    check_choice(method, "method", PAIRED_CI_METHODS)
+    confidence_level = check_confidence_level(confidence_level)
     n = a + b + c + d
     if method == "tango":
         return _tango_ci(b, c, n, confidence_level)
     if method == "newcombe":
         return _newcombe_ci(a, b, c, d, confidence_level)
-    if method == "wald":
-        return _wald_ci(b, c, n, confidence_level)
-    raise ValueError(method)  # callers validate; unreachable for valid input
+    return _wald_ci(b, c, n, confidence_level)
