@@ -72,7 +72,7 @@ def test_run_directory_and_result_version(tmp_path: Path) -> None:
     expected = validate_outcomes(df)
     for source in (tmp_path / "run", tmp_path / "v1"):
         pd.testing.assert_frame_equal(read_outcomes(source), expected, check_dtype=False)
-    with pytest.raises(InputError, match="neither outcomes.parquet"):
+    with pytest.raises(InputError, match=r"neither outcomes\.parquet"):
         read_outcomes(tmp_path)
 
 
@@ -89,7 +89,7 @@ def test_truncated_jsonl_line_is_named_by_its_real_line(tmp_path: Path) -> None:
 
 def test_unknown_format_and_missing_path(tmp_path: Path) -> None:
     (tmp_path / "o.xlsx").write_text("x")
-    with pytest.raises(InputError, match="unknown format '.xlsx'"):
+    with pytest.raises(InputError, match=r"unknown format '\.xlsx'"):
         read_outcomes(tmp_path / "o.xlsx")
     with pytest.raises(InputError, match="does not exist"):
         read_outcomes(tmp_path / "nope.csv")

@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from robuststats.errors import InputError
 from robuststats.analysis import analyze_outcomes
+from robuststats.errors import InputError
 from robuststats.outcomes import read_outcomes, validate_outcomes
 from robuststats.study.plan import Cell
 from robuststats.study.spec import AnalysisSpec
