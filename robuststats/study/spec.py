@@ -36,7 +36,7 @@ from pydantic import (
     model_validator,
 )
 
-from robuststats.engine._spec import NoiseSpec
+from robuststats.engine import NoiseSpec
 from robuststats.errors import InputError, closest_match
 from robuststats.stats._multiplicity import MULTIPLICITY_METHODS
 from robuststats.study.spec_fields import (

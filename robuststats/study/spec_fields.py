@@ -16,8 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import PlainSerializer, PlainValidator
 
-from robuststats.engine._aqn import AQNSchedule
-from robuststats.engine._spec import NoiseSpec
+from robuststats.engine import AQNSchedule, NoiseSpec
 from robuststats.errors import InputError
 from robuststats.stats._hypotheses import Hypothesis
 from robuststats.study.yaml_lines import KeyedError, keyed

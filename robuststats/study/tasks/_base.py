@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from robuststats.errors import InputError, closest_match
+from robuststats.study.registry import Registry
 
 __all__ = [
     "SPLITS",
+    "TASKS",
     "Item",
     "Task",
     "available_tasks",
@@ -123,34 +125,27 @@ class Task(ABC):
 
 # --------------------------------------------------------------------------- registry
 
-_REGISTRY: dict[str, type[Task]] = {}
+#: tasks by name (``register_task``/``get_task``), plus ``package.module:factory`` references
+TASKS: Registry[Task] = Registry("task")
 
 
 def register_task(name: str) -> Callable[[type[Task]], type[Task]]:
     """Class decorator: make a :class:`Task` subclass available to :func:`get_task`."""
-
-    def decorator(cls: type[Task]) -> type[Task]:
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return decorator
+    return TASKS.register(name)
 
 
 def available_tasks() -> list[str]:
     """Names accepted by :func:`get_task`."""
-    return sorted(_REGISTRY)
+    return TASKS.names()
 
 
 def get_task(name: str, **params: Any) -> Task:
-    """Build the task registered as ``name`` with validated ``params``.
+    """Build the task registered as ``name`` (or a ``package.module:factory`` reference)
+    with validated ``params``.
 
     Unknown names and parameters raise :class:`InputError` with a "did you mean" hint.
     """
-    if name not in _REGISTRY:
-        raise InputError(f"unknown task {name!r}{_did_you_mean(name, _REGISTRY)}; "
-                         f"available: {', '.join(available_tasks())}.")
-    return _REGISTRY[name](**params)
+    return TASKS.build(name, **params)
 
 
 def _did_you_mean(word: str, choices: Mapping[str, Any] | list[str]) -> str:
