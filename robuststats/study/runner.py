@@ -20,8 +20,8 @@ from typing import Any
 import pandas as pd
 
 from robuststats._version import __version__
+from robuststats.analysis import Analysis, analyze_outcomes
 from robuststats.results import ResultStore, ResultVersion
-from robuststats.study.analysis import Analysis, analyze_outcomes
 from robuststats.study.ledger import RunLedger
 from robuststats.study.plan import Cell, plan
 from robuststats.study.spec import StudySpec
