@@ -17,14 +17,36 @@ reference to a user's factory: a class or a function called with the study file'
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
 from robuststats.errors import InputError, closest_match
 
-__all__ = ["Registry", "is_reference"]
+__all__ = ["ParamsSpec", "Registry", "is_reference", "resolve_params"]
 
 T = TypeVar("T")
+
+#: parameter name -> (validator(key, value) -> value, default), as declared by a task or
+#: trainer class in ``params_spec``
+ParamsSpec = Mapping[str, tuple[Callable[[str, Any], Any], Any]]
+
+
+def resolve_params(kind: str, name: str, spec: ParamsSpec,
+                   params: Mapping[str, Any]) -> dict[str, Any]:
+    """Every declared parameter, validated when given and defaulted otherwise.
+
+    Unknown keys are :class:`InputError` with a "did you mean" and the accepted names:
+    ``unknown parameter 'step' for trainer 'builtin' (did you mean 'steps'?); accepted:
+    ...``.
+    """
+    for key in params:
+        if key not in spec:
+            close = closest_match(key, spec)
+            hint = f" (did you mean {close!r}?)" if close else ""
+            raise InputError(f"unknown parameter {key!r} for {kind} {name!r}{hint}; "
+                             f"accepted: {', '.join(sorted(spec))}.")
+    return {key: (check(key, params[key]) if key in params else default)
+            for key, (check, default) in spec.items()}
 
 
 def is_reference(name: str) -> bool:

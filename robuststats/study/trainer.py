@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from robuststats.engine import AQNSchedule, NoiseSpec
-from robuststats.errors import InputError, closest_match
+from robuststats.errors import InputError
 from robuststats.study.model import ModelSpec, load_pretrained
-from robuststats.study.registry import Registry
+from robuststats.study.registry import ParamsSpec, Registry, resolve_params
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -128,19 +128,11 @@ class Trainer(ABC):
 
     name: ClassVar[str] = ""
     #: parameter name → (validator(key, value) -> value, default)
-    params_spec: ClassVar[dict[str, tuple[Callable[[str, Any], Any], Any]]] = {}
+    params_spec: ClassVar[ParamsSpec] = {}
 
     def __init__(self, **params: Any) -> None:
-        for key in params:
-            if key not in self.params_spec:
-                close = closest_match(key, self.params_spec)
-                hint = f" (did you mean {close!r}?)" if close else ""
-                raise InputError(f"unknown parameter {key!r} for trainer {self.name!r}{hint}; "
-                                 f"accepted: {', '.join(sorted(self.params_spec))}.")
-        self.params: dict[str, Any] = {
-            key: (check(key, params[key]) if key in params else default)
-            for key, (check, default) in self.params_spec.items()
-        }
+        self.params: dict[str, Any] = resolve_params("trainer", self.name, self.params_spec,
+                                                     params)
 
     @abstractmethod
     def train(self, task: Task, condition: TrainingCondition, seed: int,

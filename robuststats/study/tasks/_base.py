@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, ClassVar
 
-from robuststats.errors import InputError, closest_match
-from robuststats.study.registry import Registry
+from robuststats.errors import InputError
+from robuststats.study.registry import ParamsSpec, Registry, resolve_params
 
 __all__ = [
     "SPLITS",
@@ -83,10 +83,11 @@ class Task(ABC):
 
     name: ClassVar[str] = ""
     #: parameter name → (validator, default); validators raise InputError naming the key.
-    params_spec: ClassVar[dict[str, tuple[Callable[[str, Any], Any], Any]]] = {}
+    params_spec: ClassVar[ParamsSpec] = {}
 
     def __init__(self, **params: Any) -> None:
-        self.params: dict[str, Any] = _validate_params(type(self), params)
+        self.params: dict[str, Any] = resolve_params("task", self.name, self.params_spec,
+                                                     params)
         self._cache: dict[str, list[Item]] = {}
 
     def items(self, split: str) -> list[Item]:
@@ -146,25 +147,6 @@ def get_task(name: str, **params: Any) -> Task:
     Unknown names and parameters raise :class:`InputError` with a "did you mean" hint.
     """
     return TASKS.build(name, **params)
-
-
-def _did_you_mean(word: str, choices: Mapping[str, Any] | list[str]) -> str:
-    close = closest_match(word, choices)
-    return f" (did you mean {close!r}?)" if close else ""
-
-
-def _validate_params(cls: type[Task], params: Mapping[str, Any]) -> dict[str, Any]:
-    resolved: dict[str, Any] = {}
-    for key in params:
-        if key not in cls.params_spec:
-            raise InputError(
-                f"unknown parameter {key!r} for task {cls.name!r}"
-                f"{_did_you_mean(key, cls.params_spec)}; "
-                f"accepted: {', '.join(sorted(cls.params_spec))}."
-            )
-    for key, (check, default) in cls.params_spec.items():
-        resolved[key] = check(key, params[key]) if key in params else default
-    return resolved
 
 
 def _jsonable(value: Any) -> Any:
