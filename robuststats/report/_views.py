@@ -91,10 +91,14 @@ def condition_rows(summary: pd.DataFrame | None,
                    retention: pd.DataFrame | None) -> list[dict[str, str]]:
     """One display row per condition and noise level: accuracy and retention in percent,
     each with its interval and level (keys of :data:`CONDITION_HEADERS`)."""
-    kept = {(r["condition"], float(r["eval_noise"])): r for r in records(retention)}
+    def key(row: Mapping[str, Any]) -> tuple[str, float]:
+        # rounded: a level stored as 0.05 and one computed as 0.05000000000000001 match
+        return str(row["condition"]), round(float(row["eval_noise"]), 9)
+
+    kept = {key(r): r for r in records(retention)}
     rows = []
     for s in records(summary):
-        r = kept.get((s["condition"], float(s["eval_noise"])), {})
+        r = kept.get(key(s), {})
         rows.append({
             "condition": str(s["condition"]), "eval_noise": fmt_noise(s["eval_noise"]),
             "accuracy": fmt_pct(s.get("accuracy")),

@@ -93,6 +93,11 @@ def accuracy_figure(summary: pd.DataFrame, path: Path, *, seeds: pd.DataFrame | 
     draw the intervals. ``seeds`` needs ``condition, seed, eval_noise, accuracy``.
     ``descriptions`` (condition -> text) label the legend.
     """
+    return _save(_accuracy(summary, seeds, descriptions), path)
+
+
+def _accuracy(summary: pd.DataFrame, seeds: pd.DataFrame | None,
+              descriptions: Mapping[str, str] | None) -> Any:
     plt, sns = _pyplot()
     conditions = _conditions(summary)
     palette = _palette(sns, conditions)
@@ -129,8 +134,16 @@ def accuracy_figure(summary: pd.DataFrame, path: Path, *, seeds: pd.DataFrame | 
                  fontsize="medium")
     _legend_below(fig, handles, [labels[c] for c in conditions])
     fig.tight_layout(rect=(0, _legend_room(conditions, labels, fig.get_figheight()), 1, 1))
-    fig.savefig(path, dpi=_DPI)
-    plt.close(fig)
+    return fig
+
+
+def _save(fig: Any, path: Path, **kwargs: Any) -> Path:
+    import matplotlib.pyplot as plt
+
+    try:
+        fig.savefig(path, dpi=_DPI, **kwargs)
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -152,6 +165,11 @@ def retention_figure(retention: pd.DataFrame, path: Path, *,
     given. ``summary`` supplies the clean accuracy and its interval (without it, the
     retention table's ``clean_accuracy`` is drawn without an interval).
     """
+    return _save(_retention(retention, summary, seeds, descriptions), path)
+
+
+def _retention(retention: pd.DataFrame, summary: pd.DataFrame | None,
+               seeds: pd.DataFrame | None, descriptions: Mapping[str, str] | None) -> Any:
     plt, sns = _pyplot()
     conditions = _conditions(summary, retention)
     palette = _palette(sns, conditions)
@@ -186,7 +204,7 @@ def retention_figure(retention: pd.DataFrame, path: Path, *,
         d = retention[retention["condition"] == cond].set_index("eval_noise").reindex(levels)
         x = np.arange(len(levels)) + (i - (len(conditions) - 1) / 2) * width
         y = _num(d["retention"]) * 100
-        right.bar(x, y, width=width * 0.95, color=palette[cond])
+        right.bar(x, y, width=width * 0.92, color=palette[cond])
         if {"ci_low", "ci_high"} <= set(d.columns):
             err = np.vstack([y - _num(d["ci_low"]) * 100,
                              _num(d["ci_high"]) * 100 - y])
@@ -208,9 +226,7 @@ def retention_figure(retention: pd.DataFrame, path: Path, *,
         handles = [plt.Rectangle((0, 0), 1, 1, color=palette[c]) for c in conditions]
     _legend_below(fig, handles, [labels[c] for c in conditions])
     fig.tight_layout(rect=(0, _legend_room(conditions, labels, fig.get_figheight()), 1, 1))
-    fig.savefig(path, dpi=_DPI)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def _upper(retention: pd.DataFrame) -> np.ndarray:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from robuststats._format import fmt_ci, fmt_pct, is_missing
 from robuststats.report._views import claim, records
-from robuststats.report.figures import _DPI, _pyplot, interval_label
+from robuststats.report.figures import _pyplot, _save, interval_label
 
 __all__ = ["VERDICT_STYLE", "forest_figure"]
 
@@ -34,6 +34,10 @@ def forest_figure(hypotheses: pd.DataFrame, path: Path) -> Path:
     ``hypotheses`` needs ``id, a, b, metric, eval_noise, relation, margin, estimate,
     ci_low, ci_high, verdict``; ``ci_level`` and ``reason`` are shown when present.
     """
+    return _save(_forest(hypotheses), path, bbox_inches="tight")
+
+
+def _forest(hypotheses: pd.DataFrame) -> Any:
     plt, _ = _pyplot()
     rows = records(hypotheses)
     n = len(rows)
@@ -51,9 +55,11 @@ def forest_figure(hypotheses: pd.DataFrame, path: Path) -> Path:
         else:
             lo, hi = (100 * float(h[k]) if not is_missing(h.get(k)) else np.nan
                       for k in ("ci_low", "ci_high"))
-            ax.hlines(y, lo, hi, color=color, linewidth=2.4, zorder=3)
+            ax.hlines(y, lo, hi, color=color, linewidth=2.4, zorder=3,
+                      gid=f"{h.get('id')}:interval")
             ax.plot(100 * float(h["estimate"]), y, marker=marker, markersize=9, color=color,
-                    markeredgecolor="white", zorder=4, linestyle="none")
+                    markeredgecolor="white", zorder=4, linestyle="none",
+                    gid=f"{h.get('id')}:estimate")
         ax.annotate(_right_label(h), xy=(1.01, y), xycoords=("axes fraction", "data"),
                     va="center", fontsize="small", color=color)
     ax.axvline(0, color="black", linewidth=0.8, zorder=1)
@@ -74,9 +80,7 @@ def forest_figure(hypotheses: pd.DataFrame, path: Path) -> Path:
     fig.legend(handles=handles, loc="lower center", ncols=5, fontsize="small",
                frameon=False)
     fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))
-    fig.savefig(path, dpi=_DPI, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return fig
 
 
 def _span(rows: list[dict[str, Any]]) -> tuple[float, float]:
@@ -106,7 +110,8 @@ def _claimed_region(ax: Any, h: dict[str, Any], y: float, span: tuple[float, flo
     ax.fill_betweenx([y - 0.38, y + 0.38], *band, color=_CLAIMED, alpha=0.18, linewidth=0,
                      zorder=0)
     lines = [-m, m] if relation == "equivalent" else [m]
-    ax.vlines(lines, y - 0.38, y + 0.38, color="black", linestyle="--", linewidth=1, zorder=2)
+    ax.vlines(lines, y - 0.38, y + 0.38, color="black", linestyle="--", linewidth=1, zorder=2,
+              gid=f"{h.get('id')}:margin")
 
 
 def _row_label(h: dict[str, Any]) -> str:

@@ -70,7 +70,7 @@ def synthetic_tables() -> dict[str, pd.DataFrame]:
         hyp("H1", "fwd", "base", 0.05, "greater", 0.05, 0.12, 0.07, 0.17, 0.975, "VERIFIED"),
         hyp("H2", "bwd", "fwd", 0.05, "greater", 0.0, 0.10, 0.04, 0.16, 0.9667, "VERIFIED",
             metric="retention"),
-        hyp("H3", "bwd", "base", 0.0, "less", -0.1, 0.02, -0.04, 0.08, 0.95, "FALSIFIED"),
+        hyp("H3", "bwd", "base", 0.0, "less", -0.1, 0.02, -0.04, 0.08, 0.93, "FALSIFIED"),
         hyp("H4", "fwd", "base", 0.0, "equivalent", 0.05, -0.1, -0.2, 0.0, 0.9, "INCONCLUSIVE"),
         hyp("H5", "bwd", "base", 0.1, "greater", 0.0, nan, nan, nan, nan, "INCONCLUSIVE",
             reason="2 needed cell(s) missing"),
