@@ -171,11 +171,22 @@ def _diff(store: Any, args: argparse.Namespace) -> int:
     def text() -> str:
         if d.empty:
             return f"{a.label} and {b.label}: tables identical"
-        table = render_table(d.to_dict(orient="records"), list(d.columns))
+        table = render_table(d.to_dict(orient="records"), list(d.columns),
+                             formats={"a": _diff_value, "b": _diff_value})
         return f"{a.label} vs {b.label}: {len(d)} difference(s)\n{table}"
 
     emit(args.format, data=data, text=text)
     return 0 if d.empty else 1  # like diff(1): 1 means the versions differ
+
+
+def _diff_value(value: Any) -> str:
+    """Enough digits to see a difference beyond ``--rtol``; long text shortened."""
+    from robuststats._format import is_missing
+
+    if isinstance(value, float) and not is_missing(value):
+        return f"{value:.10g}"
+    text = "-" if is_missing(value) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _refs(tokens: list[str]) -> list[str]:

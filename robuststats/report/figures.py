@@ -106,7 +106,7 @@ def _accuracy(summary: pd.DataFrame, seeds: pd.DataFrame | None,
     # dodge conditions horizontally so intervals and seed dots do not overlap
     spacing = min(np.diff(levels)) * 100 if len(levels) > 1 else 1.0
     step = 0.4 * spacing / max(len(conditions), 1)
-    fig, ax = plt.subplots(figsize=(7.2, 5.6))
+    fig, ax = plt.subplots(figsize=(7.2, 4.4))
     handles = []
     for i, cond in enumerate(conditions):
         offset = (i - (len(conditions) - 1) / 2) * step
@@ -133,8 +133,7 @@ def _accuracy(summary: pd.DataFrame, seeds: pd.DataFrame | None,
     ax.set_title(f"Accuracy vs inference noise\nmean with {interval_label(summary)}{dots}",
                  fontsize="medium")
     _legend_below(fig, handles, [labels[c] for c in conditions])
-    fig.tight_layout(rect=(0, _legend_room(conditions, labels, fig.get_figheight()), 1, 1))
-    return fig
+    return _finish(fig, conditions, labels)
 
 
 def _save(fig: Any, path: Path, **kwargs: Any) -> Path:
@@ -147,11 +146,16 @@ def _save(fig: Any, path: Path, **kwargs: Any) -> Path:
     return path
 
 
-def _legend_room(conditions: list[str], labels: Mapping[str, str], height: float) -> float:
-    """Fraction of a figure ``height`` inches tall to keep under the axes for the legend."""
+def _finish(fig: Any, conditions: list[str], labels: Mapping[str, str]) -> Any:
+    """Grow the figure by the height of the legend below the axes, then lay it out, so
+    that long condition descriptions never squeeze the data."""
     rows = -(-len(conditions) // 2) if len(conditions) > 1 else 1
     lines = max((labels[c].count("\n") + 1 for c in conditions), default=1)
-    return min(0.5, (0.3 + 0.19 * rows * lines) / height)
+    legend = 0.45 + 0.2 * rows * lines  # inches
+    height = fig.get_figheight() + legend
+    fig.set_figheight(height)
+    fig.tight_layout(rect=(0, legend / height, 1, 1))
+    return fig
 
 
 def retention_figure(retention: pd.DataFrame, path: Path, *,
@@ -175,7 +179,7 @@ def _retention(retention: pd.DataFrame, summary: pd.DataFrame | None,
     palette = _palette(sns, conditions)
     labels = _labels(conditions, descriptions)
     levels = sorted(float(v) for v in retention["eval_noise"].unique())
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 5.4),
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 4.4),
                                       gridspec_kw={"width_ratios": [1, max(len(levels), 1)]})
     width = 0.8 / max(len(conditions), 1)
     handles = []
@@ -225,8 +229,7 @@ def _retention(retention: pd.DataFrame, summary: pd.DataFrame | None,
     if len(handles) != len(conditions):  # a condition without clean accuracy: label anyway
         handles = [plt.Rectangle((0, 0), 1, 1, color=palette[c]) for c in conditions]
     _legend_below(fig, handles, [labels[c] for c in conditions])
-    fig.tight_layout(rect=(0, _legend_room(conditions, labels, fig.get_figheight()), 1, 1))
-    return fig
+    return _finish(fig, conditions, labels)
 
 
 def _upper(retention: pd.DataFrame) -> np.ndarray:
