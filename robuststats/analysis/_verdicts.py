@@ -45,7 +45,7 @@ def hypotheses_table(out: pd.DataFrame, hypotheses: list[Any], missing: pd.DataF
     """
     from robuststats import stats
 
-    columns = list(TABLE_COLUMNS["hypotheses"])
+    columns = [*TABLE_COLUMNS["hypotheses"], "detail"]
     if not hypotheses:
         return pd.DataFrame(columns=columns)
     rows: dict[str, dict[str, Any]] = {}
@@ -57,7 +57,8 @@ def hypotheses_table(out: pd.DataFrame, hypotheses: list[Any], missing: pd.DataF
                           "ci_high": np.nan, "ci_level": np.nan, "ci_method": "",
                           "pvalue": np.nan, "pvalue_adjusted": np.nan,
                           "multiplicity": opts.multiplicity, "verdict": "INCONCLUSIVE",
-                          "reason": f"{n} needed cell(s) missing (failed or not run)"}
+                          "reason": f"{n} needed cell(s) missing (failed or not run)",
+                          "detail": ""}
         else:
             ready.append(h)
     if ready:
@@ -67,11 +68,9 @@ def hypotheses_table(out: pd.DataFrame, hypotheses: list[Any], missing: pd.DataF
                 n_resamples=opts.n_resamples,
                 rng=np.random.default_rng([opts.rng_seed, stable_hash(["hypotheses"])]),
                 multiplicity=None if opts.multiplicity == "none" else opts.multiplicity)
-        table = table.rename(columns={"confidence_level": "ci_level", "method": "ci_method",
-                                      "adjusted_pvalue": "pvalue_adjusted"})
         for h, (_, r) in zip(ready, table.iterrows()):
             rows[h.id] = {**_claim(h), **{k: r[k] for k in (
                 "estimate", "ci_low", "ci_high", "ci_level", "ci_method", "pvalue",
-                "pvalue_adjusted", "verdict")}, "reason": r["detail"],
+                "pvalue_adjusted", "verdict", "reason", "detail")},
                 "multiplicity": opts.multiplicity}
     return pd.DataFrame([rows[h.id] for h in hypotheses], columns=columns)
