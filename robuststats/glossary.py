@@ -69,6 +69,8 @@ GLOSSARY: Mapping[str, str] = {
     "margin": "the margin of the claim, in the metric's units",
     "verdict": "VERIFIED, FALSIFIED or INCONCLUSIVE",
     "reason": "why a row was decided, dropped or left undecided",
+    "detail": "how the evidence was gathered: the data used, the resampling scheme and the "
+              "multiplicity adjustment of the interval",
 }
 
 #: table -> declared column order (pingouin's ``col_order``)

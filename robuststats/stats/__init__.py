@@ -11,7 +11,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
-    "AlignedOutcomes": "robuststats.stats._outcomes",
     "BootstrapResult": "robuststats.stats._bootstrap",
     "CochranQResult": "robuststats.stats._omnibus",
     "ConfidenceInterval": "robuststats.stats._common",
@@ -24,7 +23,6 @@ _EXPORTS: dict[str, str] = {
     "PoolSizeWarning": "robuststats.stats._power",
     "PowerResult": "robuststats.stats._power",
     "adjust_pvalues": "robuststats.stats._multiplicity",
-    "align_conditions": "robuststats.stats._outcomes",
     "bootstrap_accuracy": "robuststats.stats._bootstrap",
     "bootstrap_difference": "robuststats.stats._bootstrap",
     "bootstrap_retention": "robuststats.stats._bootstrap",
@@ -37,7 +35,6 @@ _EXPORTS: dict[str, str] = {
     "mcnemar_stratified": "robuststats.stats._mcnemar_stratified",
     "power_mcnemar": "robuststats.stats._power",
     "power_two_proportions": "robuststats.stats._power_unpaired",
-    "validate_outcomes": "robuststats.stats._outcomes",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -61,7 +58,6 @@ if TYPE_CHECKING:  # static analysers see the real names
     from robuststats.stats._mcnemar_stratified import mcnemar_stratified  # noqa: F401
     from robuststats.stats._multiplicity import MULTIPLICITY_METHODS, adjust_pvalues  # noqa: F401
     from robuststats.stats._omnibus import CochranQResult, cochran_q  # noqa: F401
-    from robuststats.stats._outcomes import AlignedOutcomes, align_conditions, validate_outcomes  # noqa: F401
     from robuststats.stats._pilot import DiscordanceEstimate, estimate_discordance  # noqa: F401
     from robuststats.stats._power import PoolSizeWarning, PowerResult, power_mcnemar  # noqa: F401
     from robuststats.stats._power_unpaired import power_two_proportions  # noqa: F401

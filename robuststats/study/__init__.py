@@ -11,40 +11,41 @@ from typing import Any
 
 # eager: light (no torch), and the function ``plan`` must shadow the submodule ``plan``
 from robuststats.study.plan import Cell, TrainJob, plan
-from robuststats.study.spec import StudySpec
+from robuststats.study.spec import AnalysisSpec, ConditionSpec, EvaluationSpec, StudySpec
 
 __all__ = [
     "Analysis",
-    "AnalysisOptions",
+    "AnalysisSpec",
     "Cell",
+    "ConditionSpec",
+    "EvaluationSpec",
     "RunLedger",
     "StudyRun",
     "StudySpec",
     "TrainJob",
+    "TrainingCondition",
     "analyze_outcomes",
     "evaluate",
+    "generate_greedy",
     "get_task",
     "get_trainer",
     "plan",
-    "read_outcomes",
     "run_study",
-    "validate_outcomes",
     "write_version",
 ]
 
 _LAZY = {
-    "Analysis": "robuststats.study.analysis",
-    "AnalysisOptions": "robuststats.study.analysis",
-    "analyze_outcomes": "robuststats.study.analysis",
+    "Analysis": "robuststats.analysis",
+    "analyze_outcomes": "robuststats.analysis",
     "RunLedger": "robuststats.study.ledger",
     "StudyRun": "robuststats.study.runner",
     "run_study": "robuststats.study.runner",
     "write_version": "robuststats.study.runner",
-    "read_outcomes": "robuststats.study.io",
-    "validate_outcomes": "robuststats.study.io",
     "get_task": "robuststats.study.tasks",
     "get_trainer": "robuststats.study.trainer",
+    "TrainingCondition": "robuststats.study.trainer",
     "evaluate": "robuststats.study.evaluate",
+    "generate_greedy": "robuststats.study.generation",
 }
 
 
