@@ -163,3 +163,19 @@ def test_loading_a_study_never_imports_torch() -> None:
                           timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_written_forms_never_outlive_the_objects_they_describe(tmp_path: Path) -> None:
+    import dataclasses
+
+    spec = StudySpec.from_file(write(tmp_path, AQN_GOOD))
+    assert spec.resolved()["hypotheses"][0]["margin"] == 0  # as written (an int)
+    changed = spec.model_copy(update={
+        "hypotheses": [dataclasses.replace(spec.hypotheses[0], margin=0.02)]})
+    assert changed.resolved()["hypotheses"][0]["margin"] == 0.02
+    assert changed.spec_hash() != spec.spec_hash()
+    b = spec.conditions["B"]
+    louder = b.model_copy(update={"train_noise": b.train_noise.replace(scale=0.1)})
+    dumped = louder.model_dump()
+    assert dumped["train_noise"]["scale"] == 0.1
+    assert dumped["aqn"] == {"sigma_start": 0.02, "sigma_end": 0.001}  # still as written
