@@ -47,6 +47,11 @@ class StudyRun:
     def ok(self) -> bool:
         return self.cells_failed == 0 and self.analysis.missing.empty
 
+    @property
+    def failures_dir(self) -> Path:
+        """Where the tracebacks of failed cells are (for messages)."""
+        return RunLedger(self.run_dir).failures_dir
+
 
 def _git_commit() -> dict[str, Any]:
     root = Path(__file__).resolve().parents[2]
