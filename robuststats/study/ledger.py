@@ -254,6 +254,12 @@ class RunLedger:
             return injection_frame(None, [])
         return pd.concat(frames, ignore_index=True)
 
+    def without_injections(self, cells: Iterable[Cell]) -> list[Cell]:
+        """Finished noisy cells with no injection record (an evaluator that reports no
+        counts, or a cell finished before such records were kept)."""
+        return [c for c in cells if not c.is_clean and self.cell_path(c).exists()
+                and not self.injections_path(c).exists()]
+
     # ------------------------------------------------------------------ models
     def model_dir(self, job: TrainJob) -> Path:
         return self.models_dir / job.key

@@ -159,6 +159,7 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
         "cells_finished": len(cells) - len(analysis.missing), "cells_reused": len(done),
         "cells_run": report.cells_run, "cells_failed": report.cells_failed,
         "models_trained": report.models_trained, "run_dir": str(ledger.root),
+        "cells_without_injection_counts": [c.key for c in ledger.without_injections(cells)],
         "device": _device(), "workers": workers, "started": started,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "seconds": round(time.perf_counter() - t0, 1), "alpha": spec.analysis.alpha,

@@ -46,6 +46,10 @@ def test_ledger_stores_injections_per_cell_before_the_cell(tmp_path: Path) -> No
         ledger.write_cell(bad, _outcomes(), seconds=0.1,
                           injections=[{"layer": 0, "op": "linear", "phase": "forward"}])
     assert not ledger.cell_path(bad).exists()
+    # a noisy cell finished without a record is named
+    other = plan(spec)[3]
+    ledger.write_cell(other, _outcomes(), seconds=0.1)
+    assert ledger.without_injections(plan(spec)) == [other]
     # no cell file, no injections row (a file left by a killed attempt is not a result)
     ledger.cell_path(noisy).unlink()
     assert ledger.injections(plan(spec)).empty
@@ -61,6 +65,7 @@ def test_versions_carry_the_injections_of_an_external_evaluator(tmp_path: Path) 
     assert (table["eval_noise"] > 0).all() and (table["count"] == 6).all()
     assert pd.read_csv(run.version.path / "injections.csv").shape == table.shape
     assert run.version.manifest["row_counts"]["injections"] == len(table)
+    assert run.version.manifest["cells_without_injection_counts"] == []
     assert verify(run.version).ok
 
 
