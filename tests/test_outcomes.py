@@ -245,3 +245,43 @@ def test_complete_drops_an_item_from_the_whole_table_or_raises() -> None:
     with pytest.raises(InputError, match=r"item 'q3' is missing under condition 'A', seed 0, "
                                          r"eval_noise 0, noise_seed 0"):
         complete(df, holes="raise")
+
+
+def test_reader_formats_and_defaults(tmp_path: Path) -> None:
+    rows = [{"condition": "A", "item_id": 1, "correct": True},
+            {"condition": "A", "item_id": 2, "correct": False},
+            {"condition": "B", "item_id": 1, "correct": 1},
+            {"condition": "B", "item_id": 2, "correct": 1}]
+    (tmp_path / "o.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    pd.DataFrame(rows).to_csv(tmp_path / "o.csv", index=False)
+    pd.DataFrame(rows).astype({"item_id": str, "correct": int}).to_parquet(
+        tmp_path / "o.parquet")
+    for name in ("o.jsonl", "o.csv", "o.parquet"):
+        df = read_outcomes(tmp_path / name)
+        assert df["seed"].tolist() == [0] * 4 and df["noise_seed"].tolist() == [0] * 4
+        assert df["eval_noise"].tolist() == [0.0] * 4
+        assert df["item_id"].tolist() == ["1", "2", "1", "2"]
+        assert df["correct"].tolist() == [1, 0, 1, 1]
+
+
+def test_reader_errors_are_clear(tmp_path: Path) -> None:
+    pd.DataFrame({"cond": ["A"], "item_id": ["x"], "correct": [1]}).to_csv(tmp_path / "a.csv")
+    with pytest.raises(InputError, match=r"missing required column\(s\) \['condition'\]"):
+        read_outcomes(tmp_path / "a.csv")
+    pd.DataFrame({"condition": ["A", "A"], "item_id": ["x", "y"], "correct": [1, 2]}).to_csv(
+        tmp_path / "b.csv", index=False)
+    with pytest.raises(InputError, match=r"column 'correct' must hold 0/1, got 2 in row 2"):
+        read_outcomes(tmp_path / "b.csv")
+    pd.DataFrame({"condition": ["A", "A"], "item_id": ["x", "x"], "correct": [1, 0]}).to_csv(
+        tmp_path / "c.csv", index=False)
+    with pytest.raises(InputError, match=r"1 duplicate row\(s\)"):
+        read_outcomes(tmp_path / "c.csv")
+    pd.DataFrame({"condition": ["A"], "item_id": ["x"], "correct": [1],
+                  "seed": ["one"]}).to_csv(tmp_path / "d.csv", index=False)
+    with pytest.raises(InputError, match=r"column 'seed' must hold integers, got 'one' in row 1"):
+        read_outcomes(tmp_path / "d.csv")
+    (tmp_path / "e.txt").write_text("x")
+    with pytest.raises(InputError, match=r"unknown format '.txt'"):
+        read_outcomes(tmp_path / "e.txt")
+    with pytest.raises(InputError, match="does not exist"):
+        read_outcomes(tmp_path / "nope.csv")

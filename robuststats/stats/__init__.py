@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
     "BootstrapResult": "robuststats.stats._bootstrap",
+    "CochranQResult": "robuststats.stats._omnibus",
     "ConfidenceInterval": "robuststats.stats._common",
     "DegenerateDataWarning": "robuststats.stats._common",
     "DiscordanceEstimate": "robuststats.stats._pilot",
     "Hypothesis": "robuststats.stats._hypotheses",
     "HypothesisResult": "robuststats.stats._hypotheses",
+    "MULTIPLICITY_METHODS": "robuststats.stats._multiplicity",
     "McNemarResult": "robuststats.stats._mcnemar",
     "PoolSizeWarning": "robuststats.stats._power",
     "PowerResult": "robuststats.stats._power",
@@ -25,6 +27,7 @@ _EXPORTS: dict[str, str] = {
     "bootstrap_difference": "robuststats.stats._bootstrap",
     "bootstrap_retention": "robuststats.stats._bootstrap",
     "bootstrap_retention_difference": "robuststats.stats._bootstrap",
+    "cochran_q": "robuststats.stats._omnibus",
     "estimate_discordance": "robuststats.stats._pilot",
     "evaluate_hypotheses": "robuststats.stats._hypotheses",
     "evaluate_hypothesis": "robuststats.stats._hypotheses",
@@ -53,7 +56,8 @@ if TYPE_CHECKING:  # static analysers see the real names
     )
     from robuststats.stats._mcnemar import McNemarResult, mcnemar  # noqa: F401
     from robuststats.stats._mcnemar_stratified import mcnemar_stratified  # noqa: F401
-    from robuststats.stats._multiplicity import adjust_pvalues  # noqa: F401
+    from robuststats.stats._multiplicity import MULTIPLICITY_METHODS, adjust_pvalues  # noqa: F401
+    from robuststats.stats._omnibus import CochranQResult, cochran_q  # noqa: F401
     from robuststats.stats._pilot import DiscordanceEstimate, estimate_discordance  # noqa: F401
     from robuststats.stats._power import PoolSizeWarning, PowerResult, power_mcnemar  # noqa: F401
     from robuststats.stats._power_unpaired import power_two_proportions  # noqa: F401

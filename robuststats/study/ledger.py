@@ -36,19 +36,16 @@ from typing import Any
 import pandas as pd
 
 from robuststats.errors import InputError
+from robuststats.outcomes import CELL_KEY, COLUMNS, DTYPES, empty_outcomes
 from robuststats.study.plan import Cell, TrainJob
 from robuststats.study.spec import StudySpec
 
-__all__ = ["INJECTION_COLUMNS", "OUTCOME_COLUMNS", "ModelStaging", "RunLedger",
-           "atomic_write_bytes"]
-
-OUTCOME_COLUMNS = ["condition", "seed", "eval_noise", "noise_seed", "item_id", "correct"]
+__all__ = ["INJECTION_COLUMNS", "ModelStaging", "RunLedger", "atomic_write_bytes"]
 
 #: the engine's session stats (``NoiseSession.stats``) and their dtypes on disk
 _STATS_DTYPES = {"layer": "int64", "op": "object", "phase": "object", "count": "int64",
                  "rms_noise_ratio": "float64", "target_scale": "float64"}
-_CELL_KEYS = {"condition": "object", "seed": "int64", "eval_noise": "float64",
-              "noise_seed": "int64"}
+_CELL_KEYS = {c: DTYPES[c] for c in CELL_KEY}
 #: columns of the injections table: the cell's keys, then one row per layer × op × phase
 INJECTION_COLUMNS = [*_CELL_KEYS, *_STATS_DTYPES]
 
@@ -234,7 +231,7 @@ class RunLedger:
     def outcomes(self, cells: Iterable[Cell]) -> pd.DataFrame:
         frames = [df for c in cells if (df := self.read_cell(c)) is not None]
         if not frames:
-            return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _DTYPES.items()})
+            return empty_outcomes()
         return pd.concat(frames, ignore_index=True)
 
     def injections(self, cells: Iterable[Cell]) -> pd.DataFrame:
@@ -310,10 +307,6 @@ class RunLedger:
         return out
 
 
-_DTYPES = {"condition": "object", "seed": "int64", "eval_noise": "float64",
-           "noise_seed": "int64", "item_id": "object", "correct": "int8"}
-
-
 def cell_frame(cell: Cell, outcomes: pd.DataFrame) -> pd.DataFrame:
     """Outcomes of one cell (``item_id``, ``correct``[, ``score``]) with the cell's keys."""
     for col in ("item_id", "correct"):
@@ -329,7 +322,7 @@ def cell_frame(cell: Cell, outcomes: pd.DataFrame) -> pd.DataFrame:
     })
     if "score" in outcomes.columns:
         df["score"] = outcomes["score"].astype(float).to_numpy()
-    return df.astype(_DTYPES)
+    return df.astype({c: DTYPES[c] for c in COLUMNS})
 
 
 def injection_frame(cell: Cell | None,
@@ -357,7 +350,7 @@ def injection_frame(cell: Cell | None,
 
 
 def _check_cell_frame(cell: Cell, df: pd.DataFrame) -> None:
-    missing = [c for c in OUTCOME_COLUMNS if c not in df.columns]
+    missing = [c for c in COLUMNS if c not in df.columns]
     if missing or df.empty:
         raise ValueError(f"cell file lacks columns {missing} or rows")
     if not ((df["condition"] == cell.condition).all() and (df["seed"] == cell.seed).all()
