@@ -160,9 +160,10 @@ def write_report(outdir: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping
         parts += _figure("Clean accuracy and retention", figs.get("retention"))
     omnibus = t.get("omnibus")
     if omnibus is not None and not omnibus.empty:
+        question, view = _one_question(omnibus, VIEWS["omnibus"])
         parts.append("## Omnibus test per noise level\n\nDo the conditions differ at all, "
-                     "before any pairwise comparison?\n")
-        parts.append(markdown_table(omnibus, formats=VIEWS["omnibus"]))
+                     f"before any pairwise comparison?{question}\n")
+        parts.append(markdown_table(omnibus, formats=view))
     if "tests" in t:
         parts += _tests(t["tests"])
     path = outdir / "report.md"
@@ -272,13 +273,22 @@ def _hypotheses(hyp: pd.DataFrame | None, figure: str | None) -> list[str]:
     return parts
 
 
-def _tests(tests: pd.DataFrame) -> list[str]:
-    questions = [q for q in dict.fromkeys(tests.get("question", pd.Series(dtype=object)))
+def _one_question(df: pd.DataFrame, view: Mapping[str, Callable[[Row], str]]
+                  ) -> tuple[str, dict[str, Callable[[Row], str]]]:
+    """A question shared by every row goes into the prose once; otherwise each row shows
+    its own. Returns the sentence (or "") and the view to use."""
+    questions = [q for q in dict.fromkeys(df.get("question", pd.Series(dtype=object)))
                  if not is_missing(q)]
-    ask = f" Each row answers: _{questions[0]}_" if len(questions) == 1 else ""
-    view = dict(VIEWS["tests"])
-    if len(questions) > 1:
-        view = {"question": _raw("question"), **view}
+    rest = {h: f for h, f in view.items() if h != "question"}
+    if len(questions) == 1:
+        return f" Each row answers: _{questions[0]}_", rest
+    if questions:
+        return "", {"question": _raw("question"), **rest}
+    return "", rest
+
+
+def _tests(tests: pd.DataFrame) -> list[str]:
+    ask, view = _one_question(tests, VIEWS["tests"])
     methods = sorted({str(m) for m in tests.get("multiplicity", pd.Series(dtype=object))
                       if not is_missing(m)})
     procedure = f" ({', '.join(methods)})" if methods else ""
