@@ -62,9 +62,23 @@ def _kind(manifest: dict[str, Any]) -> str:
 
 
 def _list(store: Any, args: argparse.Namespace) -> int:
+    from robuststats.errors import InputError
+    from robuststats.results import MANIFEST, ResultVersion
+
     rows = []
     for study in store.studies():
-        for v in store.versions(study):
+        for number in store.numbers(study):
+            path = store.root / study / f"v{number}"
+            if not (path / MANIFEST).is_file():
+                continue  # reserved but not sealed (in progress or crashed)
+            try:
+                v = ResultVersion.load(path)
+            except InputError as exc:  # one damaged manifest must not hide the others
+                rows.append({"version": f"{study}/v{number}", "study": study,
+                             "number": number, "kind": "unreadable", "sealed": None,
+                             "spec_hash": None, "outcomes": None, "cells_finished": None,
+                             "cells_planned": None, "path": str(path), "error": str(exc)})
+                continue
             m = v.manifest
             rows.append({"version": v.label, "study": v.study, "number": v.number,
                          "kind": _kind(m), "sealed": m.get("sealed"),
