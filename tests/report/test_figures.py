@@ -153,3 +153,25 @@ def test_figures_from_nullable_columns(tables, tmp_path: Path) -> None:
     forest_figure(hyp, tmp_path / "h.png")
     for name in ("a", "r", "h"):
         assert _png(tmp_path / f"{name}.png")[0] > 300
+
+
+def test_forest_plot_with_unbounded_or_unknown_bounds(tmp_path: Path) -> None:
+    """A one-sided interval (-inf) runs to the axis edge; an unknown bound draws no line;
+    neither breaks the axis limits."""
+    base = {"a": "A", "b": "B", "metric": "accuracy", "eval_noise": 0.05,
+            "relation": "greater", "margin": 0.01, "estimate": 0.1, "ci_level": 0.9,
+            "verdict": "INCONCLUSIVE"}
+    hyp = pd.DataFrame([{**base, "id": "H1", "ci_low": -np.inf, "ci_high": 0.2},
+                        {**base, "id": "H2", "ci_low": np.nan, "ci_high": 0.2}])
+    fig = _forest(hyp)
+    try:
+        lo, hi = fig.axes[0].get_xlim()
+        assert np.isfinite([lo, hi]).all() and lo < 0 < 10 < hi
+        (interval,) = _by_gid(fig, "H1:interval")
+        assert interval.get_segments()[0][0, 0] == pytest.approx(lo)
+        assert not _by_gid(fig, "H2:interval") and _by_gid(fig, "H2:estimate")
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+    assert _png(forest_figure(hyp, tmp_path / "h.png"))[0] > 300
