@@ -35,6 +35,12 @@ def _texts(fig) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def _close(fig) -> None:
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
 def _by_gid(fig, gid: str) -> list:
     return list(fig.findobj(lambda a: a.get_gid() == gid))
 
@@ -98,12 +104,10 @@ def test_forest_plot_rows_margins_and_verdict_colours(tables) -> None:
     finally:
         import matplotlib.pyplot as plt
 
-        plt.close(fig)
+        plt._close(fig)
 
 
 def test_accuracy_figure_has_seed_points_descriptions_and_data_levels(tables) -> None:
-    from tests_report_helpers import close
-
     fig = _accuracy(tables["summary"], tables["seeds"],
                     {"base": "no training noise", "fwd": "forward-only noise"})
     try:
@@ -115,12 +119,10 @@ def test_accuracy_figure_has_seed_points_descriptions_and_data_levels(tables) ->
                        if hasattr(c, "get_offsets") and len(c.get_offsets()))
         assert n_points >= len(tables["seeds"])  # every seed drawn
     finally:
-        close(fig)
+        _close(fig)
 
 
 def test_retention_figure_puts_clean_accuracy_beside_retention(tables) -> None:
-    from tests_report_helpers import close
-
     fig = _retention(tables["retention"], tables["summary"], tables["seeds"], None)
     try:
         left, right = fig.axes[:2]
@@ -130,7 +132,7 @@ def test_retention_figure_puts_clean_accuracy_beside_retention(tables) -> None:
         assert heights == [30.0, 70.0, 80.0]  # the clean accuracies of bwd, fwd, base
         assert "95%" not in _texts(fig)
     finally:
-        close(fig)
+        _close(fig)
 
 
 def test_figures_render_without_intervals_levels_or_seeds(tmp_path: Path) -> None:
@@ -173,5 +175,26 @@ def test_forest_plot_with_unbounded_or_unknown_bounds(tmp_path: Path) -> None:
     finally:
         import matplotlib.pyplot as plt
 
-        plt.close(fig)
+        plt._close(fig)
     assert _png(forest_figure(hyp, tmp_path / "h.png"))[0] > 300
+
+
+def test_intervals_that_exclude_their_estimate_are_drawn_from_their_bounds() -> None:
+    """BCa intervals can exclude the point estimate; error bars relative to the estimate
+    would refuse them (negative lengths), so the figures draw bounds directly."""
+    from matplotlib.collections import LineCollection
+
+    summary = pd.DataFrame({"condition": ["A", "A"], "eval_noise": [0.0, 0.1],
+                            "accuracy": [0.8, 0.5], "ci_low": [0.82, 0.4],
+                            "ci_high": [0.9, 0.6], "ci_level": [0.9, 0.9]})
+    retention = pd.DataFrame({"condition": ["A"], "eval_noise": [0.1], "retention": [0.6],
+                              "ci_low": [0.62], "ci_high": [0.7], "ci_level": [0.9],
+                              "clean_accuracy": [0.8]})
+    for fig in (_accuracy(summary, None, None), _retention(retention, summary, None, None)):
+        try:
+            spans = sorted(tuple(np.round(seg[:, 1], 6)) for ax in fig.axes
+                           for c in ax.collections if isinstance(c, LineCollection)
+                           for seg in c.get_segments() if seg[0, 0] == seg[1, 0])
+            assert (82.0, 90.0) in spans
+        finally:
+            _close(fig)
