@@ -102,9 +102,7 @@ def test_forest_plot_rows_margins_and_verdict_colours(tables) -> None:
                    for c in _by_gid(fig, gid)}
         assert margins == {"H1:margin": [5.0], "H3:margin": [-10.0], "H4:margin": [-5.0, 5.0]}
     finally:
-        import matplotlib.pyplot as plt
-
-        plt._close(fig)
+        _close(fig)
 
 
 def test_accuracy_figure_has_seed_points_descriptions_and_data_levels(tables) -> None:
@@ -173,9 +171,7 @@ def test_forest_plot_with_unbounded_or_unknown_bounds(tmp_path: Path) -> None:
         assert interval.get_segments()[0][0, 0] == pytest.approx(lo)
         assert not _by_gid(fig, "H2:interval") and _by_gid(fig, "H2:estimate")
     finally:
-        import matplotlib.pyplot as plt
-
-        plt._close(fig)
+        _close(fig)
     assert _png(forest_figure(hyp, tmp_path / "h.png"))[0] > 300
 
 
