@@ -117,6 +117,19 @@ VIEWS: Mapping[str, Mapping[str, Callable[[Row], str]]] = {
 }
 
 
+#: (table, heading with its introduction, figure title) of the per-condition sections
+_CONDITION_SECTIONS = (
+    ("summary", "## Accuracy per condition and noise level\n\nMean over seeds, noise seeds "
+                "and items, in percent; the interval resamples seeds and items; seed SD and "
+                "range are those of the per-seed accuracies.\n",
+     "Accuracy vs inference noise"),
+    ("retention", "## Retention (noisy / clean accuracy on the same items)\n\nRead each "
+                  "retention beside its clean accuracy: a condition with little clean "
+                  "accuracy has little to lose.\n",
+     "Clean accuracy and retention"),
+)
+
+
 def write_report(outdir: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping[str, Any]
                  ) -> Path:
     """Write figures (``figures/*.png``) and ``report.md`` into ``outdir``.
@@ -146,18 +159,11 @@ def write_report(outdir: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping
         parts.append("\n".join(f"- **{c}**: {d}" for c, d in descriptions.items()) + "\n")
     parts += _gaps(t)
     parts += _hypotheses(t.get("hypotheses"), figs.get("hypotheses"))
-    if "summary" in t:
-        parts.append("## Accuracy per condition and noise level\n\nMean over seeds, noise "
-                     "seeds and items, in percent; the interval resamples seeds and items; "
-                     "seed SD and range are those of the per-seed accuracies.\n")
-        parts.append(markdown_table(t["summary"], formats=VIEWS["summary"]))
-        parts += _figure("Accuracy vs inference noise", figs.get("accuracy"))
-    if "retention" in t:
-        parts.append("## Retention (noisy / clean accuracy on the same items)\n\nRead each "
-                     "retention beside its clean accuracy: a condition with little clean "
-                     "accuracy has little to lose.\n")
-        parts.append(markdown_table(t["retention"], formats=VIEWS["retention"]))
-        parts += _figure("Clean accuracy and retention", figs.get("retention"))
+    for table, heading, figure in _CONDITION_SECTIONS:
+        if table in t:
+            parts.append(heading)
+            parts.append(markdown_table(t[table], formats=VIEWS[table]))
+            parts += _figure(figure, figs.get(table))
     omnibus = t.get("omnibus")
     if omnibus is not None and not omnibus.empty:
         question, view = _one_question(omnibus, VIEWS["omnibus"])
@@ -181,7 +187,7 @@ def _figures(figdir: Path, t: Mapping[str, pd.DataFrame],
     if summary is not None and not summary.empty:
         accuracy_figure(summary, figdir / "accuracy_vs_noise.png", seeds=seeds,
                         descriptions=descriptions)
-        out["accuracy"] = "figures/accuracy_vs_noise.png"
+        out["summary"] = "figures/accuracy_vs_noise.png"
     if retention is not None and not retention.empty:
         retention_figure(retention, figdir / "retention.png", summary=summary, seeds=seeds,
                          descriptions=descriptions)
