@@ -14,7 +14,15 @@ from typing import Any
 
 import pandas as pd
 
-from robuststats._format import fmt_ci, fmt_level, fmt_noise, fmt_p, fmt_pct, is_missing
+from robuststats._format import (
+    fmt_ci,
+    fmt_level,
+    fmt_noise,
+    fmt_p,
+    fmt_pct,
+    fmt_value,
+    is_missing,
+)
 from robuststats.report._views import (
     HYPOTHESIS_HEADERS,
     condition_descriptions,
@@ -33,14 +41,6 @@ MAX_DROPPED_ROWS = 50
 Row = Mapping[str, Any]
 
 
-def _cell(v: Any) -> str:
-    if is_missing(v):
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
-
-
 def markdown_table(df: pd.DataFrame, columns: Sequence[str] | None = None, *,
                    formats: Mapping[str, Callable[[Row], str]] | None = None) -> str:
     """A GitHub-flavoured markdown table of ``df``.
@@ -51,7 +51,7 @@ def markdown_table(df: pd.DataFrame, columns: Sequence[str] | None = None, *,
     """
     if formats is None:
         cols = [c for c in (columns or list(df.columns)) if c in df.columns]
-        formats = {c: (lambda r, c=c: _cell(r.get(c))) for c in cols}
+        formats = {c: (lambda r, c=c: fmt_value(r.get(c))) for c in cols}
     if df.empty:
         return "_(no rows)_\n"
     heads = list(formats)
@@ -67,7 +67,7 @@ def _pct(col: str, *, signed: bool = False) -> Callable[[Row], str]:
 
 
 def _raw(col: str) -> Callable[[Row], str]:
-    return lambda r: _cell(r.get(col))
+    return lambda r: fmt_value(r.get(col))
 
 
 def _ci(r: Row) -> str:
