@@ -33,7 +33,7 @@ def _pyplot() -> tuple[Any, Any]:  # lazily: matplotlib is slow to import, neede
 
 
 def interval_label(table: pd.DataFrame | None) -> str:
-    """How to name the intervals of ``table``: ``95% CI``, ``CI, levels 95%–99%`` or
+    """How to name the intervals of ``table``: ``95% CI``, ``CI, level per row: 95%–99%`` or
     ``CI (level not recorded)``; taken from its ``ci_level`` column."""
     if table is None or "ci_level" not in table.columns:
         return "CI (level not recorded)"
@@ -42,7 +42,7 @@ def interval_label(table: pd.DataFrame | None) -> str:
         return "CI (level not recorded)"
     if len(levels) == 1:
         return f"{fmt_level(levels[0])} CI"
-    return f"CI, levels {fmt_level(levels[0])}–{fmt_level(levels[-1])}"
+    return f"CI, level per row: {fmt_level(levels[0])}–{fmt_level(levels[-1])}"
 
 
 def _conditions(*tables: pd.DataFrame | None) -> list[str]:

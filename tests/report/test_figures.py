@@ -65,7 +65,7 @@ def test_no_figure_or_report_code_hard_codes_a_level() -> None:
 
 
 @pytest.mark.parametrize("levels, expected", [
-    ([0.9, 0.9], "90% CI"), ([0.95, 0.9805, 0.9917], "CI, levels 95%–99.17%"),
+    ([0.9, 0.9], "90% CI"), ([0.95, 0.9805, 0.9917], "CI, level per row: 95%–99.17%"),
     ([float("nan")], "CI (level not recorded)"), (None, "CI (level not recorded)"),
 ])
 def test_interval_label_comes_from_the_data(levels, expected: str) -> None:
@@ -81,7 +81,7 @@ def test_forest_plot_rows_margins_and_verdict_colours(tables) -> None:
         # one row per hypothesis, the claim in words, the level from the data
         assert "H1: fwd − base > 5.0 pp\n(accuracy at 5% noise)" in text
         assert "H4: |fwd − base| < 5.0 pp\n(clean accuracy)" in text
-        assert "CI, levels 90%–97.5%" in text
+        assert "CI, level per row: 90%–97.5%" in text
         assert "+12.0 [7.0, 17.0] 97.5%" in text and "-10.0 [-20.0, 0.0] 90%" in text
         assert "no estimate: 2 needed cell(s) missing" in text
         assert "95%" not in text
