@@ -12,7 +12,7 @@ __all__ = ["add_parser", "run"]
 #: manifest facts that ``results show`` prints, in order
 _FACTS = ("sealed", "source", "spec_hash", "seeds", "noise_seeds", "n_items", "cells_planned",
           "cells_finished", "cells_failed", "device", "seconds", "alpha", "confidence_level",
-          "multiplicity")
+          "multiplicity", "analysis")
 
 _ROOT_HELP = "result store root (default results/)"
 
@@ -93,7 +93,9 @@ def _list(store: Any, args: argparse.Namespace) -> int:
         shown = [{**r, "spec": str(r["spec_hash"] or "-")[:12],
                   "cells": (f"{r['cells_finished']}/{r['cells_planned']}"
                             if r["cells_planned"] is not None else "-")} for r in rows]
-        return render_table(shown, ["version", "kind", "sealed", "spec", "outcomes", "cells"])
+        table = render_table(shown, ["version", "kind", "sealed", "spec", "outcomes", "cells"])
+        errors = [f"{r['version']}: {r['error']}" for r in rows if r.get("error")]
+        return "\n".join([table, *errors])
 
     emit(args.format, data={"root": str(args.root), "versions": rows}, text=text)
     return 0

@@ -228,6 +228,7 @@ def test_list_survives_a_damaged_manifest(tmp_path: Path, capsys) -> None:
     assert main(["results", "list", "--root", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^demo/v1 +unreadable ", out, re.M)
+    assert re.search(r"^demo/v1: '.*manifest\.json' is not valid JSON: ", out, re.M)
     assert re.search(r"^demo/v2 +study ", out, re.M)
     assert main(["results", "verify", "demo/v1", "--root", str(tmp_path)]) == 2
     assert "is not valid JSON" in capsys.readouterr().err
