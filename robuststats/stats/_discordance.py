@@ -1,20 +1,24 @@
-"""Discordant-pair rate π_D (and δ, baseline) from paired pilot outcomes.
+"""Discordance estimation: π_D (with δ and both accuracies) and the ICC from pilot outcomes.
 
 McNemar's power depends on π_D as much as on the effect, and π_D is rarely known in
-advance: a small pilot (both conditions on a few hundred items) pins it down.
+advance: a small pilot (both conditions on a few hundred items) pins it down. Sign rule,
+*first minus second*: ``x`` is condition a, ``y`` condition b, and the effect is
+``acc(a) − acc(b)``, as in :func:`robuststats.stats.mcnemar`.
 """
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from robuststats._validation import check_choice, check_confidence_level, check_number
 from robuststats.errors import InputError
-from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning
+from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning, tidy_row
+from robuststats.stats._power_formulas import z_upper
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,9 +31,6 @@ __all__ = [
     "read_pilot",
 ]
 
-#: columns of the outcomes table that identify one evaluation besides the condition
-KEY_COLUMNS = ("seed", "eval_noise", "noise_seed", "item_id")
-
 
 @dataclass(frozen=True)
 class DiscordanceEstimate:
@@ -38,17 +39,19 @@ class DiscordanceEstimate:
     Attributes
     ----------
     discordance : float
-        ``(b + c) / n``: share of pairs on which the conditions disagree.
+        ``(n_a_only + n_b_only) / n``: share of pairs on which the conditions disagree.
     confidence_interval : ConfidenceInterval
         Wilson score interval for π_D (Wilson 1927; Newcombe 1998, method 3).
     effect : float
-        Observed δ = acc(y) − acc(x) = (c − b) / n.
-    baseline : float
-        Observed accuracy of ``x``.
+        Observed δ = acc(a) − acc(b) = (n_a_only − n_b_only) / n (first minus second).
+    accuracy_a, accuracy_b : float
+        Observed accuracies of ``x`` (condition a) and ``y`` (condition b, the baseline
+        that :func:`power_mcnemar` takes; also available as ``baseline``).
     n : int
         Number of pairs.
-    n_discordant, n_x_only, n_y_only : int
-        ``b + c``; ``b`` = x correct and y wrong; ``c`` = x wrong and y correct.
+    n_discordant, n_a_only, n_b_only : int
+        ``n_a_only + n_b_only``; ``n_a_only`` = a correct and b wrong; ``n_b_only`` = b
+        correct and a wrong.
     confidence_level : float
     method : str
     icc : float or None
@@ -61,15 +64,21 @@ class DiscordanceEstimate:
     discordance: float
     confidence_interval: ConfidenceInterval
     effect: float
-    baseline: float
+    accuracy_a: float
+    accuracy_b: float
     n: int
     n_discordant: int
-    n_x_only: int
-    n_y_only: int
+    n_a_only: int
+    n_b_only: int
     confidence_level: float
     method: str = "wilson"
     icc: float | None = None
     design_effect: float = 1.0
+
+    @property
+    def baseline(self) -> float:
+        """``accuracy_b``: the accuracy of the second condition, ``power_mcnemar``'s baseline."""
+        return self.accuracy_b
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -77,11 +86,11 @@ class DiscordanceEstimate:
         return d
 
     def to_frame(self) -> pd.DataFrame:
+        """One-row tidy table; the interval as ``ci_low``, ``ci_high``, ``ci_level``."""
         import pandas as pd
 
-        row = self.to_dict()
-        low, high = row.pop("confidence_interval")
-        row["ci_low"], row["ci_high"] = low, high
+        row = tidy_row(self, drop=("confidence_level",))
+        row["ci_level"] = self.confidence_level
         return pd.DataFrame([row])
 
 
@@ -103,9 +112,7 @@ def _as_outcomes(name: str, values: object) -> np.ndarray:
 
 def _wilson(p: float, n: float, confidence_level: float) -> tuple[float, float]:
     """Wilson (1927) score interval for a proportion p observed on (effective) n trials."""
-    from scipy.stats import norm
-
-    z = float(norm.isf((1 - confidence_level) / 2))
+    z = z_upper((1 - confidence_level) / 2)
     centre = p + z * z / (2 * n)
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
     scale = 1 + z * z / n
@@ -119,13 +126,13 @@ def estimate_discordance(
     groups: object = None,
     confidence_level: float = 0.95,
 ) -> DiscordanceEstimate:
-    """Estimate π_D, δ and the baseline accuracy from paired pilot outcomes.
+    """Estimate π_D, δ = acc(x) − acc(y) and both accuracies from paired pilot outcomes.
 
     Parameters
     ----------
     x, y : array_like of 0/1, shape ``(n_items,)`` or ``(n_seeds, n_items)``
-        Outcomes of the two conditions on the same items, aligned element by element.
-        With several seeds every (seed, item) pair counts once.
+        Outcomes of conditions a (``x``) and b (``y``) on the same items, aligned element
+        by element. With several seeds every (seed, item) pair counts once.
     groups : array_like, optional
         Item id of each pair (flattened like ``x``). Defaults to the column (item) index
         for 2-D input. When items occur more than once, the pairs of an item are
@@ -145,10 +152,7 @@ def estimate_discordance(
     With no discordant pair the estimate is 0 and a :class:`DegenerateDataWarning` is
     issued; the Wilson upper bound (≈ z²/(n + z²)) is then the value to plan with.
     """
-    if isinstance(confidence_level, bool) or not isinstance(confidence_level, (int, float)):
-        raise InputError(f"`confidence_level` must be in (0, 1), got {confidence_level!r}.")
-    if not 0 < confidence_level < 1:
-        raise InputError(f"`confidence_level` must be in (0, 1), got {confidence_level!r}.")
+    level = check_confidence_level(confidence_level)
     if np.shape(x) != np.shape(y):
         raise InputError(
             f"`x` and `y` must be aligned outcomes of the same items, got shapes "
@@ -159,19 +163,19 @@ def estimate_discordance(
     if groups is None and np.ndim(x) == 2:
         n_seeds, n_items = np.shape(x)
         groups = np.tile(np.arange(n_items), n_seeds)
-    b = int(np.sum((xa == 1) & (ya == 0)))
-    c = int(np.sum((xa == 0) & (ya == 1)))
+    a_only = int(np.sum((xa == 1) & (ya == 0)))
+    b_only = int(np.sum((xa == 0) & (ya == 1)))
     icc, deff = None, 1.0
     if groups is not None:
         g = np.asarray(groups).ravel()
         if g.size != n:
             raise InputError(f"`groups` must give one item id per pair ({n}), got {g.size}.")
         _, sizes = np.unique(g, return_counts=True)
-        if sizes.max() > 1 and sizes.size > 1 and 0 < b + c < n:
+        if sizes.max() > 1 and sizes.size > 1 and 0 < a_only + b_only < n:
             icc = estimate_icc((xa != ya).astype(float), g)
             deff = 1.0 + (float(np.sum(sizes.astype(float) ** 2)) / n - 1.0) * icc
-    low, high = _wilson((b + c) / n, n / deff, confidence_level)
-    if b + c == 0:
+    low, high = _wilson((a_only + b_only) / n, n / deff, level)
+    if a_only + b_only == 0:
         warnings.warn(
             f"no discordant pairs among {n}: π_D is estimated as 0; plan with the Wilson "
             f"upper bound {high:.4g} or a larger pilot.",
@@ -179,43 +183,19 @@ def estimate_discordance(
             stacklevel=2,
         )
     return DiscordanceEstimate(
-        discordance=(b + c) / n,
+        discordance=(a_only + b_only) / n,
         confidence_interval=ConfidenceInterval(float(low), float(high)),
-        effect=(c - b) / n,
-        baseline=float(xa.mean()),
+        effect=(a_only - b_only) / n,
+        accuracy_a=float(xa.mean()),
+        accuracy_b=float(ya.mean()),
         n=n,
-        n_discordant=b + c,
-        n_x_only=b,
-        n_y_only=c,
-        confidence_level=float(confidence_level),
+        n_discordant=a_only + b_only,
+        n_a_only=a_only,
+        n_b_only=b_only,
+        confidence_level=level,
         icc=icc,
         design_effect=deff,
     )
-
-
-@dataclass(frozen=True)
-class PilotPairs:
-    """Aligned outcomes of two conditions read from an outcomes table."""
-
-    x: np.ndarray
-    y: np.ndarray
-    conditions: tuple[str, str]
-    keys: tuple[str, ...]
-    n_unpaired: int
-    item_ids: np.ndarray | None = None
-
-    def difference_icc(self) -> tuple[float, float] | None:
-        """ICC of the paired difference ``y − x`` over repeats of an item, and mean repeats.
-
-        ``None`` when no item is evaluated more than once. See :func:`estimate_icc`.
-        """
-        if self.item_ids is None:
-            return None
-        _, counts = np.unique(self.item_ids, return_counts=True)
-        if counts.max() < 2:
-            return None
-        icc = estimate_icc(self.y.astype(float) - self.x.astype(float), self.item_ids)
-        return icc, float(counts.mean())
 
 
 def estimate_icc(values: object, groups: object) -> float:
@@ -228,7 +208,7 @@ def estimate_icc(values: object, groups: object) -> float:
     effect ``1 + (m − 1)·ICC`` can use.
 
     For McNemar with repeated evaluations the ICC that matters is that of the paired
-    difference ``y − x`` of one evaluation (Obuchowski 1998, *Stat. Med.* 17, 1495–1507;
+    difference ``x − y`` of one evaluation (Obuchowski 1998, *Stat. Med.* 17, 1495–1507;
     Durkalski et al. 2003, *Stat. Med.* 22, 2417–2428): the variance of the summed
     differences of an item with m evaluations is ``m·σ²·(1 + (m − 1)·ICC)``.
     """
@@ -239,6 +219,8 @@ def estimate_icc(values: object, groups: object) -> float:
             f"`values` and `groups` must be non-empty and of equal length, got {y.size} "
             f"and {g.size}."
         )
+    if not np.all(np.isfinite(y)):
+        raise InputError("`values` must be finite numbers.")
     _, inverse, sizes = np.unique(g, return_inverse=True, return_counts=True)
     k, total = sizes.size, y.size
     if k < 2 or total == k:
@@ -254,66 +236,85 @@ def estimate_icc(values: object, groups: object) -> float:
     return float(min(max((msb - msw) / denominator, 0.0), 1.0))
 
 
-def _read_table(path: Path) -> pd.DataFrame:
-    import pandas as pd
+@dataclass(frozen=True)
+class PilotPairs:
+    """Two conditions' pilot outcomes aligned item by item (:func:`read_pilot`).
 
-    if not path.is_file():
-        raise InputError(f"pilot file {str(path)!r} does not exist.")
-    suffix = path.suffix.lower()
-    try:
-        if suffix in (".parquet", ".pq"):
-            return pd.read_parquet(path)
-        if suffix in (".csv", ".txt"):
-            return pd.read_csv(path)
-        if suffix == ".tsv":
-            return pd.read_csv(path, sep="\t")
-    except (ValueError, OSError) as exc:  # pandas/pyarrow parse errors
-        raise InputError(f"cannot read pilot file {str(path)!r}: {exc}") from exc
-    raise InputError(
-        f"pilot file {str(path)!r} must be .parquet or .csv (outcomes table), got {suffix!r}."
-    )
+    ``x`` (condition a) and ``y`` (condition b) are 0/1 arrays of shape
+    ``(n_strata, n_items)``: one row per ``(seed, noise_seed)`` stratum named in
+    ``strata``, one column per item named in ``item_ids``. ``dropped`` records the seeds
+    and items removed because one condition lacked them (``holes="drop"``).
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    conditions: tuple[str, str]
+    eval_noise: float
+    strata: tuple
+    item_ids: tuple[str, ...]
+    dropped: pd.DataFrame = field(repr=False)
+
+    @property
+    def n_pairs(self) -> int:
+        return int(self.x.size)
+
+    def difference_icc(self) -> tuple[float, float] | None:
+        """ICC of the paired difference ``x − y`` over repeats of an item, and repeats per item.
+
+        ``None`` when every item is evaluated once. See :func:`estimate_icc`.
+        """
+        n_strata, n_items = self.x.shape
+        if n_strata < 2 or n_items < 2:
+            return None
+        groups = np.tile(np.arange(n_items), n_strata)
+        icc = estimate_icc((self.x - self.y).astype(float).ravel(), groups)
+        return icc, float(n_strata)
 
 
 def read_pilot(
-    path: str | Path,
+    source: str | Path | pd.DataFrame,
     *,
     conditions: tuple[str, str] | list[str] | None = None,
     eval_noise: float | None = None,
+    holes: str = "drop",
 ) -> PilotPairs:
-    """Read an outcomes table (parquet/CSV) and pair two conditions' outcomes.
+    """Read a pilot's outcomes and align two conditions item by item.
 
-    The table has columns ``condition, item_id, correct`` and optionally ``seed,
-    eval_noise, noise_seed``; rows of the two conditions are paired on every key column
-    present. ``conditions`` picks two when the table has more (or fixes the order:
-    ``x`` = first = baseline). With several ``eval_noise`` levels one must be chosen.
+    ``source`` is anything :func:`robuststats.outcomes.read_outcomes` reads (csv, tsv,
+    jsonl, parquet, a run directory, a result version, a DataFrame): columns
+    ``condition, item_id, correct`` and optionally ``seed, eval_noise, noise_seed``.
+    ``conditions`` picks two when the table has more, and fixes the order: the first is
+    condition a, the second b (the baseline), compared as a − b. With several
+    ``eval_noise`` levels one must be chosen. The two conditions are paired on every
+    ``(seed, noise_seed, item_id)`` by :func:`robuststats.outcomes.align`; with
+    ``holes="drop"`` (default) a seed or item that one condition lacks is dropped from
+    both and recorded in ``dropped``, with ``holes="raise"`` it is an error naming it.
     """
-    path = Path(path)
-    table = _read_table(path)
-    missing = [c for c in ("condition", "item_id", "correct") if c not in table.columns]
-    if missing:
-        raise InputError(
-            f"pilot file {str(path)!r} lacks column(s) {', '.join(missing)}; an outcomes "
-            f"table has condition, item_id, correct (+ seed, eval_noise, noise_seed)."
-        )
-    table = table.assign(condition=table["condition"].astype(str))
-    if eval_noise is not None:
-        if "eval_noise" not in table.columns:
-            raise InputError(f"pilot file {str(path)!r} has no eval_noise column to select.")
-        table = table[np.isclose(table["eval_noise"].astype(float), float(eval_noise))]
-        if table.empty:
-            raise InputError(f"pilot file {str(path)!r} has no rows at eval_noise = {eval_noise}.")
-    elif "eval_noise" in table.columns and table["eval_noise"].nunique() > 1:
-        levels = ", ".join(f"{v:g}" for v in sorted(table["eval_noise"].unique()))
-        raise InputError(
-            f"pilot file {str(path)!r} has several eval_noise levels ({levels}); choose one "
-            f"(--eval-noise)."
-        )
+    from robuststats.outcomes import align, read_outcomes
+
+    check_choice(holes, "holes", ("raise", "drop"))
+    table = read_outcomes(source)
+    where = f"pilot {str(source)!r}" if isinstance(source, (str, Path)) else "the pilot"
+    levels = sorted({float(v) for v in table["eval_noise"]})
+    if eval_noise is None:
+        if len(levels) > 1:
+            listed = ", ".join(f"{v:g}" for v in levels)
+            raise InputError(
+                f"{where} has several eval_noise levels ({listed}); choose one (--eval-noise)."
+            )
+        level = levels[0]
+    else:
+        wanted = check_number(eval_noise, "eval_noise", low=0.0)
+        matches = [v for v in levels if abs(v - wanted) <= 1e-12 + 1e-9 * abs(wanted)]
+        if not matches:
+            raise InputError(f"{where} has no rows at eval_noise = {eval_noise:g}.")
+        level = matches[0]
     present = list(dict.fromkeys(table["condition"]))
     if conditions is None:
         if len(present) != 2:
             raise InputError(
-                f"pilot file {str(path)!r} has {len(present)} condition(s) "
-                f"({', '.join(present)}); choose two with --conditions A B."
+                f"{where} has {len(present)} condition(s) ({', '.join(present)}); choose two "
+                f"with --conditions A B."
             )
         chosen = (present[0], present[1])
     else:
@@ -324,30 +325,16 @@ def read_pilot(
         for name in conditions:
             if name not in present:
                 raise InputError(
-                    f"condition {name!r} is not in pilot file {str(path)!r} "
-                    f"(it has {', '.join(present)})."
+                    f"condition {name!r} is not in {where} (it has {', '.join(present)})."
                 )
         chosen = (str(conditions[0]), str(conditions[1]))
-    keys = tuple(k for k in KEY_COLUMNS if k in table.columns)
-    a = table[table["condition"] == chosen[0]].set_index(list(keys))["correct"]
-    b = table[table["condition"] == chosen[1]].set_index(list(keys))["correct"]
-    for name, part in zip(chosen, (a, b)):
-        if part.index.has_duplicates:
-            raise InputError(
-                f"condition {name!r} has duplicate rows for the same ({', '.join(keys)})."
-            )
-    joined = a.to_frame("x").join(b.to_frame("y"), how="inner")
-    if joined.empty:
-        raise InputError(
-            f"conditions {chosen[0]!r} and {chosen[1]!r} share no ({', '.join(keys)}) in "
-            f"{str(path)!r}: the paired design needs the same items under both."
-        )
-    n_unpaired = len(a) + len(b) - 2 * len(joined)
+    aligned = align(table, chosen, level, by="stratum", holes=holes)
     return PilotPairs(
-        x=_as_outcomes("correct", joined["x"].to_numpy()),
-        y=_as_outcomes("correct", joined["y"].to_numpy()),
+        x=aligned.values[chosen[0]].astype(np.int64),
+        y=aligned.values[chosen[1]].astype(np.int64),
         conditions=chosen,
-        keys=keys,
-        n_unpaired=n_unpaired,
-        item_ids=joined.index.get_level_values("item_id").to_numpy(),
+        eval_noise=level,
+        strata=aligned.rows,
+        item_ids=aligned.item_ids,
+        dropped=aligned.dropped,
     )
