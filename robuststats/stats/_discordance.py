@@ -294,7 +294,7 @@ def read_pilot(
 
     check_choice(holes, "holes", ("raise", "drop"))
     table = read_outcomes(source)
-    where = f"pilot {str(source)!r}" if isinstance(source, (str, Path)) else "the pilot"
+    where = f"pilot file {str(source)!r}" if isinstance(source, (str, Path)) else "the pilot"
     levels = sorted({float(v) for v in table["eval_noise"]})
     if eval_noise is None:
         if len(levels) > 1:

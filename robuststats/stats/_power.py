@@ -45,8 +45,9 @@ MCNEMAR_METHODS = ("connor", "exact", "midp", "asymptotic", "asymptotic-cc")
 UNPAIRED_METHODS = ("pooled", "pooled-cc", "unpooled", "arcsine")
 #: largest number of items a solved n may reach; past it the effect is undetectable
 MAX_ITEMS = 10**12
-#: largest effective n the exact sums are computed for (their cost grows with √n)
-MAX_EXACT_N = 10**9
+#: largest effective n the exact sums are computed for: their cost grows with √n (1 s at
+#: 10^7) and the binomial tails of scipy.special lose digits past it; Connor is exact enough there
+MAX_EXACT_N = 10**7
 
 #: every ``method`` of the power functions and what it means (for tables and reports)
 POWER_METHODS = {
@@ -355,7 +356,13 @@ def power_mcnemar(
         else:
             found = exact_n(target, design.discordance, design.effect, alpha_, sides, method_,
                             max_n=MAX_EXACT_N)
-            n_eff_needed = math.inf if found is None else float(found)
+            if found is None:
+                raise InputError(
+                    f"`effect` = {design.effect:g} needs more than {MAX_EXACT_N:.0e} "
+                    f"independent pairs, more than the exact computation handles; use "
+                    f"method='connor' (exact enough at that size)."
+                )
+            n_eff_needed = float(found)
         n_unrounded = n_eff_needed * deff / m
         n_items = _rounded_n(n_unrounded, design.effect)
         achieved = power_at(design, n_items * m / deff)
