@@ -161,7 +161,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 
 def _inputs(args: argparse.Namespace, pilot: Any) -> dict[str, Any]:
     """Every input of the calculation, resolved: the JSON alone reproduces the output."""
-    from robuststats._version import __version__
+    from robuststats import __version__
 
     record = {"effect": args.effect, "n": args.n, "power": args.power,
               "discordance": args.discordance, "correlation": args.correlation,

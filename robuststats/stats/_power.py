@@ -10,7 +10,6 @@ the first condition is the more accurate. Formulas and sources: ``docs/power.md`
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ from robuststats.stats._power_formulas import (
     connor_power,
     exact_n,
     exact_power,
+    solve_increasing,
     two_proportions_n,
     two_proportions_power,
 )
@@ -180,69 +180,6 @@ def _rounded_n(n_unrounded: float, effect: float) -> int:
         )
     # 1e-9 guards against 520.0000000001 from floating point becoming 521
     return max(1, math.ceil(n_unrounded - 1e-9))
-
-
-def solve_increasing(
-    func: Callable[[float], float], upper: float, target: float, *, what: str
-) -> float:
-    """Smallest x in (0, upper] with ``func(x) ≥ target`` for a power increasing in x.
-
-    ``func`` may raise :class:`InputError` where x is infeasible (e.g. π_D < δ). A grid
-    over (0, upper] finds the first feasible point reaching the target; below it the
-    bracket is refined by halving (targets met below the first grid point) or by
-    bisecting to the edge of the feasible region, and Brent's method finds the root.
-    """
-    from scipy.optimize import brentq
-
-    def excess(x: float) -> float | None:
-        try:
-            return func(x) - target
-        except InputError:
-            return None
-
-    prev: float | None = None
-    for k in range(1, 401):
-        x = upper * k / 400
-        val = excess(x)
-        if val is None or val < 0:
-            prev = None if val is None else x
-            continue
-        if prev is None:
-            prev, x = _refine_below(excess, x)
-            if prev is None:
-                return x
-        return float(brentq(lambda t: func(t) - target, prev, x, xtol=1e-12, rtol=1e-10))
-    raise InputError(f"no {what} reaches power {target:g} with these settings.")
-
-
-def _refine_below(excess: Callable[[float], float | None], x: float) -> tuple[float | None, float]:
-    """Bracket below a feasible ``x`` whose excess is ≥ 0: ``(lo, hi)`` with excess(lo) < 0.
-
-    ``lo`` is None when no such point exists below ``x``: then ``hi`` is (within 1e-12
-    relative) the smallest feasible x, which already reaches the target.
-    """
-    hi = x
-    for _ in range(1100):  # halving down to the smallest positive float
-        cand = hi / 2
-        val = excess(cand) if cand > 0 else None
-        if val is None:  # the feasible region starts between cand and hi
-            lo_bad = cand
-            for _ in range(100):
-                mid = (lo_bad + hi) / 2
-                v = excess(mid)
-                if v is None:
-                    lo_bad = mid
-                elif v < 0:
-                    return mid, hi
-                else:
-                    hi = mid
-                if hi - lo_bad <= 1e-12 * hi:
-                    break
-            return None, hi
-        if val < 0:
-            return cand, hi
-        hi = cand
-    return None, hi
 
 
 # ------------------------------------------------------------------------ paired design

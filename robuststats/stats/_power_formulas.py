@@ -1,5 +1,9 @@
 """The formulas: power and sample size as functions of (n, π_D, δ) or (n, p_a, p_b).
 
+Closed forms (Connor 1987 for McNemar; Fleiss, Cohen for two proportions), the exact
+unconditional power of the McNemar tests (Suissa & Shuster 1991), and the root finder
+that inverts power in the effect.
+
 Paired design (McNemar), conditions a (first) and b (second), sign rule *first minus
 second*: ``p10`` = P(a correct, b wrong), ``p01`` = P(a wrong, b correct), discordance
 ``π_D = p10 + p01`` and effect ``δ = p10 − p01 = acc(a) − acc(b)``. Only the size ``|δ|``
@@ -18,8 +22,11 @@ binomial distribution functions, never :mod:`scipy.stats` (0.6 s to import).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from statistics import NormalDist
 from typing import TYPE_CHECKING
+
+from robuststats.errors import InputError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,6 +39,7 @@ __all__ = [
     "exact_n",
     "exact_power",
     "norm_cdf",
+    "solve_increasing",
     "two_proportions_n",
     "two_proportions_power",
     "z_upper",
@@ -288,3 +296,67 @@ def two_proportions_n(
     if method == "pooled-cc":
         n = n / 4.0 * (1.0 + math.sqrt(1.0 + 4.0 / (n * delta))) ** 2
     return n
+
+
+# ------------------------------------------------------------------ inverting power
+def solve_increasing(
+    func: Callable[[float], float], upper: float, target: float, *, what: str
+) -> float:
+    """Smallest x in (0, upper] with ``func(x) ≥ target`` for a power increasing in x.
+
+    ``func`` may raise :class:`InputError` where x is infeasible (e.g. π_D < δ). A grid
+    over (0, upper] finds the first feasible point reaching the target; below it the
+    bracket is refined by halving (targets met below the first grid point) or by
+    bisecting to the edge of the feasible region, and Brent's method finds the root.
+    """
+    from scipy.optimize import brentq
+
+    def excess(x: float) -> float | None:
+        try:
+            return func(x) - target
+        except InputError:
+            return None
+
+    prev: float | None = None
+    for k in range(1, 401):
+        x = upper * k / 400
+        val = excess(x)
+        if val is None or val < 0:
+            prev = None if val is None else x
+            continue
+        if prev is None:
+            prev, x = _refine_below(excess, x)
+            if prev is None:
+                return x
+        return float(brentq(lambda t: func(t) - target, prev, x, xtol=1e-12, rtol=1e-10))
+    raise InputError(f"no {what} reaches power {target:g} with these settings.")
+
+
+def _refine_below(excess: Callable[[float], float | None], x: float) -> tuple[float | None, float]:
+    """Bracket below a feasible ``x`` whose excess is ≥ 0: ``(lo, hi)`` with excess(lo) < 0.
+
+    ``lo`` is None when no such point exists below ``x``: then ``hi`` is (within 1e-12
+    relative) the smallest feasible x, which already reaches the target.
+    """
+    hi = x
+    for _ in range(1100):  # halving down to the smallest positive float
+        cand = hi / 2
+        val = excess(cand) if cand > 0 else None
+        if val is None:  # the feasible region starts between cand and hi
+            lo_bad = cand
+            for _ in range(100):
+                mid = (lo_bad + hi) / 2
+                v = excess(mid)
+                if v is None:
+                    lo_bad = mid
+                elif v < 0:
+                    return mid, hi
+                else:
+                    hi = mid
+                if hi - lo_bad <= 1e-12 * hi:
+                    break
+            return None, hi
+        if val < 0:
+            return cand, hi
+        hi = cand
+    return None, hi

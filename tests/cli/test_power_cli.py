@@ -392,3 +392,16 @@ def test_real_dispatcher_power_path_skips_scipy_stats_and_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_cli_imports_only_public_names() -> None:
+    # the CLI parses, calls the public library and prints: no robuststats.stats._* module
+    import ast
+
+    tree = ast.parse((ROOT / "robuststats" / "cli" / "power.py").read_text(encoding="utf-8"))
+    modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    modules |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for a in node.names}
+    ours = {m for m in modules if m and m.split(".")[0] == "robuststats"}
+    assert ours == {"robuststats", "robuststats.errors", "robuststats.stats",
+                    "robuststats.cli._output"}
