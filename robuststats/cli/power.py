@@ -397,14 +397,16 @@ def _plot(path: str, args: argparse.Namespace, effect: float, pi_ds: list[float]
 
     from robuststats.stats import power_curve
 
-    n_values = np.unique(np.linspace(1, n_max, 120).astype(int))
-    curve = power_curve(effect, discordances=pi_ds, n_values=n_values.tolist(),
+    n_values = sorted({max(1, round(float(v))) for v in np.linspace(1.0, float(n_max), 120)})
+    curve = power_curve(effect, discordances=pi_ds, n_values=n_values,
                         alpha=args.alpha, alternative=args.alternative, method=args.method,
                         repeats=args.repeats, icc=args.icc, baseline=args.baseline)
 
     def label(v: float) -> str:
         return f"{v:.3g}" + (" (in use)" if in_use is not None and abs(v - in_use) < 1e-6 else "")
 
+    if curve.empty:
+        raise InputError(f"nothing to plot: no n up to {n_max} gives a computable power.")
     curve = curve.assign(**{"π_D": curve["discordance"].map(label)})
     fig, ax = plt.subplots(figsize=(8, 4.5))
     sns.lineplot(data=curve, x="n", y="power", hue="π_D", ax=ax, palette="viridis")
