@@ -1,6 +1,6 @@
 """``robuststats analyze SOURCE``: recompute every table from stored item outcomes.
 
-Never imports torch: it reads outcomes (a CSV/JSONL/parquet file, a run directory or a
+Never imports torch: it reads outcomes (a CSV/TSV/JSONL/parquet file, a run directory or a
 result version) and runs the statistics only.
 """
 
@@ -11,110 +11,161 @@ import json
 from pathlib import Path
 from typing import Any
 
+from robuststats.cli._output import add_format_option, emit, fmt_ci, fmt_p, fmt_pct, render_table
+
 __all__ = ["add_parser", "run"]
+
+#: tables printed in table format, in this order
+SHOWN = ("summary", "retention", "omnibus", "tests", "hypotheses", "missing", "dropped")
+
+_PCT = ("accuracy", "clean_accuracy", "noisy_accuracy", "retention", "accuracy_a",
+        "accuracy_b", "seed_sd", "seed_min", "seed_max", "margin")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "analyze", help="recompute summary, tests and hypothesis verdicts from outcomes",
         description=(
-            "Recompute accuracy, retention, paired McNemar tests and hypothesis verdicts "
-            "from an item-outcomes table (columns condition, seed, eval_noise, noise_seed, "
-            "item_id, correct), without models. SOURCE is a .csv/.jsonl/.parquet file, a run "
-            "directory or a result version directory (whose stored spec is then used)."
+            "Recompute accuracy, retention, paired tests and hypothesis verdicts from an "
+            "item-outcomes table (columns condition, seed, eval_noise, noise_seed, item_id, "
+            "correct; seed, eval_noise and noise_seed default to 0), without models. SOURCE "
+            "is a .csv/.tsv/.jsonl/.parquet file, a run directory or a result version "
+            "directory (whose stored study is then used). Missing cells are inferred from "
+            "the conditions × seeds × noise levels present; hypotheses that need one are "
+            "INCONCLUSIVE, as in the study run."
         ),
+        epilog="Accuracies and intervals print in percent; the column names are those of "
+               "docs/glossary.md.",
     )
     p.add_argument("source", metavar="SOURCE", help="outcomes file, run dir or version dir")
     p.add_argument("--study", metavar="FILE",
                    help="study file with hypotheses and analysis options")
     p.add_argument("--reference", metavar="CONDITION",
                    help="compare every condition with this one (default: all pairs)")
-    p.add_argument("--multiplicity", choices=["holm", "fdr_bh", "bonferroni", "sidak",
-                                              "holm-sidak", "simes-hochberg", "hommel",
-                                              "fdr_by", "none"])
+    p.add_argument("--multiplicity", metavar="METHOD",
+                   help="multiplicity procedure: holm (default), fdr_bh, bonferroni, ..., "
+                        "none")
     p.add_argument("--mcnemar", choices=["clustered", "mantel-haenszel"],
                    help="stratified McNemar method over seeds × noise seeds")
     p.add_argument("--confidence-level", type=float, metavar="X")
     p.add_argument("--alpha", type=float, metavar="X")
     p.add_argument("--n-resamples", type=int, metavar="N")
-    p.add_argument("--format", choices=["text", "json"], default="text",
-                   help="how to print the tables (default text)")
+    p.add_argument("--rng-seed", type=int, metavar="N", help="seed of the bootstrap streams")
+    p.add_argument("--holes", choices=["drop", "raise"], default="drop",
+                   help="items missing from a present cell: drop them from every table and "
+                        "list them (default), or stop with the cell and item named")
+    add_format_option(p)
     p.add_argument("--out", metavar="DIR",
-                   help="also write a new result version under DIR/<study>/")
+                   help="also write a new, analysis-only result version under DIR/<study>/")
     p.set_defaults(run=run)
     return p
 
 
 def _stored_spec(source: Path) -> dict[str, Any] | None:
+    from robuststats.errors import InputError
+
     for candidate in (source / "manifest.json", source / "spec.json"):
         if candidate.is_file():
-            return json.loads(candidate.read_text()).get("spec")
+            try:
+                return json.loads(candidate.read_text()).get("spec")
+            except (ValueError, OSError, AttributeError) as exc:
+                raise InputError(f"{candidate}: not a readable JSON manifest ({exc}).") from None
     return None
 
 
-def run(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from robuststats.errors import InputError
-    from robuststats.study.analysis import AnalysisOptions, analyze_outcomes
-    from robuststats.study.io import read_outcomes
+def _spec(args: argparse.Namespace, source: Path) -> Any:
     from robuststats.study.spec import StudySpec
 
-    source = Path(args.source)
-    outcomes = read_outcomes(source)
-    spec = None
     if args.study:
-        spec = StudySpec.from_file(args.study)
-    elif source.is_dir() and (stored := _stored_spec(source)) is not None:
+        return StudySpec.from_file(args.study)
+    if source.is_dir() and (stored := _stored_spec(source)) is not None:
         stored = {k: v for k, v in stored.items() if k != "spec_format"}
-        spec = StudySpec.from_dict(stored, source=str(source))
-    opts = AnalysisOptions.from_spec(spec) if spec is not None else AnalysisOptions()
-    overrides = {"reference": args.reference, "multiplicity": args.multiplicity,
-                 "confidence_level": args.confidence_level, "alpha": args.alpha,
-                 "n_resamples": args.n_resamples, "mcnemar": args.mcnemar}
-    for key, value in overrides.items():
-        if value is not None:
-            opts = _replace(opts, key, value)
+        return StudySpec.from_dict(stored, source=str(source))
+    return None
+
+
+def _options(args: argparse.Namespace, spec: Any) -> Any:
+    from robuststats.study.spec import AnalysisSpec
+
+    base = spec.analysis if spec is not None else AnalysisSpec()
+    flags = {"reference": args.reference, "multiplicity": args.multiplicity,
+             "confidence_level": args.confidence_level, "alpha": args.alpha,
+             "n_resamples": args.n_resamples, "mcnemar": args.mcnemar,
+             "rng_seed": args.rng_seed}
+    given = {k: v for k, v in flags.items() if v is not None}
+    if not given:
+        return base
+    from pydantic import ValidationError
+
+    from robuststats.errors import InputError
+
+    try:
+        return AnalysisSpec.model_validate({**base.model_dump(), **given})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = str(err["loc"][0]) if err["loc"] else "?"
+        raise InputError(f"--{key.replace('_', '-')}: {err['msg']}, got "
+                         f"{given.get(key)!r}.") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from robuststats.analysis import analyze_outcomes
+    from robuststats.errors import InputError
+    from robuststats.outcomes import read_outcomes
+
+    source = Path(args.source)
+    spec = _spec(args, source)
+    opts = _options(args, spec)
+    outcomes = read_outcomes(source)
     known = set(outcomes["condition"])
-    hypotheses = list(spec.hypotheses) if spec is not None else []
+    from robuststats.stats import Hypothesis
+
+    hypotheses = [h if isinstance(h, Hypothesis) else Hypothesis.from_dict(h)
+                  for h in (spec.hypotheses if spec is not None else [])]
     for h in hypotheses:
-        for side in ("a", "b"):
-            if h[side] not in known:
-                raise InputError(f"hypothesis {h['id']}: condition {h[side]!r} is not in the "
+        for side in (h.a, h.b):
+            if side not in known:
+                raise InputError(f"hypothesis {h.id}: condition {side!r} is not in the "
                                  f"outcomes (conditions: {sorted(known)}).")
-    analysis = analyze_outcomes(outcomes, hypotheses=hypotheses, options=opts)
+    analysis = analyze_outcomes(outcomes, hypotheses=hypotheses, options=opts,
+                                holes=args.holes)
     tables = analysis.tables()
-    if args.format == "json":
-        print(json.dumps({k: json.loads(v.to_json(orient="records")) for k, v in
-                          tables.items()}, indent=2))
-    else:
-        with pd.option_context("display.width", 160, "display.max_columns", 30,
-                               "display.max_colwidth", 40):
-            for name in ("summary", "retention", "tests", "hypotheses"):
-                df = tables[name]
-                print(f"== {name} ==")
-                print(df.to_string(index=False) if not df.empty else "(no rows)")
-                print()
+    emit(args.format, data={"source": str(source), "settings": analysis.settings,
+                            **tables}, text=lambda: _text(tables))
     if args.out:
         from robuststats.study.runner import write_version
 
         name = spec.name if spec is not None else "analysis"
-        meta = {"source": str(source), "spec": spec.resolved() if spec else None,
+        meta = {"analysis_only": True, "source": str(source),
+                "spec": spec.resolved() if spec else None,
                 "spec_hash": spec.spec_hash() if spec else None,
-                "alpha": opts.alpha, "confidence_level": opts.confidence_level,
+                "analysis": analysis.settings, "alpha": opts.alpha,
+                "confidence_level": opts.confidence_level,
                 "multiplicity": opts.multiplicity}
         version = write_version(args.out, name, outcomes, analysis, meta)
-        print(f"results: {version.path}")
+        print(f"results: {version.path}", file=__import__("sys").stderr)
     return 0
 
 
-def _replace(opts: Any, key: str, value: Any) -> Any:
-    from dataclasses import replace
+def _text(tables: dict[str, Any]) -> str:
+    from robuststats.glossary import TABLE_COLUMNS
 
-    from robuststats.errors import InputError
-
-    if key in ("confidence_level", "alpha") and not 0 < value < 1:
-        raise InputError(f"`{key}` must lie in (0, 1), got {value}.")
-    if key == "n_resamples" and value < 1:
-        raise InputError(f"`n_resamples` must be a positive integer, got {value}.")
-    return replace(opts, **{key: value})
+    blocks = []
+    for name in SHOWN:
+        df = tables[name]
+        if name in ("omnibus", "missing", "dropped") and df.empty:
+            continue
+        columns = [c for c in TABLE_COLUMNS[name] if c in df.columns
+                   and c not in ("ci_low", "ci_high", "ci_level", "statement", "question",
+                                 "reason", "multiplicity", "alpha")]
+        records = df.to_dict(orient="records")
+        formats = {c: fmt_pct for c in _PCT}
+        formats |= {"pvalue": fmt_p, "pvalue_adjusted": fmt_p,
+                    "estimate": (lambda v: fmt_pct(v, signed=True))}
+        if "ci_low" in df.columns:
+            for r in records:
+                r["interval"] = fmt_ci(r.get("ci_low"), r.get("ci_high"), r.get("ci_level"))
+            at = columns.index("ci_method") if "ci_method" in columns else len(columns)
+            columns.insert(at, "interval")
+        blocks.append(f"== {name} ==\n" + render_table(records, columns, formats=formats))
+    return "\n\n".join(blocks)

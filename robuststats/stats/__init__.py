@@ -11,7 +11,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
-    "AlignedOutcomes": "robuststats.stats._outcomes",
     "BootstrapResult": "robuststats.stats._bootstrap",
     "ConfidenceInterval": "robuststats.stats._common",
     "DegenerateDataWarning": "robuststats.stats._common",
@@ -24,7 +23,6 @@ _EXPORTS: dict[str, str] = {
     "PoolSizeWarning": "robuststats.stats._power",
     "PowerResult": "robuststats.stats._power",
     "adjust_pvalues": "robuststats.stats._multiplicity",
-    "align_conditions": "robuststats.stats._outcomes",
     "bootstrap_accuracy": "robuststats.stats._bootstrap",
     "bootstrap_difference": "robuststats.stats._bootstrap",
     "bootstrap_retention": "robuststats.stats._bootstrap",
@@ -40,7 +38,6 @@ _EXPORTS: dict[str, str] = {
     "power_table": "robuststats.stats._power_table",
     "power_two_proportions": "robuststats.stats._power",
     "read_pilot": "robuststats.stats._discordance",
-    "validate_outcomes": "robuststats.stats._outcomes",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -70,7 +67,6 @@ if TYPE_CHECKING:  # static analysers see the real names
     from robuststats.stats._mcnemar import McNemarResult, mcnemar  # noqa: F401
     from robuststats.stats._mcnemar_stratified import mcnemar_stratified  # noqa: F401
     from robuststats.stats._multiplicity import adjust_pvalues  # noqa: F401
-    from robuststats.stats._outcomes import AlignedOutcomes, align_conditions, validate_outcomes  # noqa: F401
     from robuststats.stats._power import (  # noqa: F401
         POWER_METHODS,
         PoolSizeWarning,

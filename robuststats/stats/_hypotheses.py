@@ -255,9 +255,9 @@ def _evaluate(hypotheses, outcomes, *, confidence_level, n_resamples, rng, clean
         raise InputError(f"hypothesis ids must be unique, got duplicates {dup}.")
     if not hs:
         return []
-    from robuststats.stats._outcomes import validate_outcomes
+    from robuststats.outcomes import validate_outcomes
 
-    validate_outcomes(outcomes)  # once for the family; alignment skips it per hypothesis
+    outcomes = validate_outcomes(outcomes)  # once for the family
     evidence = [gather_evidence(h, outcomes, n_resamples=b, rng=gen, clean_noise=clean_noise,
                                 confidence_level=level) for h in hs]
     alpha = 1.0 - level

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from robuststats.outcomes import align, align_series
 from robuststats.stats._bootstrap import degenerate_interval, fit_bootstrap
 from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning, InputError
 from robuststats.stats._evidence import (
@@ -19,7 +20,6 @@ from robuststats.stats._evidence import (
 )
 from robuststats.stats._mcnemar import paired_table
 from robuststats.stats._mcnemar_stratified import mcnemar_stratified
-from robuststats.stats._outcomes import align_conditions
 
 if TYPE_CHECKING:
     from robuststats.stats._hypotheses import Hypothesis
@@ -53,7 +53,7 @@ def _bootstrap(statistic: str, matrices: list[np.ndarray], *, n_resamples: int,
 
 def _accuracy_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: int,
                        rng: np.random.Generator, level: float) -> Evidence:
-    aligned = align_conditions(outcomes, [h.a, h.b], h.eval_noise, by="seed", validate=False)
+    aligned = align(outcomes, [h.a, h.b], h.eval_noise, by="seed")
     xa, xb = aligned.values[h.a], aligned.values[h.b]
     label = f"acc({h.a}) − acc({h.b}) at eval_noise {h.eval_noise:g}"
     if xa.shape[0] == 1 and _is_binary(xa) and _is_binary(xb):
@@ -71,8 +71,7 @@ def _accuracy_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: in
 def _clustered_mcnemar(h: Hypothesis, outcomes: pd.DataFrame) -> str:
     """Item-clustered McNemar test of δ = 0 over (seed, noise_seed) strata, for the record."""
     try:
-        strata = align_conditions(outcomes, [h.a, h.b], h.eval_noise, by="stratum",
-                                  validate=False)
+        strata = align(outcomes, [h.a, h.b], h.eval_noise, by="stratum")
     except InputError:
         return "; clustered McNemar: strata not aligned"
     with warnings.catch_warnings():
@@ -84,14 +83,9 @@ def _clustered_mcnemar(h: Hypothesis, outcomes: pd.DataFrame) -> str:
 
 def _retention_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: int,
                         rng: np.random.Generator, level: float, clean_noise: float) -> Evidence:
-    clean = align_conditions(outcomes, [h.a, h.b], clean_noise, by="seed", validate=False)
-    noisy = align_conditions(outcomes, [h.a, h.b], h.eval_noise, by="seed", validate=False)
-    if clean.item_ids != noisy.item_ids or clean.rows != noisy.rows:
-        raise InputError(
-            f"hypothesis {h.id!r}: clean (eval_noise {clean_noise:g}) and noisy (eval_noise "
-            f"{h.eval_noise:g}) outcomes must cover the same seeds and items."
-        )
-    mats = [clean.values[h.a], noisy.values[h.a], clean.values[h.b], noisy.values[h.b]]
+    aligned = align_series(outcomes, [(h.a, clean_noise), (h.a, h.eval_noise),
+                                      (h.b, clean_noise), (h.b, h.eval_noise)], by="seed")
+    mats = list(aligned.values.values())  # clean a, noisy a, clean b, noisy b
     label = f"retention({h.a}) − retention({h.b}) at eval_noise {h.eval_noise:g}"
     for cond, mat in ((h.a, mats[0]), (h.b, mats[2])):
         if mat.mean() == 0.0:

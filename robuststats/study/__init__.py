@@ -15,7 +15,6 @@ from robuststats.study.spec import StudySpec
 
 __all__ = [
     "Analysis",
-    "AnalysisOptions",
     "Cell",
     "RunLedger",
     "StudyRun",
@@ -26,22 +25,17 @@ __all__ = [
     "get_task",
     "get_trainer",
     "plan",
-    "read_outcomes",
     "run_study",
-    "validate_outcomes",
     "write_version",
 ]
 
 _LAZY = {
-    "Analysis": "robuststats.study.analysis",
-    "AnalysisOptions": "robuststats.study.analysis",
-    "analyze_outcomes": "robuststats.study.analysis",
+    "Analysis": "robuststats.analysis",
+    "analyze_outcomes": "robuststats.analysis",
     "RunLedger": "robuststats.study.ledger",
     "StudyRun": "robuststats.study.runner",
     "run_study": "robuststats.study.runner",
     "write_version": "robuststats.study.runner",
-    "read_outcomes": "robuststats.study.io",
-    "validate_outcomes": "robuststats.study.io",
     "get_task": "robuststats.study.tasks",
     "get_trainer": "robuststats.study.trainer",
     "evaluate": "robuststats.study.evaluate",

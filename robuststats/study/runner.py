@@ -15,8 +15,8 @@ from typing import Any
 import pandas as pd
 
 from robuststats._version import __version__
+from robuststats.analysis import Analysis, analyze_outcomes
 from robuststats.results import ResultStore, ResultVersion
-from robuststats.study.analysis import Analysis, AnalysisOptions, analyze_outcomes
 from robuststats.study.ledger import RunLedger
 from robuststats.study.plan import Cell, plan
 from robuststats.study.spec import StudySpec
@@ -129,7 +129,7 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
     outcomes = ledger.outcomes(cells)
     failures = ledger.failures()
     analysis = analyze_outcomes(outcomes, hypotheses=spec.hypotheses,
-                                options=AnalysisOptions.from_spec(spec), expected_cells=cells)
+                                options=spec.analysis, expected_cells=cells)
     if not analysis.missing.empty:
         errors = [_last_line(failures.get(Cell(*r).key, "not run"))
                   for r in analysis.missing.itertuples(index=False, name=None)]

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _outcomes_csv(path: Path) -> Path:
-    # 40 items: 20 both right, 9 only A right (n10), 3 only B right (n01), 8 both wrong
+    # 40 items: 20 both right, 9 only A right (n_a_only), 3 only B right (n_b_only), 8 both wrong
     a = [1] * 20 + [1] * 9 + [0] * 3 + [0] * 8
     b = [1] * 20 + [0] * 9 + [1] * 3 + [0] * 8
     rows = [{"condition": c, "item_id": f"q{i}", "correct": v}
@@ -37,11 +37,17 @@ def test_analyze_hand_built_file_json(tmp_path: Path, capsys) -> None:
     assert main(["analyze", str(src), "--format", "json", "--n-resamples", "200"]) == 0
     tables = json.loads(capsys.readouterr().out)
     t = tables["tests"][0]
-    assert (t["n10"], t["n01"], t["n_items"]) == (9, 3, 40)
+    assert (t["n_a_only"], t["n_b_only"], t["n_items"]) == (9, 3, 40)
     # R: binom.test(9, 12, 0.5)$p.value  ->  0.1459961
     assert t["pvalue"] == pytest.approx(0.1459961, abs=1e-7)
     acc = {r["condition"]: r["accuracy"] for r in tables["summary"]}
     assert acc == {"A": pytest.approx(29 / 40), "B": pytest.approx(23 / 40)}
+    # the JSON alone reproduces the numbers: it carries every setting
+    assert tables["settings"] == {"alpha": 0.05, "confidence_level": 0.95,
+                                  "n_resamples": 200, "multiplicity": "holm",
+                                  "reference": None, "mcnemar": "clustered", "rng_seed": 0,
+                                  "holes": "drop"}
+    assert tables["source"] == str(src)
 
 
 def test_analyze_with_study_file_and_out(tmp_path: Path, capsys) -> None:
@@ -90,3 +96,57 @@ def test_analyze_never_imports_torch(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_analyze_a_partial_version_gives_inconclusive(tmp_path: Path, capsys) -> None:
+    """A version written after a cell failed: the needed hypothesis is INCONCLUSIVE."""
+    rows = []
+    for cond, p in (("A", 0.8), ("B", 0.6)):
+        for seed in (0, 1):
+            for level in (0.0, 0.1):
+                if (cond, seed, level) == ("B", 1, 0.1):
+                    continue  # the failed cell
+                rows += [{"condition": cond, "seed": seed, "eval_noise": level,
+                          "noise_seed": 0, "item_id": f"q{i}", "correct": int(i % 10 < 10 * p)}
+                         for i in range(30)]
+    version = tmp_path / "v1"
+    version.mkdir()
+    pd.DataFrame(rows).to_parquet(version / "outcomes.parquet")
+    spec = {"name": "partial", "version": 1, "task": {"name": "arithmetic"},
+            "conditions": {"A": {}, "B": {}}, "seeds": 2,
+            "evaluation": {"noise_levels": [0, 0.1]},
+            "hypotheses": [{"id": "H1", "metric": "retention", "a": "A", "b": "B",
+                            "eval_noise": 0.1, "relation": "greater", "margin": 0},
+                           {"id": "H2", "metric": "accuracy", "a": "A", "b": "B",
+                            "eval_noise": 0, "relation": "greater", "margin": 0}],
+            "analysis": {"n_resamples": 200}}
+    (version / "manifest.json").write_text(json.dumps({"spec": spec}))
+    assert main(["analyze", str(version), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    verdicts = {h["id"]: h for h in out["hypotheses"]}
+    assert verdicts["H1"]["verdict"] == "INCONCLUSIVE"
+    assert "missing" in verdicts["H1"]["reason"]
+    assert verdicts["H2"]["verdict"] == "VERIFIED"
+    assert out["missing"] == [{"condition": "B", "seed": 1, "eval_noise": 0.1,
+                               "noise_seed": 0}]
+
+
+def test_holes_flag_raise_names_the_hole(tmp_path: Path, capsys) -> None:
+    src = _outcomes_csv(tmp_path / "o.csv")
+    df = pd.read_csv(src)
+    df.iloc[1:].to_csv(src, index=False)  # item q0 of A is gone
+    assert main(["analyze", str(src), "--holes", "raise"]) == 2
+    err = capsys.readouterr().err
+    assert "item 'q0' is missing under condition 'A', seed 0" in err
+    assert len(err.strip().splitlines()) == 1
+    assert main(["analyze", str(src), "--format", "json", "--n-resamples", "50"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["dropped"][0]["item_id"] == "q0" and out["tests"][0]["n_items"] == 39
+
+
+def test_bad_option_values_name_the_flag(tmp_path: Path, capsys) -> None:
+    src = _outcomes_csv(tmp_path / "o.csv")
+    assert main(["analyze", str(src), "--confidence-level", "1.5"]) == 2
+    assert "--confidence-level" in capsys.readouterr().err
+    assert main(["analyze", str(src), "--multiplicity", "holmes"]) == 2
+    assert "--multiplicity" in capsys.readouterr().err

@@ -1,16 +1,14 @@
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
+from robuststats.analysis import analyze_outcomes
 from robuststats.errors import InputError
-from robuststats.study.analysis import AnalysisOptions, analyze_outcomes
-from robuststats.study.io import read_outcomes, validate_outcomes
+from robuststats.outcomes import validate_outcomes
 from robuststats.study.plan import Cell
+from robuststats.study.spec import AnalysisSpec
 
 
 def paired(n11: int, n10: int, n01: int, n00: int) -> tuple[list[int], list[int]]:
@@ -28,7 +26,7 @@ def frame(cond: str, correct: list[int], *, seed: int = 0, eval_noise: float = 0
                          "correct": correct})
 
 
-OPTS = AnalysisOptions(n_resamples=300, multiplicity="holm")
+OPTS = AnalysisSpec(n_resamples=300, multiplicity="holm")
 
 
 def test_known_mcnemar_counts_and_accuracies() -> None:
@@ -37,9 +35,9 @@ def test_known_mcnemar_counts_and_accuracies() -> None:
     out = validate_outcomes(pd.concat([frame("A", a), frame("B", b)]))
     res = analyze_outcomes(out, options=OPTS)
     t = res.tests.iloc[0]
-    assert (t["a"], t["b"], t["n10"], t["n01"], t["n_items"]) == ("A", "B", 8, 2, 50)
+    assert (t["a"], t["b"], t["n_a_only"], t["n_b_only"], t["n_items"]) == ("A", "B", 8, 2, 50)
     assert t["accuracy_a"] == pytest.approx(38 / 50) and t["accuracy_b"] == pytest.approx(32 / 50)
-    assert t["difference"] == pytest.approx(0.12)
+    assert t["estimate"] == pytest.approx(0.12)
     # R: binom.test(8, 10, 0.5)$p.value  ->  0.109375  (exact McNemar, two-sided)
     assert t["pvalue"] == pytest.approx(0.109375, rel=1e-9)
     s = res.summary.set_index("condition")
@@ -58,9 +56,9 @@ def test_counts_combine_over_seeds_and_noise_seeds() -> None:
                   frame("B", b, seed=seed, eval_noise=0.1, noise_seed=ns)]
     out = validate_outcomes(pd.concat(parts))
     t = analyze_outcomes(out, options=OPTS).tests.iloc[0]
-    assert (t["n_strata"], t["n10"], t["n01"]) == (4, 5 + 6 + 3 + 7, 1 + 2 + 3 + 0)
+    assert (t["n_strata"], t["n_a_only"], t["n_b_only"]) == (4, 5 + 6 + 3 + 7, 1 + 2 + 3 + 0)
     assert t["test"] == "stratified McNemar (clustered)"
-    mh = analyze_outcomes(out, options=AnalysisOptions(n_resamples=100,
+    mh = analyze_outcomes(out, options=AnalysisSpec(n_resamples=100,
                                                         mcnemar="mantel-haenszel")).tests.iloc[0]
     # MH with pairs as strata = McNemar on pooled counts (b, c) = (21, 6):
     # R: mcnemar.test(matrix(c(0, 6, 21, 0), 2), correct = FALSE)  ->  X2 = 8.3333, p = 0.003892
@@ -93,7 +91,7 @@ def test_retention_seed_table_and_multiplicity() -> None:
     # all pairs at two levels: 3 pairs × 2 = 6 tests; Holm adjusted >= raw, monotone family
     assert len(res.tests) == 6
     assert (res.tests["pvalue_adjusted"] >= res.tests["pvalue"] - 1e-15).all()
-    ref = analyze_outcomes(out, options=AnalysisOptions(n_resamples=100, reference="C"))
+    ref = analyze_outcomes(out, options=AnalysisSpec(n_resamples=100, reference="C"))
     assert sorted(zip(ref.tests["a"], ref.tests["b"])) == [("A", "C"), ("A", "C"), ("B", "C"),
                                                           ("B", "C")]
 
@@ -117,41 +115,84 @@ def test_missing_cells_make_their_hypotheses_inconclusive() -> None:
     assert h.loc["H1", "estimate"] == pytest.approx(0.12)
 
 
-def test_reader_formats_and_defaults(tmp_path: Path) -> None:
-    rows = [{"condition": "A", "item_id": 1, "correct": True},
-            {"condition": "A", "item_id": 2, "correct": False},
-            {"condition": "B", "item_id": 1, "correct": 1},
-            {"condition": "B", "item_id": 2, "correct": 1}]
-    (tmp_path / "o.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    pd.DataFrame(rows).to_csv(tmp_path / "o.csv", index=False)
-    pd.DataFrame(rows).astype({"item_id": str, "correct": int}).to_parquet(
-        tmp_path / "o.parquet")
-    for name in ("o.jsonl", "o.csv", "o.parquet"):
-        df = read_outcomes(tmp_path / name)
-        assert df["seed"].tolist() == [0] * 4 and df["noise_seed"].tolist() == [0] * 4
-        assert df["eval_noise"].tolist() == [0.0] * 4
-        assert df["item_id"].tolist() == ["1", "2", "1", "2"]
-        assert df["correct"].tolist() == [1, 0, 1, 1]
+# ------------------------------------------------------------------ holes (regressions)
+def _study_frame(seeds=(0, 1, 2), items=40, seed=7) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    parts = []
+    for cond, p_clean, keep in (("A", 0.8, 0.9), ("B", 0.7, 0.6)):
+        for s in seeds:
+            clean = (rng.random(items) < p_clean).astype(int)
+            parts.append(frame(cond, list(clean), seed=s))
+            for ns in (0, 1):
+                noisy = clean * (rng.random(items) < keep)
+                parts.append(frame(cond, list(noisy), seed=s, eval_noise=0.05,
+                                   noise_seed=ns))
+    return validate_outcomes(pd.concat(parts))
 
 
-def test_reader_errors_are_clear(tmp_path: Path) -> None:
-    pd.DataFrame({"cond": ["A"], "item_id": ["x"], "correct": [1]}).to_csv(tmp_path / "a.csv")
-    with pytest.raises(InputError, match=r"missing required column\(s\) \['condition'\]"):
-        read_outcomes(tmp_path / "a.csv")
-    pd.DataFrame({"condition": ["A", "A"], "item_id": ["x", "y"], "correct": [1, 2]}).to_csv(
-        tmp_path / "b.csv", index=False)
-    with pytest.raises(InputError, match=r"column 'correct' must hold 0/1, got 2 in row 2"):
-        read_outcomes(tmp_path / "b.csv")
-    pd.DataFrame({"condition": ["A", "A"], "item_id": ["x", "x"], "correct": [1, 0]}).to_csv(
-        tmp_path / "c.csv", index=False)
-    with pytest.raises(InputError, match=r"1 duplicate row\(s\)"):
-        read_outcomes(tmp_path / "c.csv")
-    pd.DataFrame({"condition": ["A"], "item_id": ["x"], "correct": [1],
-                  "seed": ["one"]}).to_csv(tmp_path / "d.csv", index=False)
-    with pytest.raises(InputError, match=r"column 'seed' must be an integer, got 'one' in row 1"):
-        read_outcomes(tmp_path / "d.csv")
-    (tmp_path / "e.txt").write_text("x")
-    with pytest.raises(InputError, match=r"unknown format '.txt'"):
-        read_outcomes(tmp_path / "e.txt")
-    with pytest.raises(InputError, match="does not exist"):
-        read_outcomes(tmp_path / "nope.csv")
+HYPS = [{"id": "H1", "metric": "accuracy", "a": "A", "b": "B", "eval_noise": 0.05,
+         "relation": "greater", "margin": 0},
+        {"id": "H2", "metric": "retention", "a": "A", "b": "B", "eval_noise": 0.05,
+         "relation": "greater", "margin": 0},
+        {"id": "H3", "metric": "accuracy", "a": "A", "b": "B", "eval_noise": 0,
+         "relation": "greater", "margin": 0}]
+
+
+def test_partial_outcomes_without_a_plan_give_inconclusive_not_an_error() -> None:
+    # a failed cell: B, seed 1, 5 % noise, noise seed 0 never reached the outcomes
+    out = _study_frame()
+    out = out[~((out.condition == "B") & (out.seed == 1) & (out.eval_noise == 0.05)
+                & (out.noise_seed == 0))]
+    res = analyze_outcomes(out, hypotheses=HYPS, options=OPTS)
+    assert res.missing.to_dict(orient="records") == [
+        {"condition": "B", "seed": 1, "eval_noise": 0.05, "noise_seed": 0}]
+    h = res.hypotheses.set_index("id")
+    assert h.loc["H1", "verdict"] == h.loc["H2", "verdict"] == "INCONCLUSIVE"
+    assert "1 needed cell(s) missing" in h.loc["H1", "reason"]
+    assert h.loc["H3", "verdict"] != "INCONCLUSIVE" or np.isfinite(h.loc["H3", "estimate"])
+    # the same verdicts as a run that knows its plan
+    planned = [Cell(c, s, lv, ns) for c in "AB" for s in (0, 1, 2)
+               for lv, ns in ((0.0, 0), (0.05, 0), (0.05, 1))]
+    with_plan = analyze_outcomes(out, hypotheses=HYPS, options=OPTS, expected_cells=planned)
+    pd.testing.assert_frame_equal(with_plan.hypotheses, res.hypotheses)
+
+
+def test_one_missing_item_row_is_dropped_from_every_table_and_recorded() -> None:
+    full = _study_frame()
+    out = full[~((full.condition == "A") & (full.seed == 2) & (full.eval_noise == 0.05)
+                 & (full.noise_seed == 1) & (full.item_id == "i005"))]
+    res = analyze_outcomes(out, hypotheses=HYPS, options=OPTS)
+    assert res.dropped[["condition", "seed", "eval_noise", "noise_seed", "item_id"]] \
+        .to_dict(orient="records") == [{"condition": "A", "seed": 2, "eval_noise": 0.05,
+                                        "noise_seed": 1, "item_id": "i005"}]
+    assert (res.summary["n_items"] == 39).all()
+    assert (res.retention["n_items"] == 39).all()
+    assert (res.tests["n_items"] == 39).all()
+    assert res.missing.empty
+    assert (res.hypotheses["verdict"] != "").all() and res.hypotheses["estimate"].notna().all()
+    # the same numbers as analysing the full table without that item
+    trimmed = analyze_outcomes(full[full.item_id != "i005"], hypotheses=HYPS, options=OPTS)
+    pd.testing.assert_frame_equal(res.summary, trimmed.summary)
+    pd.testing.assert_frame_equal(res.hypotheses, trimmed.hypotheses)
+    assert "dropped" in res.tables()
+
+
+def test_one_missing_item_row_raises_with_its_location_under_holes_raise() -> None:
+    full = _study_frame()
+    out = full[~((full.condition == "A") & (full.seed == 2) & (full.eval_noise == 0.05)
+                 & (full.noise_seed == 1) & (full.item_id == "i005"))]
+    with pytest.raises(InputError, match=r"item 'i005' is missing under condition 'A', "
+                                         r"seed 2, eval_noise 0.05, noise_seed 1"):
+        analyze_outcomes(out, hypotheses=HYPS, options=OPTS, holes="raise")
+
+
+def test_tables_follow_the_glossary_order() -> None:
+    from robuststats.glossary import GLOSSARY, TABLE_COLUMNS
+
+    res = analyze_outcomes(_study_frame(), hypotheses=HYPS, options=OPTS)
+    for name, table in res.tables().items():
+        declared = list(TABLE_COLUMNS[name])
+        assert list(table.columns[:len(declared)]) == declared, name
+        assert all(c in GLOSSARY for c in table.columns), name
+    assert (res.tests["ci_level"] == 0.95).all()
+    assert res.settings["holes"] == "drop" and res.settings["n_resamples"] == 300

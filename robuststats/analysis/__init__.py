@@ -1,0 +1,18 @@
+"""From the outcomes table to every table of a study: the statistics of one experiment.
+
+Data flow (``docs/architecture.md``)::
+
+    outcomes (robuststats.outcomes) ──► complete(): missing cells, dropped items
+        ├─► summary, seeds, retention        (_tables)
+        ├─► omnibus, pairwise tests          (_tests)
+        └─► hypothesis verdicts              (_verdicts)
+
+Pure pandas/numpy plus :mod:`robuststats.stats`: never imports torch, so
+``robuststats analyze`` works on any machine and on outcome files made elsewhere.
+"""
+
+from __future__ import annotations
+
+from robuststats.analysis._run import Analysis, analyze_outcomes
+
+__all__ = ["Analysis", "analyze_outcomes"]

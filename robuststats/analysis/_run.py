@@ -1,0 +1,104 @@
+"""The entry point: :func:`analyze_outcomes` and the :class:`Analysis` it returns."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from robuststats.glossary import ordered
+from robuststats.outcomes import HOLE_POLICIES, complete, validate_outcomes
+
+if TYPE_CHECKING:
+    from robuststats.stats import Hypothesis
+    from robuststats.study.spec import AnalysisSpec
+
+__all__ = ["Analysis", "analyze_outcomes"]
+
+#: file stems of the tables, in the order reports show them
+TABLES = ("summary", "retention", "seeds", "omnibus", "tests", "hypotheses", "missing",
+          "dropped")
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """All tables of one analysis (glossary names and column order); ``options`` made them.
+
+    ``missing`` lists absent cells (failed or never run); ``dropped`` records every seed or
+    item the hole policy removed, with the reason.
+    """
+
+    summary: pd.DataFrame
+    retention: pd.DataFrame
+    seeds: pd.DataFrame
+    omnibus: pd.DataFrame
+    tests: pd.DataFrame
+    hypotheses: pd.DataFrame
+    missing: pd.DataFrame
+    dropped: pd.DataFrame
+    options: Any = None
+    holes: str = "drop"
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """File stem -> table, every column in the glossary's declared order."""
+        return {name: ordered(getattr(self, name), name) for name in TABLES}
+
+
+def default_options() -> AnalysisSpec:
+    from robuststats.study.spec import AnalysisSpec
+
+    return AnalysisSpec()
+
+
+def analyze_outcomes(outcomes: pd.DataFrame, *,
+                     hypotheses: Sequence[Hypothesis | Mapping[str, Any]] = (),
+                     options: AnalysisSpec | None = None,
+                     expected_cells: Iterable[Any] | None = None,
+                     holes: str = "drop") -> Analysis:
+    """Every table of a study from its outcomes table.
+
+    ``expected_cells`` (the study plan) names the cells that should exist; without it they
+    are inferred from the cross product present in the data, so a study and a later
+    ``robuststats analyze`` of its outcomes agree. Hypotheses that need a missing cell are
+    INCONCLUSIVE with that reason. ``holes`` is the policy for items missing from present
+    cells (:func:`robuststats.outcomes.complete`): ``"drop"`` removes them from every table
+    and records them in ``dropped``; ``"raise"`` stops with the cell and item named.
+    """
+    from robuststats._validation import check_choice
+    from robuststats.analysis._tables import retention_table, summary_tables
+    from robuststats.analysis._tests import omnibus_table, pairwise_tests
+    from robuststats.analysis._verdicts import as_hypotheses, hypotheses_table
+
+    check_choice(holes, "holes", HOLE_POLICIES)
+    opts = options if options is not None else default_options()
+    hs = as_hypotheses(hypotheses)
+    done = complete(validate_outcomes(outcomes), holes=holes, expected=expected_cells)
+    out = done.outcomes
+    drops: list[pd.DataFrame] = [done.dropped]
+    summary, seeds = summary_tables(out, opts)
+    retention = retention_table(out, seeds, opts, drops)
+    omnibus = omnibus_table(out, opts, drops)
+    tests = pairwise_tests(out, opts, drops)
+    verdicts = hypotheses_table(out, hs, done.missing, opts)
+    dropped = _merge_drops(drops)
+    return Analysis(summary, retention, seeds, omnibus, tests, verdicts, done.missing,
+                    dropped, opts, holes, settings(opts, holes))
+
+
+def settings(opts: Any, holes: str) -> dict[str, Any]:
+    """The options that, with the outcomes, reproduce every number of an analysis."""
+    keys = ("alpha", "confidence_level", "n_resamples", "multiplicity", "reference",
+            "mcnemar", "rng_seed")
+    return {**{k: getattr(opts, k) for k in keys if hasattr(opts, k)}, "holes": holes}
+
+
+def _merge_drops(drops: list[pd.DataFrame]) -> pd.DataFrame:
+    frames = [d for d in drops if not d.empty]
+    if not frames:
+        return drops[0].iloc[0:0]
+    merged = pd.concat(frames, ignore_index=True)
+    key = ["condition", "seed", "eval_noise", "noise_seed", "item_id"]
+    return merged.drop_duplicates(subset=key).reset_index(drop=True)

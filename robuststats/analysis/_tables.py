@@ -1,0 +1,83 @@
+"""Accuracy per condition and noise level, per-seed values, and retention."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from robuststats.analysis._common import quiet_degenerate, rng_for, squeeze
+from robuststats.outcomes import align, align_series
+
+
+def _levels(out: pd.DataFrame) -> list[tuple[str, float]]:
+    pairs = out[["condition", "eval_noise"]].drop_duplicates()
+    return [(str(c), float(lv)) for c, lv in pairs.itertuples(index=False, name=None)]
+
+
+def summary_tables(out: pd.DataFrame, opts: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ``summary`` table (accuracy with its interval) and the per-seed ``seeds`` table."""
+    from robuststats import stats
+
+    rows, seed_rows = [], []
+    for cond, level in _levels(out):
+        aligned = align(out, [cond], level, by="seed")
+        x = aligned.values[cond]
+        per_seed = x.mean(axis=1)
+        with quiet_degenerate():
+            res = stats.bootstrap_accuracy(
+                squeeze(x), confidence_level=opts.confidence_level,
+                n_resamples=opts.n_resamples, rng=rng_for(opts, "acc", cond, level))
+        at = out[(out["condition"] == cond) & (out["eval_noise"] == level)]
+        rows.append({
+            "condition": cond, "eval_noise": level, "n_seeds": len(aligned.rows),
+            "n_noise_seeds": int(at["noise_seed"].nunique()), "n_items": x.shape[1],
+            "accuracy": float(x.mean()), "ci_low": float(res.confidence_interval.low),
+            "ci_high": float(res.confidence_interval.high),
+            "ci_level": float(opts.confidence_level), "ci_method": res.method,
+            "seed_sd": float(per_seed.std(ddof=1)) if len(per_seed) > 1 else np.nan,
+            "seed_min": float(per_seed.min()), "seed_max": float(per_seed.max()),
+        })
+        seed_rows += [{"condition": cond, "seed": int(s), "eval_noise": level,
+                       "accuracy": float(a)} for s, a in zip(aligned.rows, per_seed)]
+    seeds = pd.DataFrame(seed_rows, columns=["condition", "seed", "eval_noise", "accuracy"])
+    clean = seeds[seeds["eval_noise"] == 0.0].set_index(["condition", "seed"])["accuracy"]
+    base = [clean.get((c, s), np.nan) for c, s in zip(seeds["condition"], seeds["seed"])]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        seeds["retention"] = seeds["accuracy"].to_numpy() / np.asarray(base, float)
+    seeds = seeds.sort_values(["condition", "eval_noise", "seed"]).reset_index(drop=True)
+    return pd.DataFrame(rows), seeds
+
+
+def retention_table(out: pd.DataFrame, seeds: pd.DataFrame, opts: Any,
+                    drops: list[pd.DataFrame]) -> pd.DataFrame:
+    """Retention (noisy / clean accuracy on the same seeds and items) with its interval."""
+    from robuststats import stats
+
+    rows = []
+    for cond in dict.fromkeys(out["condition"]):
+        levels = sorted(float(v) for v in out.loc[out["condition"] == cond, "eval_noise"]
+                        .unique())
+        if 0.0 not in levels:
+            continue
+        for level in (lv for lv in levels if lv > 0):
+            aligned = align_series(out, [(cond, 0.0), (cond, level)], by="seed", holes="drop")
+            drops.append(aligned.dropped)
+            clean, noisy = aligned.values[(cond, 0.0)], aligned.values[(cond, level)]
+            with quiet_degenerate():
+                res = stats.bootstrap_retention(
+                    squeeze(clean), squeeze(noisy), confidence_level=opts.confidence_level,
+                    n_resamples=opts.n_resamples, rng=rng_for(opts, "ret", cond, level))
+            per_seed = seeds[(seeds["condition"] == cond) & (seeds["eval_noise"] == level)
+                             & seeds["seed"].isin(aligned.rows)]["retention"]
+            rows.append({
+                "condition": cond, "eval_noise": level, "n_seeds": len(aligned.rows),
+                "n_items": clean.shape[1], "clean_accuracy": float(clean.mean()),
+                "noisy_accuracy": float(noisy.mean()), "retention": float(res.estimate),
+                "ci_low": float(res.confidence_interval.low),
+                "ci_high": float(res.confidence_interval.high),
+                "ci_level": float(opts.confidence_level), "ci_method": res.method,
+                "seed_sd": float(per_seed.std(ddof=1)) if len(per_seed) > 1 else np.nan,
+            })
+    return pd.DataFrame(rows)

@@ -1,0 +1,121 @@
+"""Tests between conditions at each noise level: an omnibus test, then pairwise tests.
+
+Each row says which question its test answers. The McNemar tests here hold the trained
+models fixed: they answer "do these trained models differ on these items?", with every
+(seed, noise_seed) evaluation a stratum and each item a cluster across strata (Durkalski
+et al. 2003). Cochran's Q is the omnibus version for k conditions on the same blocks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from robuststats.analysis._common import quiet_degenerate, rng_for, squeeze
+from robuststats.errors import InputError
+from robuststats.outcomes import align
+
+QUESTION_MODELS = "do these trained models differ on these items? (models fixed)"
+QUESTION_OMNIBUS = ("do the trained models of these conditions differ at all on these "
+                    "items? (models fixed)")
+
+
+def _conditions_at(out: pd.DataFrame, level: float) -> list[str]:
+    return list(dict.fromkeys(out.loc[out["eval_noise"] == level, "condition"]))
+
+
+def _pairs(conditions: list[str], reference: str | None) -> list[tuple[str, str]]:
+    if reference is None:
+        return list(itertools.combinations(conditions, 2))
+    return [(c, reference) for c in conditions if c != reference]
+
+
+def omnibus_table(out: pd.DataFrame, opts: Any, drops: list[pd.DataFrame]) -> pd.DataFrame:
+    """Cochran's Q over every condition at each level with three or more conditions.
+
+    Blocks are ``(seed, noise_seed, item)`` evaluations present under every condition.
+    """
+    from robuststats import stats
+
+    rows = []
+    for level in sorted(float(v) for v in out["eval_noise"].unique()):
+        conditions = _conditions_at(out, level)
+        if len(conditions) < 3:
+            continue
+        strata = align(out, conditions, level, by="stratum", holes="drop")
+        drops.append(strata.dropped)
+        x = np.stack([strata.values[c].ravel() for c in conditions])
+        with quiet_degenerate():
+            res = stats.cochran_q(x)
+        rows.append({"eval_noise": level, "n_conditions": len(conditions),
+                     "n_seeds": len({r[0] for r in strata.rows}),
+                     "n_items": len(strata.item_ids), "question": QUESTION_OMNIBUS,
+                     "test": res.method, "statistic": float(res.statistic),
+                     "dof": int(res.dof), "pvalue": float(res.pvalue)})
+    return pd.DataFrame(rows)
+
+
+def pairwise_tests(out: pd.DataFrame, opts: Any, drops: list[pd.DataFrame]) -> pd.DataFrame:
+    """One row per pair of conditions and noise level (every pair, or each vs reference)."""
+    from robuststats import stats
+
+    conditions = list(dict.fromkeys(out["condition"]))
+    if opts.reference is not None and opts.reference not in conditions:
+        raise InputError(f"`reference` condition {opts.reference!r} is not in the outcomes "
+                         f"(conditions: {conditions}).")
+    rows = []
+    for level in sorted(float(v) for v in out["eval_noise"].unique()):
+        present = _conditions_at(out, level)
+        for a, b in _pairs(conditions, opts.reference):
+            if a not in present or b not in present:
+                continue
+            strata = align(out, [a, b], level, by="stratum", holes="drop")
+            by_seed = align(out, [a, b], level, by="seed", holes="drop")
+            drops += [strata.dropped, by_seed.dropped]
+            xa, xb = strata.values[a].astype(int), strata.values[b].astype(int)
+            with quiet_degenerate():
+                test, name = _mcnemar(stats, xa, xb, opts.mcnemar)
+                diff = stats.bootstrap_difference(
+                    squeeze(by_seed.values[a]), squeeze(by_seed.values[b]),
+                    confidence_level=opts.confidence_level, n_resamples=opts.n_resamples,
+                    rng=rng_for(opts, "diff", a, b, level))
+            rows.append({
+                "eval_noise": level, "a": a, "b": b, "n_strata": len(strata.rows),
+                "n_items": xa.shape[1], "n_a_only": int(((xa == 1) & (xb == 0)).sum()),
+                "n_b_only": int(((xa == 0) & (xb == 1)).sum()),
+                "accuracy_a": float(xa.mean()), "accuracy_b": float(xb.mean()),
+                "estimate": float(xa.mean() - xb.mean()),
+                "ci_low": float(diff.confidence_interval.low),
+                "ci_high": float(diff.confidence_interval.high),
+                "ci_level": float(opts.confidence_level), "ci_method": diff.method,
+                "question": QUESTION_MODELS, "test": name,
+                "statistic": float(test.statistic), "pvalue": float(test.pvalue),
+            })
+    tests = pd.DataFrame(rows)
+    if tests.empty:
+        return tests
+    if opts.multiplicity == "none":
+        tests["pvalue_adjusted"] = tests["pvalue"]
+    else:
+        tests["pvalue_adjusted"] = np.asarray(
+            stats.adjust_pvalues(tests["pvalue"].to_numpy(), method=opts.multiplicity), float)
+    tests["multiplicity"] = opts.multiplicity
+    tests["alpha"] = float(opts.alpha)
+    tests["reject"] = tests["pvalue_adjusted"] < opts.alpha
+    return tests
+
+
+def _mcnemar(stats: Any, xa: np.ndarray, xb: np.ndarray, method: str) -> tuple[Any, str]:
+    """Exact McNemar for one stratum; otherwise the stratified test with ``method``.
+
+    ``clustered`` (the default) treats each item as a cluster across strata, because the
+    same items recur under every seed and noise seed (Durkalski et al. 2003);
+    ``mantel-haenszel`` treats every pair as independent.
+    """
+    if xa.shape[0] == 1:
+        return stats.mcnemar(xa[0], xb[0], method="exact"), "McNemar exact"
+    return (stats.mcnemar_stratified(xa, xb, method=method),
+            f"stratified McNemar ({method})")
