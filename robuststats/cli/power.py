@@ -89,7 +89,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                            "result version: condition, item_id, correct [, seed, eval_noise, "
                            "noise_seed]) to estimate π_D")
     disc.add_argument("--conditions", nargs=2, metavar=("A", "B"),
-                      help="the two pilot conditions, compared as A − B (B = the baseline)")
+                      help="the two pilot conditions, compared as A − B (B = the baseline; "
+                           "default: the pilot's two conditions in sorted order)")
     disc.add_argument("--eval-noise", type=_number, metavar="S",
                       help="pilot rows at this eval_noise level only")
     disc.add_argument("--holes", choices=("drop", "raise"), default="drop",

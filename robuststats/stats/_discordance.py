@@ -284,7 +284,8 @@ def read_pilot(
     jsonl, parquet, a run directory, a result version, a DataFrame): columns
     ``condition, item_id, correct`` and optionally ``seed, eval_noise, noise_seed``.
     ``conditions`` picks two when the table has more, and fixes the order: the first is
-    condition a, the second b (the baseline), compared as a − b. With several
+    condition a, the second b (the baseline), compared as a − b; without it the table
+    must hold exactly two conditions, taken in sorted order. With several
     ``eval_noise`` levels one must be chosen. The two conditions are paired on every
     ``(seed, noise_seed, item_id)`` by :func:`robuststats.outcomes.align`; with
     ``holes="drop"`` (default) a seed or item that one condition lacks is dropped from

@@ -300,3 +300,14 @@ def test_read_pilot_drops_holes_with_a_record_or_names_them() -> None:
     with pytest.raises(InputError, match=r"item 'gsm-7' is missing for condition 'B', seed 1, "
                                          r"eval_noise 0.05, noise_seed 1"):
         read_pilot(table[~hole], holes="raise")
+
+
+def test_icc_and_pilot_validation() -> None:
+    with pytest.raises(InputError, match=r"`values` must be finite numbers"):
+        estimate_icc([1.0, float("nan"), 0.0, 1.0], ["A", "A", "B", "B"])
+    with pytest.raises(InputError, match=r"`confidence_level` must be a number, got '0.9'"):
+        estimate_discordance([1, 0], [0, 1], confidence_level="0.9")
+    with pytest.raises(InputError, match=r"`eval_noise` must lie in \[0, inf\], got -1"):
+        read_pilot(_outcomes(), eval_noise=-1)
+    with pytest.raises(InputError, match=r"`eval_noise` must be a finite number, got nan"):
+        read_pilot(_outcomes(), eval_noise=float("nan"))

@@ -589,3 +589,34 @@ def test_power_curve_is_tidy_and_increasing() -> None:
         assert part.power.is_monotonic_increasing
     with pytest.raises(InputError, match=r"`n_values` must be a positive integer, got 0"):
         power_curve(0.03, discordances=[0.1], n_values=[0])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"effect": 1.0, "power": 0.8}, r"`effect` must lie in \(0, 1\), got 1.0"),
+        ({"effect": 0.03, "n": 500.0}, r"`n` must be an integer, got 500.0"),
+        ({"effect": 0.03, "power": 0.8, "alpha": "0.05"}, r"`alpha` must be a number, got '0.05'"),
+        ({"effect": 0.03, "power": 0.8, "baseline": float("nan")},
+         r"`baseline` must be a finite number, got nan"),
+        ({"effect": 0.03, "power": 0.8, "alternative": "larger"},
+         r"`alternative` must be one of 'two-sided', 'greater', 'less'; got 'larger'"),
+        ({"effect": 0.03, "power": 0.8, "pool_size": 0}, r"`pool_size` must be a positive integer"),
+        ({"effect": None, "n": 10, "power": 0.99, "baseline": 0.999},
+         r"no effect up to 0.001 reaches power 0.99"),
+    ],
+)
+def test_unpaired_validation(kwargs: dict, message: str) -> None:
+    kwargs = {"effect": None, "n": None, "power": None, **kwargs}
+    with pytest.raises(InputError, match=message):
+        power_two_proportions(**kwargs)
+
+
+def test_unpaired_sign_rule() -> None:
+    # baseline = acc(b); "greater": acc(a) = acc(b) + δ, "less": acc(a) = acc(b) − δ
+    up = power_two_proportions(0.1, power=0.8, baseline=0.3, alternative="greater")
+    down = power_two_proportions(0.1, power=0.8, baseline=0.4, alternative="less")
+    assert up.baseline == 0.3 and down.baseline == 0.4
+    assert up.n == down.n  # the same two accuracies, 0.3 and 0.4, in either role
+    centred = power_two_proportions(0.03, power=0.8, alternative="less")
+    assert centred.baseline == pytest.approx(0.515)  # a = 0.485 below b
