@@ -164,7 +164,9 @@ def _inputs(args: argparse.Namespace, pilot: Any) -> dict[str, Any]:
     """Every input of the calculation, resolved: the JSON alone reproduces the output."""
     from robuststats import __version__
 
-    record = {"effect": args.effect, "n": args.n, "power": args.power,
+    # with both --effect and --n the power is computed, not an input
+    power = None if args.effect is not None and args.n is not None else args.power
+    record = {"effect": args.effect, "n": args.n, "power": power,
               "discordance": args.discordance, "correlation": args.correlation,
               **_settings(args), "robuststats_version": __version__}
     if pilot is not None:

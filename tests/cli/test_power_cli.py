@@ -405,3 +405,16 @@ def test_cli_imports_only_public_names() -> None:
     ours = {m for m in modules if m and m.split(".")[0] == "robuststats"}
     assert ours == {"robuststats", "robuststats.errors", "robuststats.stats",
                     "robuststats.cli._output"}
+
+
+def test_json_inputs_reproduce_the_power_mode(main, capsys) -> None:
+    from robuststats.stats import power_mcnemar
+
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--n", "800", "--discordance",
+                        "0.15", "--method", "midp", "--format", "json")
+    payload = json.loads(out)
+    inputs = payload["inputs"]
+    assert code == 0 and inputs["power"] is None and inputs["n"] == 800
+    again = power_mcnemar(inputs["effect"], inputs["n"], inputs["power"],
+                          discordance=inputs["discordance"], method=inputs["method"])
+    assert again.power == pytest.approx(payload["power"])
