@@ -183,10 +183,11 @@ def power_curve(
     if len(n_values) == 0 or len(discordances) == 0:
         raise InputError("`n_values` and `discordances` must not be empty.")
     ns = [check_int(v, "n_values", low=1) for v in n_values]
+    grid = [check_probability(v, "discordances") for v in discordances]
     rows = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for pi_d in discordances:
+        for pi_d in grid:
             for n in ns:
                 try:
                     r = power_mcnemar(delta, n, None, baseline=baseline, discordance=pi_d,

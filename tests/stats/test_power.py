@@ -589,6 +589,10 @@ def test_power_curve_is_tidy_and_increasing() -> None:
         assert part.power.is_monotonic_increasing
     with pytest.raises(InputError, match=r"`n_values` must be a positive integer, got 0"):
         power_curve(0.03, discordances=[0.1], n_values=[0])
+    with pytest.raises(InputError, match=r"`discordances` must lie in \(0, 1\), got 1.5"):
+        power_curve(0.03, discordances=[0.1, 1.5], n_values=[10])
+    with pytest.raises(InputError, match=r"`n_values` and `discordances` must not be empty"):
+        power_curve(0.03, discordances=[], n_values=[10])
 
 
 @pytest.mark.parametrize(
