@@ -26,3 +26,14 @@ def closest_match(value: object, choices: Iterable[str], *, cutoff: float = 0.6)
     """The choice nearest to a misspelt ``value`` (for "did you mean ...?" hints), or None."""
     close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1, cutoff=cutoff)
     return close[0] if close else None
+
+
+def did_you_mean(value: object, choices: Iterable[str]) -> str:
+    """The one hint format of every message: ``" (did you mean 'x'?)"``, or ``""``.
+
+    Only strings get a hint: a number or a list is not a misspelt name.
+    """
+    if not isinstance(value, str):
+        return ""
+    close = closest_match(value, choices)
+    return f" (did you mean {close!r}?)" if close else ""

@@ -7,6 +7,9 @@ settings make the output reproducible. Number formats, everywhere:
 * accuracies, retentions and their differences in percent (``85.5``), one decimal;
 * p-values to 3 significant digits (``0.0412``, ``3.1e-05``);
 * intervals as ``[low, high]`` followed by their level (``[-13.5, 10.3] 95%``).
+
+The number formats live in :mod:`robuststats._format` (shared with ``report.md``) and are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -17,11 +20,16 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from robuststats._format import fmt_ci, fmt_level, fmt_noise, fmt_p, fmt_pct
+from robuststats._format import is_missing as _missing
+
 __all__ = [
     "FORMATS",
     "add_format_option",
     "emit",
     "fmt_ci",
+    "fmt_level",
+    "fmt_noise",
     "fmt_p",
     "fmt_pct",
     "render_table",
@@ -36,46 +44,6 @@ def add_format_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="table",
                         help="table: aligned text for people (default); json: one JSON "
                              "document for programs")
-
-
-def fmt_pct(value: Any, *, signed: bool = False) -> str:
-    """A proportion as percent with one decimal (``0.855`` -> ``85.5``); ``-`` if missing."""
-    if _missing(value):
-        return "-"
-    return f"{100 * float(value):+.1f}" if signed else f"{100 * float(value):.1f}"
-
-
-def fmt_p(value: Any) -> str:
-    """A p-value to 3 significant digits; ``-`` if missing."""
-    if _missing(value):
-        return "-"
-    v = float(value)
-    if v == 0:
-        return "0"
-    return f"{v:.3g}" if v >= 1e-4 else f"{v:.2e}"
-
-
-def fmt_ci(low: Any, high: Any, level: Any, *, percent: bool = True) -> str:
-    """``[low, high] 95%``; bounds in percent unless ``percent=False``."""
-    if _missing(low) or _missing(high):
-        return "-"
-    fmt = (lambda v: f"{100 * float(v):.1f}") if percent else (lambda v: f"{float(v):.4g}")
-    tail = "" if _missing(level) else f" {_level(level)}"
-    return f"[{fmt(low)}, {fmt(high)}]{tail}"
-
-
-def _level(level: Any) -> str:
-    pct = 100 * float(level)
-    return f"{pct:.0f}%" if abs(pct - round(pct)) < 1e-9 else f"{pct:.3g}%"
-
-
-def _missing(value: Any) -> bool:
-    if value is None:
-        return True
-    try:
-        return math.isnan(float(value))
-    except (TypeError, ValueError):
-        return False
 
 
 def render_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str], *,
@@ -115,8 +83,10 @@ def _looks_numeric(text: str) -> bool:
 
 
 def to_jsonable(value: Any) -> Any:
-    """Plain JSON types from numpy scalars, DataFrames, dataclasses and NaN (-> null)."""
+    """Plain JSON types from numpy scalars, DataFrames, dataclasses, paths and NaN or
+    pandas' NA (-> null)."""
     import dataclasses
+    import os
 
     if hasattr(value, "to_dict") and hasattr(value, "columns"):  # a DataFrame
         return [to_jsonable(r) for r in value.to_dict(orient="records")]
@@ -129,6 +99,10 @@ def to_jsonable(value: Any) -> Any:
     if hasattr(value, "tolist"):  # numpy scalars and arrays
         return to_jsonable(value.tolist())
     if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if type(value).__name__ == "NAType":  # pandas.NA, without importing pandas
         return None
     return value
 

@@ -118,10 +118,7 @@ def run(args: argparse.Namespace) -> int:
     opts = _options(args, spec)
     outcomes = read_outcomes(source)
     known = set(outcomes["condition"])
-    from robuststats.stats import Hypothesis
-
-    hypotheses = [h if isinstance(h, Hypothesis) else Hypothesis.from_dict(h)
-                  for h in (spec.hypotheses if spec is not None else [])]
+    hypotheses = list(spec.hypotheses) if spec is not None else []
     for h in hypotheses:
         for side in (h.a, h.b):
             if side not in known:

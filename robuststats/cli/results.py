@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from robuststats.cli._output import add_format_option, emit, render_table
+
 __all__ = ["add_parser", "run"]
+
+#: manifest facts that ``results show`` prints, in order
+_FACTS = ("sealed", "source", "spec_hash", "seeds", "noise_seeds", "n_items", "cells_planned",
+          "cells_finished", "cells_failed", "device", "seconds", "alpha", "confidence_level",
+          "multiplicity")
+
+_ROOT_HELP = "result store root (default results/)"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -14,17 +23,23 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Inspect the immutable result versions under --root (default results/). "
                     "A version is STUDY (latest), STUDY/vN or a path to a version directory.",
     )
-    p.add_argument("--root", default="results", metavar="DIR",
-                   help="result store root (default results/)")
+    p.add_argument("--root", default="results", metavar="DIR", help=_ROOT_HELP)
+    # --root and --format also after the action (`results list --root DIR`); SUPPRESS keeps
+    # a --root given before the action when none is given after it
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--root", default=argparse.SUPPRESS, metavar="DIR", help=_ROOT_HELP)
+    add_format_option(common)
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    sub.add_parser("list", help="every study and its versions")
-    show = sub.add_parser("show", help="manifest facts and hypothesis verdicts of a version")
+    sub.add_parser("list", parents=[common], help="every study and its versions")
+    show = sub.add_parser("show", parents=[common],
+                          help="hypothesis verdicts, accuracy and retention of a version")
     show.add_argument("version", metavar="VERSION")
-    ver = sub.add_parser("verify", help="recompute checksums; exit 1 on any change")
+    ver = sub.add_parser("verify", parents=[common],
+                         help="recompute checksums; exit 1 on any change")
     ver.add_argument("version", metavar="VERSION", nargs="+",
                      help="STUDY, STUDY/vN (also 'STUDY vN') or a version directory")
-    diff = sub.add_parser("diff", help="compare the tables of two versions; exit 1 if "
-                                          "they differ")
+    diff = sub.add_parser("diff", parents=[common],
+                          help="compare the tables of two versions; exit 1 if they differ")
     diff.add_argument("a", metavar="VERSION_A")
     diff.add_argument("b", metavar="VERSION_B")
     diff.add_argument("--rtol", type=float, default=1e-9, help="relative tolerance")
@@ -40,78 +55,138 @@ def run(args: argparse.Namespace) -> int:
         store, args)
 
 
+def _kind(manifest: dict[str, Any]) -> str:
+    from robuststats.results import is_analysis_only
+
+    return "analysis-only" if is_analysis_only(manifest) else "study"
+
+
 def _list(store: Any, args: argparse.Namespace) -> int:
-    studies = store.studies()
-    if not studies:
-        print(f"no result versions under {args.root}")
-        return 0
-    for study in studies:
+    rows = []
+    for study in store.studies():
         for v in store.versions(study):
             m = v.manifest
-            rows = m.get("row_counts", {}).get("outcomes", "?")
-            print(f"{v.label:<28} {m.get('sealed', ''):<22} spec {str(m.get('spec_hash'))[:12]:<12}"
-                  f" {rows:>8} outcomes  {m.get('cells_finished', '?')}/"
-                  f"{m.get('cells_planned', '?')} cells")
+            rows.append({"version": v.label, "study": v.study, "number": v.number,
+                         "kind": _kind(m), "sealed": m.get("sealed"),
+                         "spec_hash": m.get("spec_hash"),
+                         "outcomes": m.get("row_counts", {}).get("outcomes"),
+                         "cells_finished": m.get("cells_finished"),
+                         "cells_planned": m.get("cells_planned"), "path": str(v.path)})
+
+    def text() -> str:
+        if not rows:
+            return f"no result versions under {args.root}"
+        shown = [{**r, "spec": str(r["spec_hash"] or "-")[:12],
+                  "cells": (f"{r['cells_finished']}/{r['cells_planned']}"
+                            if r["cells_planned"] is not None else "-")} for r in rows]
+        return render_table(shown, ["version", "kind", "sealed", "spec", "outcomes", "cells"])
+
+    emit(args.format, data={"root": str(args.root), "versions": rows}, text=text)
     return 0
 
 
 def _show(store: Any, args: argparse.Namespace) -> int:
-    import pandas as pd
+    from robuststats.report import condition_rows, hypothesis_rows
+    from robuststats.report._views import CONDITION_HEADERS, HYPOTHESIS_HEADERS, claim, records
+    from robuststats.results import is_analysis_only, read_tables
 
     v = store.get(args.version)
     m = v.manifest
+    tables = read_tables(v)
     env = m.get("environment", {})
-    print(f"{v.label}  ({v.path})")
-    for key in ("sealed", "spec_hash", "seeds", "noise_seeds", "n_items", "cells_planned",
-                "cells_finished", "cells_failed", "device", "seconds"):
-        if key in m:
-            print(f"  {key}: {m[key]}")
-    print(f"  package: {env.get('package_version')}  git: {str(env.get('git_commit'))[:12]}"
-          f"{' (dirty)' if env.get('git_dirty') else ''}")
-    versions = env.get("versions", {})
-    print("  " + ", ".join(f"{k} {val}" for k, val in versions.items()))
-    hyp = v.path / "hypotheses.parquet"
-    if hyp.is_file():
-        df = pd.read_parquet(hyp)
-        if not df.empty:
-            print()
-            cols = ["id", "verdict", "estimate", "ci_low", "ci_high", "test", "reason"]
-            print(df[[c for c in cols if c in df.columns]].to_string(index=False,
-                                                                     max_colwidth=60))
+    hyp = [{**h, "claim": claim(h)} for h in records(tables.get("hypotheses"))]
+    data = {
+        "version": v.label, "path": str(v.path), "analysis_only": is_analysis_only(m),
+        **{k: m[k] for k in _FACTS if k in m},
+        "package_version": env.get("package_version"), "git_commit": env.get("git_commit"),
+        "hypotheses": hyp,
+        **{name: records(tables.get(name)) for name in ("summary", "retention", "missing",
+                                                        "dropped")},
+    }
+
+    def text() -> str:
+        lines = [f"{v.label}  ({v.path})"]
+        if is_analysis_only(m):
+            lines.append("  analysis-only version: recomputed by `robuststats analyze` from "
+                         "stored outcomes; no model was trained or evaluated for it")
+        lines += [f"  {k}: {m[k]}" for k in _FACTS if k in m]
+        if env:
+            lines.append(f"  package: {env.get('package_version')}  git: "
+                         f"{str(env.get('git_commit'))[:12]}"
+                         f"{' (dirty)' if env.get('git_dirty') else ''}")
+            versions = env.get("versions", {})
+            if versions:
+                lines.append("  " + ", ".join(f"{k} {val}" for k, val in versions.items()))
+        rows = hypothesis_rows(tables.get("hypotheses"))
+        if rows:
+            lines += ["", "Hypotheses: a − b in percentage points, p adj over the hypotheses",
+                      render_table(rows, list(HYPOTHESIS_HEADERS), headers=HYPOTHESIS_HEADERS)]
+        cond = condition_rows(tables.get("summary"), tables.get("retention"))
+        if cond:
+            lines += ["", "Accuracy and retention (%) per condition and noise level",
+                      render_table(cond, list(CONDITION_HEADERS), headers=CONDITION_HEADERS)]
+        for name, what in (("missing", "missing cell(s)"), ("dropped", "dropped outcome(s)")):
+            n = len(tables.get(name, ()))
+            if n:
+                lines.append(f"\n{n} {what}: see {v.path / f'{name}.csv'}")
+        return "\n".join(lines)
+
+    emit(args.format, data=data, text=text)
     return 0
 
 
 def _verify(store: Any, args: argparse.Namespace) -> int:
     from robuststats.results import verify
 
-    bad = 0
+    rows = []
     for ref in _refs(args.version):
-        report = verify(store.get(ref))
-        if report.ok:
-            print(f"{report.version}: OK ({len(store.get(ref).manifest['files'])} files)")
-            continue
-        bad += 1
-        for kind, files in (("changed", report.changed), ("missing", report.missing),
-                            ("unexpected", report.extra)):
-            for f in files:
-                print(f"{report.version}: {kind}: {f}")
-    return 1 if bad else 0
+        version = store.get(ref)
+        report = verify(version)
+        rows.append({"version": report.version, "ok": report.ok,
+                     "files": len(version.manifest.get("files", {})),
+                     "changed": report.changed, "missing": report.missing,
+                     "unexpected": report.extra})
+
+    def text() -> str:
+        lines = []
+        for r in rows:
+            if r["ok"]:
+                lines.append(f"{r['version']}: OK ({r['files']} files)")
+            for kind in ("changed", "missing", "unexpected"):
+                lines += [f"{r['version']}: {kind}: {f}" for f in r[kind]]
+        return "\n".join(lines)
+
+    emit(args.format, data=rows, text=text)
+    return 0 if all(r["ok"] for r in rows) else 1
 
 
 def _diff(store: Any, args: argparse.Namespace) -> int:
-    import pandas as pd
-
     from robuststats.results import diff_versions
 
     a, b = store.get(args.a), store.get(args.b)
     d = diff_versions(a, b, rtol=args.rtol)
-    if d.empty:
-        print(f"{a.label} and {b.label}: tables identical")
-        return 0
-    with pd.option_context("display.width", 160, "display.max_rows", 500):
-        print(f"{a.label} vs {b.label}: {len(d)} difference(s)")
-        print(d.to_string(index=False))
-    return 1  # like diff(1): 1 means the versions differ
+    data = {"a": a.label, "b": b.label, "rtol": args.rtol, "identical": d.empty,
+            "differences": d}
+
+    def text() -> str:
+        if d.empty:
+            return f"{a.label} and {b.label}: tables identical"
+        table = render_table(d.to_dict(orient="records"), list(d.columns),
+                             formats={"a": _diff_value, "b": _diff_value})
+        return f"{a.label} vs {b.label}: {len(d)} difference(s)\n{table}"
+
+    emit(args.format, data=data, text=text)
+    return 0 if d.empty else 1  # like diff(1): 1 means the versions differ
+
+
+def _diff_value(value: Any) -> str:
+    """Enough digits to see a difference beyond ``--rtol``; long text shortened."""
+    from robuststats._format import is_missing
+
+    if isinstance(value, float) and not is_missing(value):
+        return f"{value:.10g}"
+    text = "-" if is_missing(value) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _refs(tokens: list[str]) -> list[str]:

@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from robuststats.cli._output import add_format_option, emit, render_table
+
 __all__ = ["add_parser", "run"]
 
 
@@ -44,7 +46,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="run directories with cached models and cells (default runs/)")
     p.add_argument("--fresh", action="store_true",
                    help="discard an existing run directory of this study and start over")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (on stderr)")
+    add_format_option(p)
     p.set_defaults(run=run)
     return p
 
@@ -57,20 +60,35 @@ def run(args: argparse.Namespace) -> int:
         seeds=args.seeds, n_items=args.n_items, noise_seeds=args.noise_seeds)
     result = run_study(spec, out=args.out, runs=args.runs, workers=args.workers,
                        fresh=args.fresh, progress=not args.no_progress)
-    print(f"study {spec.name}: {result.cells_planned} cells "
-          f"({result.cells_reused} reused, {result.cells_run} run now, "
-          f"{result.cells_failed} missing/failed), {result.models_trained} model(s) trained, "
-          f"{result.seconds:.1f} s")
-    print(f"results: {result.version.path}")
-    hyp = result.analysis.hypotheses
-    for _, h in hyp.iterrows():
-        ci = ("" if h["ci_low"] != h["ci_low"] else
-              f" CI [{h['ci_low']:+.4f}, {h['ci_high']:+.4f}]")
-        est = "" if h["estimate"] != h["estimate"] else f" estimate {h['estimate']:+.4f}"
-        why = f" ({h['reason']})" if h["reason"] else ""
-        print(f"  {h['id']}: {h['verdict']}{est}{ci}{why}")
+    from robuststats.report._views import claim, records
+    from robuststats.results import confidence_level, normalize_table
+
+    hyp = normalize_table("hypotheses", result.analysis.hypotheses,
+                          confidence_level=confidence_level(result.version.manifest))
+    data = {"study": spec.name, "version": result.version.label,
+            "path": str(result.version.path), "ok": result.ok,
+            "cells_planned": result.cells_planned, "cells_reused": result.cells_reused,
+            "cells_run": result.cells_run, "cells_failed": result.cells_failed,
+            "models_trained": result.models_trained, "seconds": round(result.seconds, 1),
+            "run_dir": str(result.run_dir),
+            "hypotheses": [{**h, "claim": claim(h)} for h in records(hyp)]}
+    emit(args.format, data=data, text=lambda: _text(spec.name, result, hyp))
     if not result.ok:
         print(f"robuststats study: {result.cells_failed} cell(s) failed or missing; "
               f"tracebacks under {result.run_dir / 'failures'}", file=sys.stderr)
         return 1
     return 0
+
+
+def _text(name: str, result: Any, hyp: Any) -> str:
+    from robuststats.report._views import HYPOTHESIS_HEADERS, hypothesis_rows
+
+    lines = [f"study {name}: {result.cells_planned} cells "
+             f"({result.cells_reused} reused, {result.cells_run} run now, "
+             f"{result.cells_failed} missing/failed), {result.models_trained} model(s) "
+             f"trained, {result.seconds:.1f} s",
+             f"results: {result.version.path}"]
+    rows = hypothesis_rows(hyp)
+    if rows:
+        lines += ["", render_table(rows, list(HYPOTHESIS_HEADERS), headers=HYPOTHESIS_HEADERS)]
+    return "\n".join(lines)

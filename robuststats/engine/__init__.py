@@ -9,35 +9,66 @@ with inject(model, spec) as session:
 session.stats  # counts and realised RMS noise ratio per layer × op × phase
 ```
 
+Names load on first use: ``NoiseSpec``, ``AQNSchedule`` and the op/kind tables need no
+torch, so a study file can be validated (and ``robuststats analyze`` run) on a machine
+without it; ``inject``, ``aqn_perturb`` and the sessions import torch when first touched.
+
 See ``docs/engine.md`` for the spec fields, ops, error models and guarantees.
 """
 
 from __future__ import annotations
 
-from robuststats.engine._aqn import AQNPerturbation, AQNSchedule, aqn_perturb
-from robuststats.engine._env import ENV_VAR, apply_from_env, spec_from_env, stop_from_env
-from robuststats.engine._error_models import quantize
-from robuststats.engine._inject import Injection, inject, required_ops
-from robuststats.engine._session import InjectionVerificationError, NoiseSession
-from robuststats.engine._spec import ALL_OPS, KINDS, OP_PRESETS, PHASES, NoiseSpec
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = [
-    "ALL_OPS",
-    "ENV_VAR",
-    "KINDS",
-    "OP_PRESETS",
-    "PHASES",
-    "AQNPerturbation",
-    "AQNSchedule",
-    "Injection",
-    "InjectionVerificationError",
-    "NoiseSession",
-    "NoiseSpec",
-    "apply_from_env",
-    "aqn_perturb",
-    "inject",
-    "quantize",
-    "required_ops",
-    "spec_from_env",
-    "stop_from_env",
-]
+_EXPORTS: dict[str, str] = {
+    # torch-free
+    "ALL_OPS": "robuststats.engine._spec",
+    "KINDS": "robuststats.engine._spec",
+    "OP_PRESETS": "robuststats.engine._spec",
+    "PHASES": "robuststats.engine._spec",
+    "NoiseSpec": "robuststats.engine._spec",
+    "AQNSchedule": "robuststats.engine._aqn",
+    "ENV_VAR": "robuststats.engine._env",
+    "spec_from_env": "robuststats.engine._env",
+    # torch
+    "AQNPerturbation": "robuststats.engine._aqn",
+    "aqn_perturb": "robuststats.engine._aqn",
+    "apply_from_env": "robuststats.engine._env",
+    "stop_from_env": "robuststats.engine._env",
+    "quantize": "robuststats.engine._error_models",
+    "Injection": "robuststats.engine._inject",
+    "inject": "robuststats.engine._inject",
+    "required_ops": "robuststats.engine._inject",
+    "InjectionVerificationError": "robuststats.engine._session",
+    "NoiseSession": "robuststats.engine._session",
+}
+
+__all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:  # static analysers see the real names
+    from robuststats.engine._aqn import AQNPerturbation, AQNSchedule, aqn_perturb  # noqa: F401
+    from robuststats.engine._env import (  # noqa: F401
+        ENV_VAR,
+        apply_from_env,
+        spec_from_env,
+        stop_from_env,
+    )
+    from robuststats.engine._error_models import quantize  # noqa: F401
+    from robuststats.engine._inject import Injection, inject, required_ops  # noqa: F401
+    from robuststats.engine._session import InjectionVerificationError, NoiseSession  # noqa: F401
+    from robuststats.engine._spec import ALL_OPS, KINDS, OP_PRESETS, PHASES, NoiseSpec  # noqa: F401
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module_name = _EXPORTS[name]
+    except KeyError:
+        raise AttributeError(f"module 'robuststats.engine' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

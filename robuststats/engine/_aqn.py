@@ -23,13 +23,13 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
-
-from robuststats.engine._model_map import build_model_map
 from robuststats.errors import InputError, closest_match
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 __all__ = ["AQNSchedule", "aqn_perturb", "geometric_trend", "sigma_by_step"]
 
@@ -65,6 +65,14 @@ def _sigma(value: object, name: str) -> float:
     return float(value)
 
 
+def _epoch_ranges(value: object) -> tuple[tuple[float, float], ...]:
+    pairs = list(value) if isinstance(value, (list, tuple)) else None
+    if pairs is None or not all(isinstance(p, (list, tuple)) and len(p) == 2 for p in pairs):
+        raise InputError(f"`epoch_ranges` must be a list of (start, end) pairs, got {value!r}.")
+    return tuple((_sigma(a, f"epoch_ranges[{i}][0]"), _sigma(b, f"epoch_ranges[{i}][1]"))
+                 for i, (a, b) in enumerate(pairs))
+
+
 @dataclass(frozen=True)
 class AQNSchedule:
     """Sigma schedule of AQN; ``schedule.sigma(step)``.
@@ -93,15 +101,12 @@ class AQNSchedule:
         _positive_int(self.epochs, "epochs")
         _positive_int(self.stages_per_epoch, "stages_per_epoch")
         if self.epoch_ranges is not None:
-            ranges = tuple((float(a), float(b)) for a, b in self.epoch_ranges)
+            ranges = _epoch_ranges(self.epoch_ranges)
             if len(ranges) != self.epochs:
                 raise InputError(
                     f"`epoch_ranges` must have one (start, end) pair per epoch ({self.epochs}), "
                     f"got {len(ranges)}."
                 )
-            for i, (a, b) in enumerate(ranges):
-                _sigma(a, f"epoch_ranges[{i}][0]")
-                _sigma(b, f"epoch_ranges[{i}][1]")
             object.__setattr__(self, "epoch_ranges", ranges)
         if self.total_steps is not None and self.total_steps < self.epochs:
             raise InputError(
@@ -121,6 +126,13 @@ class AQNSchedule:
                 hint = f" Did you mean {close!r}?" if close else ""
                 raise InputError(f"unknown AQN key {key!r}; known keys: {names}.{hint}")
         return cls(**dict(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON/YAML-ready mapping; ``AQNSchedule.from_dict(s.to_dict()) == s``."""
+        out = dataclasses.asdict(self)
+        if self.epoch_ranges is not None:
+            out["epoch_ranges"] = [list(pair) for pair in self.epoch_ranges]
+        return out
 
     @property
     def sigma_trend(self) -> list[float]:
@@ -168,6 +180,10 @@ def aqn_perturb(
     raises (perturbing nothing silently is what invalidated earlier AQN runs).
     ``generator`` is required for a positive ``sigma``: noise never comes from the global RNG.
     """
+    import torch
+
+    from robuststats.engine._model_map import build_model_map
+
     if isinstance(sigma, bool) or not isinstance(sigma, (int, float)) or not sigma >= 0:
         raise InputError(f"`sigma` must be a non-negative number, got {sigma!r}.")
     mm = build_model_map(model)

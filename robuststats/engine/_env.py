@@ -11,13 +11,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from torch import nn
-
-from robuststats.engine._inject import Injection, inject
-from robuststats.engine._session import NoiseSession
 from robuststats.engine._spec import NoiseSpec
 from robuststats.errors import InputError
+
+if TYPE_CHECKING:  # torch is imported only when a session is opened
+    from torch import nn
+
+    from robuststats.engine._inject import Injection
+    from robuststats.engine._session import NoiseSession
 
 __all__ = ["ENV_VAR", "apply_from_env", "spec_from_env", "stop_from_env"]
 
@@ -50,6 +53,8 @@ def apply_from_env(
 
     A session already opened this way on ``model`` is stopped first.
     """
+    from robuststats.engine._inject import inject
+
     spec = spec_from_env(environ)
     if id(model) in _OPEN:
         stop_from_env(model)

@@ -33,7 +33,13 @@ from collections.abc import Callable
 
 import torch
 
-__all__ = ["ERROR_MODELS", "compute_error", "quantize"]
+from robuststats._validation import check_choice, check_number
+from robuststats.errors import InputError
+
+__all__ = ["ERROR_MODELS", "FORMATS", "compute_error", "error_tensor", "quantize"]
+
+#: the deterministic number formats that :func:`quantize` implements
+FORMATS = ("fp8_e4m3", "fp8_e5m2", "int8", "mxfp4")
 
 _FP8 = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
 _E2M1_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
@@ -86,16 +92,32 @@ def _quant_mxfp4(y: torch.Tensor) -> torch.Tensor:
     return q.reshape(shape).to(y.dtype)
 
 
+def _check_tensor(y: object, name: str = "y") -> torch.Tensor:
+    if not isinstance(y, torch.Tensor):
+        raise InputError(f"`{name}` must be a torch.Tensor, got {type(y).__name__}.")
+    if not y.is_floating_point():
+        raise InputError(f"`{name}` must be a floating-point tensor, got dtype {y.dtype}.")
+    return y
+
+
 def quantize(y: torch.Tensor, kind: str) -> torch.Tensor:
     """Fake-quantize ``y`` with a deterministic format (``fp8_e4m3``, ``fp8_e5m2``, ``int8``,
-    ``mxfp4``); same shape and dtype as ``y``."""
+    ``mxfp4``); same shape and dtype as ``y``.
+
+    An unknown ``kind`` (``"fp16"``) raises :class:`~robuststats.errors.InputError` that
+    lists the formats.
+    """
+    check_choice(kind, "kind", FORMATS)
+    return _quantize(_check_tensor(y), kind)
+
+
+def _quantize(y: torch.Tensor, kind: str) -> torch.Tensor:
+    # unvalidated: the injection hot path calls this for every perturbed op
     if kind in _FP8:
         return _quant_fp8(y, kind)
     if kind == "int8":
         return _quant_int8(y)
-    if kind == "mxfp4":
-        return _quant_mxfp4(y)
-    raise KeyError(kind)
+    return _quant_mxfp4(y)
 
 
 def _relative_gaussian(y: torch.Tensor, s: float, g: torch.Generator | None) -> torch.Tensor:
@@ -114,7 +136,7 @@ def _systematic_bias(y: torch.Tensor, s: float, g: torch.Generator | None) -> to
 def _format(kind: str) -> Callable[[torch.Tensor, float, torch.Generator | None], torch.Tensor]:
     def error(y: torch.Tensor, s: float, g: torch.Generator | None) -> torch.Tensor:
         yd = y.detach()
-        e = quantize(yd, kind).sub_(yd)
+        e = _quantize(yd, kind).sub_(yd)
         return e if s == 1.0 else e.mul_(s)
 
     return error
@@ -138,5 +160,19 @@ def compute_error(
     kind: str, y: torch.Tensor, scale: float, generator: torch.Generator | None
 ) -> torch.Tensor:
     """The error tensor ``e`` of error model ``kind`` for exact result ``y`` (no grad)."""
+    check_choice(kind, "kind", ERROR_MODELS)
+    _check_tensor(y)
+    check_number(scale, "scale", low=0.0)
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise InputError(f"`generator` must be a torch.Generator or None, got "
+                         f"{type(generator).__name__}.")
+    return error_tensor(kind, y, float(scale), generator)
+
+
+def error_tensor(
+    kind: str, y: torch.Tensor, scale: float, generator: torch.Generator | None
+) -> torch.Tensor:
+    """:func:`compute_error` without validation, for the session's hot path (the session
+    checked ``kind`` and ``scale`` once, through its ``NoiseSpec``)."""
     with torch.no_grad():
         return ERROR_MODELS[kind](y, scale, generator)

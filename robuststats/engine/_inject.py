@@ -12,7 +12,7 @@ from robuststats.engine._mode import FUNCTIONAL_OPS, NoiseMode
 from robuststats.engine._model_map import ModelMap, build_model_map
 from robuststats.engine._session import InjectionVerificationError, NoiseSession
 from robuststats.engine._spec import NoiseSpec
-from robuststats.errors import InputError
+from robuststats.errors import InputError, did_you_mean
 
 __all__ = ["Injection", "inject"]
 
@@ -147,8 +147,9 @@ def inject(
         spec = NoiseSpec.from_dict(spec)
     if not isinstance(spec, NoiseSpec):
         raise InputError(f"`spec` must be a NoiseSpec or a mapping, got {type(spec).__name__}.")
-    if verify not in _VERIFY_CHOICES:
-        raise InputError(f"`verify` must be True, False, 'ops' or 'layers', got {verify!r}.")
+    if not isinstance(verify, (bool, str)) or verify not in _VERIFY_CHOICES:
+        raise InputError(f"`verify` must be True, False, 'ops' or 'layers', got {verify!r}"
+                         f"{did_you_mean(verify, ('ops', 'layers'))}.")
     mm = build_model_map(model)
     mm.check_layers(spec.layer_indices)
     for key in spec.layer_scales or {}:

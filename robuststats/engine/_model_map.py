@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
-from robuststats.errors import InputError, closest_match
+from robuststats.errors import InputError, did_you_mean
 
 __all__ = ["OUTSIDE", "ModelMap", "build_model_map"]
 
@@ -86,9 +86,8 @@ class ModelMap:
         for n in self.names.values():
             if n == key or n.startswith(key + "."):
                 return
-        close = closest_match(key, self.names.values())
-        hint = f" Did you mean {close!r}?" if close else ""
-        raise InputError(f"`layer_scales` names module {key!r}, which the model does not have.{hint}")
+        raise InputError(f"`layer_scales` must name modules of the model, got {key!r}"
+                         f"{did_you_mean(key, self.names.values())}.")
 
 
 def _find_layer_list(model: nn.Module) -> tuple[str | None, list[nn.Module]]:

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from robuststats._validation import check_choice, check_int
 from robuststats.engine._autograd import BackwardNoise
-from robuststats.engine._error_models import compute_error
+from robuststats.engine._error_models import error_tensor
 from robuststats.engine._model_map import OUTSIDE, ModelMap
 from robuststats.engine._spec import ALL_OPS, PHASES, NoiseSpec
 from robuststats.errors import RobuststatsError
@@ -284,7 +285,7 @@ class NoiseSession:
             # (ε·y has the law of ε·|y|; no |y| temporary, one pass fewer than the naive form)
             e = torch.randn(y.shape, generator=g, dtype=y.dtype, device=y.device)
             return e.mul_(y), scale
-        return compute_error(self.kind, y, scale, g), 1.0
+        return error_tensor(self.kind, y, scale, g), 1.0
 
     def _record(
         self, layer: int, op: str, phase: str, y: torch.Tensor, e: torch.Tensor, alpha: float
@@ -327,6 +328,12 @@ class NoiseSession:
 
     def count(self, *, op: str | None = None, phase: str | None = None, layer: int | None = None) -> int:
         """Number of injections matching the given filters."""
+        if op is not None:
+            check_choice(op, "op", ALL_OPS)
+        if phase is not None:
+            check_choice(phase, "phase", PHASES)
+        if layer is not None:
+            check_int(layer, "layer")
         with self._lock:
             return sum(
                 c

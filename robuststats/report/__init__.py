@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
-from robuststats.report.figures import accuracy_figure, retention_figure
+from robuststats.report._views import claim, condition_descriptions, condition_rows, hypothesis_rows
+from robuststats.report.figures import accuracy_figure, interval_label, retention_figure
+from robuststats.report.forest import VERDICT_STYLE, forest_figure
 from robuststats.report.markdown import markdown_table, write_report
 
-__all__ = ["accuracy_figure", "markdown_table", "retention_figure", "write_report"]
+__all__ = [
+    "VERDICT_STYLE",
+    "accuracy_figure",
+    "claim",
+    "condition_descriptions",
+    "condition_rows",
+    "forest_figure",
+    "hypothesis_rows",
+    "interval_label",
+    "markdown_table",
+    "retention_figure",
+    "write_report",
+]

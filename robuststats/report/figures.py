@@ -1,15 +1,27 @@
-"""Seaborn figures of a study's summary tables (matplotlib's non-interactive Agg backend)."""
+"""Seaborn figures of a study's tables (matplotlib's non-interactive Agg backend).
+
+Every interval's level is read from the table's ``ci_level`` column, never assumed. Tables
+use the glossary's column names (:func:`robuststats.results.normalize_table`).
+"""
 
 from __future__ import annotations
 
+import textwrap
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pandas as pd
 
-__all__ = ["accuracy_figure", "retention_figure"]
+from robuststats._format import fmt_level, is_missing
+
+__all__ = ["accuracy_figure", "interval_label", "retention_figure"]
+
+_DPI = 120
 
 
-def _pyplot():  # imported lazily: matplotlib is slow to import and not needed elsewhere
+def _pyplot() -> tuple[Any, Any]:  # lazily: matplotlib is slow to import, needed only here
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -20,66 +32,233 @@ def _pyplot():  # imported lazily: matplotlib is slow to import and not needed e
     return plt, sns
 
 
-def accuracy_figure(summary: pd.DataFrame, path: Path) -> Path:
-    """Accuracy against inference-noise level, one line per condition, CI error bars.
+def interval_label(table: pd.DataFrame | None) -> str:
+    """How to name the intervals of ``table``: ``95% CI``, ``CI, levels 95%–99%`` or
+    ``CI (level not recorded)``; taken from its ``ci_level`` column."""
+    if table is None or "ci_level" not in table.columns:
+        return "CI (level not recorded)"
+    levels = sorted({round(float(v), 6) for v in table["ci_level"].dropna()})
+    if not levels:
+        return "CI (level not recorded)"
+    if len(levels) == 1:
+        return f"{fmt_level(levels[0])} CI"
+    return f"CI, levels {fmt_level(levels[0])}–{fmt_level(levels[-1])}"
 
-    ``summary`` needs ``condition, eval_noise, accuracy, ci_low, ci_high``.
+
+def _conditions(*tables: pd.DataFrame | None) -> list[str]:
+    seen: dict[str, None] = {}
+    for t in tables:
+        if t is not None and "condition" in t.columns:
+            seen.update(dict.fromkeys(str(c) for c in t["condition"]))
+    return list(seen)
+
+
+def _labels(conditions: list[str], descriptions: Mapping[str, str] | None) -> dict[str, str]:
+    """Legend entries: ``E8b: forward and backward noise, 5 %``, wrapped to stay narrow."""
+    descriptions = descriptions or {}
+    out = {}
+    for c in conditions:
+        text = f"{c}: {descriptions[c]}" if descriptions.get(c) else c
+        out[c] = "\n".join(textwrap.wrap(text, 44, subsequent_indent="    ")) or c
+    return out
+
+
+def _palette(sns: Any, conditions: list[str]) -> dict[str, Any]:
+    return dict(zip(conditions, sns.color_palette("colorblind", max(len(conditions), 1))))
+
+
+def _legend_below(fig: Any, handles: list[Any], labels: list[str]) -> None:
+    ncols = 2 if len(labels) > 1 else 1
+    fig.legend(handles, labels, loc="lower center", ncols=ncols, fontsize="small",
+               frameon=False, title="training condition", title_fontsize="small")
+
+
+def _seed_points(ax: Any, x0: float, values: np.ndarray, width: float, color: Any) -> None:
+    """Per-seed values as small dots spread evenly over ``width`` around ``x0``
+    (deterministic spacing, no random jitter)."""
+    values = values[~np.isnan(values)]
+    if not len(values):
+        return
+    xs = x0 + (np.linspace(-0.5, 0.5, len(values)) * width if len(values) > 1 else 0.0)
+    ax.scatter(xs, values, s=12, color=color, alpha=0.55, edgecolors="white",
+               linewidths=0.4, zorder=3)
+
+
+def accuracy_figure(summary: pd.DataFrame, path: Path, *, seeds: pd.DataFrame | None = None,
+                    descriptions: Mapping[str, str] | None = None) -> Path:
+    """Accuracy against inference-noise level: one line per condition with its interval
+    (level from ``ci_level``), and one dot per training seed from the ``seeds`` table.
+
+    ``summary`` needs ``condition, eval_noise, accuracy``; ``ci_low, ci_high, ci_level``
+    draw the intervals. ``seeds`` needs ``condition, seed, eval_noise, accuracy``.
+    ``descriptions`` (condition -> text) label the legend.
     """
+    return _save(_accuracy(summary, seeds, descriptions), path)
+
+
+def _accuracy(summary: pd.DataFrame, seeds: pd.DataFrame | None,
+              descriptions: Mapping[str, str] | None) -> Any:
     plt, sns = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
-    conditions = list(dict.fromkeys(summary["condition"]))
-    palette = dict(zip(conditions, sns.color_palette("colorblind", len(conditions))))
-    offsets = _offsets(conditions, summary["eval_noise"])
-    for cond in conditions:
+    conditions = _conditions(summary)
+    palette = _palette(sns, conditions)
+    labels = _labels(conditions, descriptions)
+    levels = sorted(float(v) for v in summary["eval_noise"].unique())
+    # dodge conditions horizontally so intervals and seed dots do not overlap
+    spacing = min(np.diff(levels)) * 100 if len(levels) > 1 else 1.0
+    step = 0.4 * spacing / max(len(conditions), 1)
+    fig, ax = plt.subplots(figsize=(7.2, 4.4))
+    handles = []
+    for i, cond in enumerate(conditions):
+        offset = (i - (len(conditions) - 1) / 2) * step
         d = summary[summary["condition"] == cond].sort_values("eval_noise")
-        x = d["eval_noise"].to_numpy() * 100 + offsets[cond]
-        y = d["accuracy"].to_numpy() * 100
-        err = [y - d["ci_low"].to_numpy() * 100, d["ci_high"].to_numpy() * 100 - y]
-        ax.errorbar(x, y, yerr=err, marker="o", capsize=3, label=cond, color=palette[cond])
-    ax.set_xticks(sorted(summary["eval_noise"].unique() * 100))
-    ax.set_xlabel("inference noise scale (%)")
+        x = _num(d["eval_noise"]) * 100 + offset
+        y = _num(d["accuracy"]) * 100
+        if {"ci_low", "ci_high"} <= set(d.columns):
+            err = np.vstack([y - _num(d["ci_low"]) * 100,
+                             _num(d["ci_high"]) * 100 - y])
+        else:
+            err = None
+        h = ax.errorbar(x, y, yerr=err, marker="o", markersize=6, capsize=3, linewidth=1.6,
+                        color=palette[cond], zorder=4)
+        handles.append(h)
+        if seeds is not None and {"condition", "eval_noise", "accuracy"} <= set(seeds.columns):
+            s = seeds[seeds["condition"] == cond]
+            for level, xs in zip(d["eval_noise"], x):
+                v = s.loc[np.isclose(s["eval_noise"].astype(float), float(level)), "accuracy"]
+                _seed_points(ax, xs, _num(v) * 100, 0.7 * step, palette[cond])
+    ax.set_xticks([lv * 100 for lv in levels], [f"{lv * 100:g}%" for lv in levels])
+    ax.set_xlabel("inference noise scale")
     ax.set_ylabel("accuracy (%)")
-    ax.set_title("Accuracy vs inference noise (95% CI)" if "ci_low" in summary else "Accuracy")
-    ax.legend(title="condition")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    dots = "; dots: single training seeds" if seeds is not None else ""
+    ax.set_title(f"Accuracy vs inference noise\nmean with {interval_label(summary)}{dots}",
+                 fontsize="medium")
+    _legend_below(fig, handles, [labels[c] for c in conditions])
+    return _finish(fig, conditions, labels)
+
+
+def _save(fig: Any, path: Path, **kwargs: Any) -> Path:
+    import matplotlib.pyplot as plt
+
+    try:
+        fig.savefig(path, dpi=_DPI, **kwargs)
+    finally:
+        plt.close(fig)
     return path
 
 
-def retention_figure(retention: pd.DataFrame, path: Path) -> Path:
-    """Retention (noisy / clean accuracy) per condition, grouped by noise level, with CIs."""
+def _finish(fig: Any, conditions: list[str], labels: Mapping[str, str]) -> Any:
+    """Grow the figure by the height of the legend below the axes, then lay it out, so
+    that long condition descriptions never squeeze the data."""
+    rows = -(-len(conditions) // 2) if len(conditions) > 1 else 1
+    lines = max((labels[c].count("\n") + 1 for c in conditions), default=1)
+    legend = 0.45 + 0.2 * rows * lines  # inches
+    height = fig.get_figheight() + legend
+    fig.set_figheight(height)
+    fig.tight_layout(rect=(0, legend / height, 1, 1))
+    return fig
+
+
+def retention_figure(retention: pd.DataFrame, path: Path, *,
+                     summary: pd.DataFrame | None = None, seeds: pd.DataFrame | None = None,
+                     descriptions: Mapping[str, str] | None = None) -> Path:
+    """Clean accuracy beside retention (noisy / clean accuracy), per condition.
+
+    A high retention can come from a low clean accuracy with little left to lose; the left
+    panel shows the clean accuracy each retention is relative to. Intervals carry the
+    level of their table's ``ci_level``; dots are single training seeds when ``seeds`` is
+    given. ``summary`` supplies the clean accuracy and its interval (without it, the
+    retention table's ``clean_accuracy`` is drawn without an interval).
+    """
+    return _save(_retention(retention, summary, seeds, descriptions), path)
+
+
+def _retention(retention: pd.DataFrame, summary: pd.DataFrame | None,
+               seeds: pd.DataFrame | None, descriptions: Mapping[str, str] | None) -> Any:
     plt, sns = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    conditions = list(dict.fromkeys(retention["condition"]))
-    levels = sorted(retention["eval_noise"].unique())
-    palette = sns.color_palette("colorblind", len(conditions))
+    conditions = _conditions(summary, retention)
+    palette = _palette(sns, conditions)
+    labels = _labels(conditions, descriptions)
+    levels = sorted(float(v) for v in retention["eval_noise"].unique())
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 4.4),
+                                      gridspec_kw={"width_ratios": [1, max(len(levels), 1)]})
     width = 0.8 / max(len(conditions), 1)
+    handles = []
+
+    clean = _clean_accuracy(summary, retention)
+    for i, cond in enumerate(conditions):
+        row = clean.get(cond)
+        if row is None:
+            continue
+        y = row["accuracy"] * 100
+        bar = left.bar(i, y, width=0.8, color=palette[cond])
+        handles.append(bar)
+        if not np.isnan(row["ci_low"]):
+            left.errorbar(i, y, yerr=[[y - row["ci_low"] * 100], [row["ci_high"] * 100 - y]],
+                          fmt="none", ecolor="black", capsize=3, linewidth=1)
+        if seeds is not None and {"condition", "eval_noise", "accuracy"} <= set(seeds.columns):
+            s = seeds[(seeds["condition"] == cond) & (seeds["eval_noise"].astype(float) == 0)]
+            _seed_points(left, i, _num(s["accuracy"]) * 100, 0.35, "black")
+    left.set_xticks(range(len(conditions)), conditions)
+    left.set_ylabel("clean accuracy (%)")
+    left.set_ylim(0, 100)
+    clean_ci = interval_label(summary) if summary is not None else "no interval"
+    left.set_title(f"Clean accuracy\n({clean_ci})", fontsize="medium")
+
     for i, cond in enumerate(conditions):
         d = retention[retention["condition"] == cond].set_index("eval_noise").reindex(levels)
-        x = [j + (i - (len(conditions) - 1) / 2) * width for j in range(len(levels))]
-        y = d["retention"].to_numpy() * 100
-        err = [y - d["ci_low"].to_numpy() * 100, d["ci_high"].to_numpy() * 100 - y]
-        ax.bar(x, y, width=width * 0.95, color=palette[i], label=cond)
-        ax.errorbar(x, y, yerr=err, fmt="none", ecolor="black", capsize=3, linewidth=1)
-    ax.axhline(100, color="grey", linewidth=0.8, linestyle="--")
-    ax.set_xticks(range(len(levels)), [f"{lv * 100:g}% noise" for lv in levels])
-    ax.set_ylabel("retention (% of clean accuracy)")
-    ax.set_title("Retention under inference noise (bootstrap 95% CI)")
-    # below the axes: above the bars it would hide the 100 % line and the tallest CIs
-    ax.legend(title="condition", ncols=min(len(conditions), 4), fontsize="small",
-              loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
+        x = np.arange(len(levels)) + (i - (len(conditions) - 1) / 2) * width
+        y = _num(d["retention"]) * 100
+        right.bar(x, y, width=width * 0.92, color=palette[cond])
+        if {"ci_low", "ci_high"} <= set(d.columns):
+            err = np.vstack([y - _num(d["ci_low"]) * 100,
+                             _num(d["ci_high"]) * 100 - y])
+            right.errorbar(x, y, yerr=err, fmt="none", ecolor="black", capsize=3, linewidth=1)
+        if seeds is not None and "retention" in seeds.columns:
+            s = seeds[seeds["condition"] == cond]
+            for level, xs in zip(levels, x):
+                v = s.loc[np.isclose(s["eval_noise"].astype(float), level), "retention"]
+                _seed_points(right, xs, _num(v) * 100, 0.5 * width, "black")
+    right.axhline(100, color="grey", linewidth=0.8, linestyle="--")
+    right.set_xticks(range(len(levels)), [f"{lv * 100:g}% noise" for lv in levels])
+    right.set_ylabel("retention (% of clean accuracy)")
     # bars encode length: a truncated axis would exaggerate the differences
-    ax.set_ylim(0.0, None)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    right.set_ylim(0.0, max(105.0, float(np.nanmax(_upper(retention))) * 100 + 5))
+    dots = "; dots: single seeds" if seeds is not None else ""
+    right.set_title(f"Retention = noisy / clean accuracy\n({interval_label(retention)}{dots})",
+                    fontsize="medium")
+    if len(handles) != len(conditions):  # a condition without clean accuracy: label anyway
+        handles = [plt.Rectangle((0, 0), 1, 1, color=palette[c]) for c in conditions]
+    _legend_below(fig, handles, [labels[c] for c in conditions])
+    return _finish(fig, conditions, labels)
 
 
-def _offsets(conditions: list[str], levels: pd.Series) -> dict[str, float]:
-    # dodge overlapping error bars horizontally by a small fraction of the level spacing
-    spread = (levels.max() - levels.min()) * 100 if len(levels) else 1.0
-    step = 0.012 * (spread or 1.0)
-    mid = (len(conditions) - 1) / 2
-    return {c: (i - mid) * step for i, c in enumerate(conditions)}
+def _upper(retention: pd.DataFrame) -> np.ndarray:
+    col = "ci_high" if "ci_high" in retention.columns else "retention"
+    values = _num(retention[col])
+    return values if np.isfinite(values).any() else np.array([1.0])
+
+
+def _clean_accuracy(summary: pd.DataFrame | None, retention: pd.DataFrame
+                    ) -> dict[str, dict[str, float]]:
+    """condition -> clean accuracy with its interval (NaN bounds when unknown)."""
+    out: dict[str, dict[str, float]] = {}
+    if summary is not None and not summary.empty:
+        clean = summary[summary["eval_noise"].astype(float) == 0]
+        for r in clean.to_dict(orient="records"):
+            out[str(r["condition"])] = {
+                "accuracy": _float(r.get("accuracy")),
+                "ci_low": _float(r.get("ci_low")), "ci_high": _float(r.get("ci_high"))}
+    if "clean_accuracy" in retention.columns:
+        for cond, d in retention.groupby("condition", sort=False):
+            out.setdefault(str(cond), {"accuracy": _float(d["clean_accuracy"].iloc[0]),
+                                       "ci_low": np.nan, "ci_high": np.nan})
+    return out
+
+
+def _float(value: Any) -> float:
+    return np.nan if is_missing(value) else float(value)
+
+
+def _num(values: pd.Series) -> np.ndarray:
+    """A numeric column as floats with NaN for missing values (nullable dtypes included)."""
+    return pd.to_numeric(values, errors="coerce").to_numpy(dtype=float, na_value=np.nan)

@@ -1,100 +1,296 @@
-"""``report.md``: the hypotheses first, then the tables behind them, then the figures."""
+"""``report.md``: the hypotheses first, then the tables behind them, each with its figure.
+
+Numbers use the command line's formats (:mod:`robuststats._format`): accuracies and
+differences in percent, p-values to 3 significant digits, intervals as ``[low, high]`` with
+the level read from the table. The parquet and CSV files beside the report keep full
+precision.
+"""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from robuststats._format import fmt_ci, fmt_level, fmt_noise, fmt_p, fmt_pct, is_missing
+from robuststats.report._views import (
+    HYPOTHESIS_HEADERS,
+    condition_descriptions,
+    hypothesis_rows,
+    records,
+)
 from robuststats.report.figures import accuracy_figure, retention_figure
+from robuststats.report.forest import forest_figure
+from robuststats.results._tables import confidence_level, is_analysis_only, normalize_table
 
 __all__ = ["markdown_table", "write_report"]
 
+#: at most this many dropped holes are listed in the report (all are in dropped.csv)
+MAX_DROPPED_ROWS = 50
 
-def _fmt(v: Any, col: str) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "–"
+Row = Mapping[str, Any]
+
+
+def _cell(v: Any) -> str:
+    if is_missing(v):
+        return "-"
     if isinstance(v, float):
-        if "pvalue" in col:
-            return f"{v:.2g}" if v < 0.001 else f"{v:.3f}"
-        if col in ("eval_noise", "margin"):
-            return f"{v:g}"
-        return f"{v:.4f}"
-    return str(v).replace("|", "\\|").replace("\n", " ")
+        return f"{v:.4g}"
+    return str(v)
 
 
-def markdown_table(df: pd.DataFrame, columns: list[str] | None = None) -> str:
-    cols = [c for c in (columns or list(df.columns)) if c in df.columns]
+def markdown_table(df: pd.DataFrame, columns: Sequence[str] | None = None, *,
+                   formats: Mapping[str, Callable[[Row], str]] | None = None) -> str:
+    """A GitHub-flavoured markdown table of ``df``.
+
+    ``formats`` maps a header to a function of the whole row (so that one cell can show
+    ``ci_low``, ``ci_high`` and ``ci_level`` together); without it, ``columns`` (default:
+    all) are shown as they are.
+    """
+    if formats is None:
+        cols = [c for c in (columns or list(df.columns)) if c in df.columns]
+        formats = {c: (lambda r, c=c: _cell(r.get(c))) for c in cols}
     if df.empty:
         return "_(no rows)_\n"
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join(" --- " for _ in cols) + "|"]
-    for _, row in df.iterrows():
-        lines.append("| " + " | ".join(_fmt(row[c], c) for c in cols) + " |")
+    heads = list(formats)
+    lines = ["| " + " | ".join(heads) + " |", "|" + "|".join(" --- " for _ in heads) + "|"]
+    for row in df.to_dict(orient="records"):
+        cells = [formats[h](row).replace("|", "\\|").replace("\n", " ") for h in heads]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _pct(col: str, *, signed: bool = False) -> Callable[[Row], str]:
+    return lambda r: fmt_pct(r.get(col), signed=signed)
+
+
+def _raw(col: str) -> Callable[[Row], str]:
+    return lambda r: _cell(r.get(col))
+
+
+def _ci(r: Row) -> str:
+    return fmt_ci(r.get("ci_low"), r.get("ci_high"), r.get("ci_level"))
+
+
+def _noise(r: Row) -> str:
+    return fmt_noise(r.get("eval_noise"))
+
+
+def _stat(r: Row) -> str:
+    return "-" if is_missing(r.get("statistic")) else f"{float(r['statistic']):.4g}"
+
+
+def _range(r: Row) -> str:
+    lo, hi = fmt_pct(r.get("seed_min")), fmt_pct(r.get("seed_max"))
+    return "-" if lo == "-" else f"{lo}–{hi}"
+
+
+#: table -> header -> cell of a row: the people's view of each table in report.md
+VIEWS: Mapping[str, Mapping[str, Callable[[Row], str]]] = {
+    "summary": {
+        "condition": _raw("condition"), "noise": _noise, "seeds": _raw("n_seeds"),
+        "noise seeds": _raw("n_noise_seeds"), "items": _raw("n_items"),
+        "accuracy %": _pct("accuracy"), "interval": _ci, "interval method": _raw("ci_method"),
+        "seed SD (pp)": _pct("seed_sd"), "seed range %": _range,
+    },
+    "retention": {
+        "condition": _raw("condition"), "noise": _noise, "seeds": _raw("n_seeds"),
+        "items": _raw("n_items"), "clean %": _pct("clean_accuracy"),
+        "noisy %": _pct("noisy_accuracy"), "retention %": _pct("retention"), "interval": _ci,
+        "interval method": _raw("ci_method"), "seed SD (pp)": _pct("seed_sd"),
+    },
+    "omnibus": {
+        "noise": _noise, "conditions": _raw("n_conditions"), "seeds": _raw("n_seeds"),
+        "items": _raw("n_items"), "question": _raw("question"), "test": _raw("test"),
+        "statistic": _stat, "dof": _raw("dof"), "p": lambda r: fmt_p(r.get("pvalue")),
+    },
+    "tests": {
+        "noise": _noise, "a": _raw("a"), "b": _raw("b"), "strata": _raw("n_strata"),
+        "items": _raw("n_items"), "a only": _raw("n_a_only"), "b only": _raw("n_b_only"),
+        "acc a %": _pct("accuracy_a"), "acc b %": _pct("accuracy_b"),
+        "a − b (pp)": _pct("estimate", signed=True), "interval": _ci,
+        "test": _raw("test"), "statistic": _stat, "p": lambda r: fmt_p(r.get("pvalue")),
+        "p adj": lambda r: fmt_p(r.get("pvalue_adjusted")), "reject": _raw("reject"),
+    },
+}
 
 
 def write_report(outdir: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping[str, Any]
                  ) -> Path:
-    """Write figures (``figures/*.png``) and ``report.md`` into ``outdir``."""
-    figdir = outdir / "figures"
-    figdir.mkdir(exist_ok=True)
-    summary, retention = tables.get("summary"), tables.get("retention")
-    figures: list[tuple[str, str]] = []
-    if summary is not None and not summary.empty:
-        accuracy_figure(summary, figdir / "accuracy_vs_noise.png")
-        figures.append(("Accuracy vs inference noise", "figures/accuracy_vs_noise.png"))
-    if retention is not None and not retention.empty:
-        retention_figure(retention, figdir / "retention.png")
-        figures.append(("Retention per condition and noise level", "figures/retention.png"))
+    """Write figures (``figures/*.png``) and ``report.md`` into ``outdir``.
+
+    ``tables`` may use the glossary's column names or the names of versions written before
+    it; ``meta`` is the version's manifest (``spec``, ``confidence_level``,
+    ``analysis_only``, ``source``, ...) plus ``study`` and ``label``.
+    """
+    level = confidence_level(meta)
+    t = {name: normalize_table(name, df, confidence_level=level)
+         for name, df in tables.items() if df is not None}
+    descriptions = condition_descriptions(meta)
+    figs = _figures(outdir / "figures", t, descriptions)
 
     parts = [f"# {meta.get('study', 'study')} — results {meta.get('label', '')}\n"]
+    if is_analysis_only(meta):
+        source = meta.get("source")
+        parts.append("> **Analysis-only version.** These tables were recomputed by "
+                     "`robuststats analyze` from stored outcomes"
+                     f"{f' (`{source}`)' if source else ''}; no model was trained or "
+                     "evaluated for this version.\n")
     if meta.get("description"):
-        parts.append(f"{meta['description'].strip()}\n")
-    facts = [("spec hash", str(meta.get("spec_hash", ""))[:16]), ("seeds", meta.get("seeds")),
-             ("noise seeds", meta.get("noise_seeds")), ("items per cell", meta.get("n_items")),
-             ("cells", f"{meta.get('cells_finished')} of {meta.get('cells_planned')} finished"),
-             ("alpha / CI level", f"{meta.get('alpha')} / {meta.get('confidence_level')}"),
-             ("multiplicity", meta.get("multiplicity")), ("package", meta.get("package_version")),
-             ("git commit", str(meta.get("git_commit"))[:12])]
-    parts.append("\n".join(f"- **{k}**: {v}" for k, v in facts if v is not None) + "\n")
-    missing = tables.get("missing")
+        parts.append(f"{str(meta['description']).strip()}\n")
+    parts.append(_facts(meta, t))
+    if descriptions:
+        parts.append("## Conditions\n")
+        parts.append("\n".join(f"- **{c}**: {d}" for c, d in descriptions.items()) + "\n")
+    parts += _gaps(t)
+    parts += _hypotheses(t.get("hypotheses"), figs.get("hypotheses"))
+    if "summary" in t:
+        parts.append("## Accuracy per condition and noise level\n\nMean over seeds, noise "
+                     "seeds and items, in percent; the interval resamples seeds and items; "
+                     "seed SD and range are those of the per-seed accuracies.\n")
+        parts.append(markdown_table(t["summary"], formats=VIEWS["summary"]))
+        parts += _figure("Accuracy vs inference noise", figs.get("accuracy"))
+    if "retention" in t:
+        parts.append("## Retention (noisy / clean accuracy on the same items)\n\nRead each "
+                     "retention beside its clean accuracy: a condition with little clean "
+                     "accuracy has little to lose.\n")
+        parts.append(markdown_table(t["retention"], formats=VIEWS["retention"]))
+        parts += _figure("Clean accuracy and retention", figs.get("retention"))
+    omnibus = t.get("omnibus")
+    if omnibus is not None and not omnibus.empty:
+        parts.append("## Omnibus test per noise level\n\nDo the conditions differ at all, "
+                     "before any pairwise comparison?\n")
+        parts.append(markdown_table(omnibus, formats=VIEWS["omnibus"]))
+    if "tests" in t:
+        parts += _tests(t["tests"])
+    path = outdir / "report.md"
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path
+
+
+def _figures(figdir: Path, t: Mapping[str, pd.DataFrame],
+             descriptions: Mapping[str, str]) -> dict[str, str]:
+    """Draw every figure the tables allow; name -> path relative to the report."""
+    figdir.mkdir(exist_ok=True)
+    out = {}
+    summary, retention, seeds = t.get("summary"), t.get("retention"), t.get("seeds")
+    seeds = seeds if seeds is not None and not seeds.empty else None
+    if summary is not None and not summary.empty:
+        accuracy_figure(summary, figdir / "accuracy_vs_noise.png", seeds=seeds,
+                        descriptions=descriptions)
+        out["accuracy"] = "figures/accuracy_vs_noise.png"
+    if retention is not None and not retention.empty:
+        retention_figure(retention, figdir / "retention.png", summary=summary, seeds=seeds,
+                         descriptions=descriptions)
+        out["retention"] = "figures/retention.png"
+    hyp = t.get("hypotheses")
+    if hyp is not None and not hyp.empty:
+        forest_figure(hyp, figdir / "hypotheses.png")
+        out["hypotheses"] = "figures/hypotheses.png"
+    return out
+
+
+def _figure(title: str, rel: str | None) -> list[str]:
+    return [f"![{title}]({rel})\n"] if rel else []
+
+
+def _levels(t: Mapping[str, pd.DataFrame]) -> str | None:
+    """The interval levels found in the tables, e.g. ``95%`` or ``95% (hypotheses:
+    98.05%–99.17%)``."""
+    def span(names: Sequence[str]) -> str | None:
+        values = sorted({round(float(v), 6) for n in names if n in t and "ci_level" in t[n]
+                         for v in t[n]["ci_level"].dropna()})
+        if not values:
+            return None
+        lo, hi = fmt_level(values[0]), fmt_level(values[-1])
+        return lo if lo == hi else f"{lo}–{hi}"
+
+    tables, hyp = span(["summary", "retention", "tests"]), span(["hypotheses"])
+    if hyp and hyp != tables:
+        return f"{tables or '-'} (hypotheses, multiplicity-adjusted: {hyp})"
+    return tables or hyp
+
+
+def _facts(meta: Mapping[str, Any], t: Mapping[str, pd.DataFrame]) -> str:
+    cells = (f"{meta.get('cells_finished')} of {meta.get('cells_planned')} finished"
+             if meta.get("cells_planned") is not None else None)
+    facts = [("spec hash", str(meta["spec_hash"])[:16] if meta.get("spec_hash") else None),
+             ("source", meta.get("source") if is_analysis_only(meta) else None),
+             ("seeds", meta.get("seeds")), ("noise seeds", meta.get("noise_seeds")),
+             ("items per cell", meta.get("n_items")), ("cells", cells),
+             ("alpha", meta.get("alpha")), ("interval levels", _levels(t)),
+             ("multiplicity", meta.get("multiplicity")),
+             ("package", meta.get("package_version")),
+             ("git commit", str(meta["git_commit"])[:12] if meta.get("git_commit") else None)]
+    return "\n".join(f"- **{k}**: {v}" for k, v in facts if v is not None) + "\n"
+
+
+def _gaps(t: Mapping[str, pd.DataFrame]) -> list[str]:
+    parts = []
+    missing = t.get("missing")
     if missing is not None and not missing.empty:
         parts.append("## Missing cells\n\nThese cells have no outcomes (failed or not run); "
                      "estimates below use the cells that exist, and hypotheses that need "
                      "missing cells are INCONCLUSIVE.\n")
         parts.append(markdown_table(missing))
-    hyp = tables.get("hypotheses")
-    if hyp is not None and not hyp.empty:
-        parts.append("## Pre-registered hypotheses\n")
-        parts.append(markdown_table(hyp, ["id", "statement", "metric", "a", "b", "eval_noise",
-                                          "relation", "margin", "estimate", "ci_low", "ci_high",
-                                          "verdict", "test", "reason"]))
-    if summary is not None:
-        parts.append("## Accuracy per condition and noise level\n\nMean over seeds, noise "
-                     "seeds and items; CI by bootstrap over seeds and items; `seed_sd` is "
-                     "the SD of per-seed accuracy.\n")
-        parts.append(markdown_table(summary))
-    if retention is not None:
-        parts.append("## Retention (noisy / clean accuracy on the same items)\n")
-        parts.append(markdown_table(retention))
-    tests = tables.get("tests")
-    if tests is not None:
-        parts.append("## Paired comparisons (McNemar, stratified over seeds and noise seeds)\n\n"
-                     "`n01`: items right under `b` only; `n10`: right under `a` only. "
-                     "`pvalue_adjusted` corrects for the whole family of comparisons.\n\n"
-                     "Scope: the McNemar p-values condition on the trained models (they "
-                     "account for items, clustered across seeds and noise draws, but not for "
-                     "training-seed variation); the `ci_low`/`ci_high` intervals resample "
-                     "seeds as well and so speak about the training procedure. A tiny "
-                     "p-value beside an interval that covers 0 means the models differ on "
-                     "these items but the seeds disagree on the direction or size. The "
-                     "hypothesis verdicts rest on the intervals.\n")
-        parts.append(markdown_table(tests))
-    for title, rel in figures:
-        parts.append(f"## {title}\n\n![{title}]({rel})\n")
-    path = outdir / "report.md"
-    path.write_text("\n".join(parts), encoding="utf-8")
-    return path
+    dropped = t.get("dropped")
+    if dropped is not None and not dropped.empty:
+        parts.append(f"## Dropped outcomes\n\nThe analysis dropped {len(dropped)} hole(s) "
+                     "so that every comparison uses the same items under every condition, "
+                     "seed and noise seed. Counts by reason:\n")
+        reasons = dropped.get("reason", pd.Series(["-"] * len(dropped))).fillna("-")
+        parts.append("\n".join(f"- {n} × {r}" for r, n in reasons.value_counts().items())
+                     + "\n")
+        shown = dropped.head(MAX_DROPPED_ROWS)
+        parts.append(markdown_table(shown))
+        if len(dropped) > len(shown):
+            parts.append(f"_… and {len(dropped) - len(shown)} more in `dropped.csv`._\n")
+    return parts
+
+
+def _hypotheses(hyp: pd.DataFrame | None, figure: str | None) -> list[str]:
+    if hyp is None or hyp.empty:
+        return []
+    rows = hypothesis_rows(hyp)
+    view = pd.DataFrame(rows)
+    stmts = {str(h.get("id")): h.get("statement") for h in records(hyp)}
+    view["statement"] = [stmts.get(r["id"]) for r in rows]
+    formats = {"id": _raw("id"), "statement": _raw("statement"),
+               **{head: _raw(key) for key, head in HYPOTHESIS_HEADERS.items()
+                  if key not in ("id",)}}
+    parts = ["## Pre-registered hypotheses\n\nEach claim is about a − b in percentage points. "
+             "The verdict is VERIFIED when the whole interval lies on the claimed side of the "
+             "margin, FALSIFIED when it lies wholly on the other side, INCONCLUSIVE "
+             "otherwise; `p adj` is adjusted over the hypotheses.\n",
+             markdown_table(view, formats=formats)]
+    reasons = [f"- **{r['id']}**: {r['reason']}" for r in rows if r["reason"] != "-"]
+    if reasons:
+        parts.append("How each verdict was reached:\n\n" + "\n".join(reasons) + "\n")
+    parts += _figure("Hypotheses: a − b with interval, margin and verdict", figure)
+    return parts
+
+
+def _tests(tests: pd.DataFrame) -> list[str]:
+    questions = [q for q in dict.fromkeys(tests.get("question", pd.Series(dtype=object)))
+                 if not is_missing(q)]
+    ask = f" Each row answers: _{questions[0]}_" if len(questions) == 1 else ""
+    view = dict(VIEWS["tests"])
+    if len(questions) > 1:
+        view = {"question": _raw("question"), **view}
+    methods = sorted({str(m) for m in tests.get("multiplicity", pd.Series(dtype=object))
+                      if not is_missing(m)})
+    procedure = f" ({', '.join(methods)})" if methods else ""
+    return [
+        "## Paired comparisons (McNemar, stratified over seeds and noise seeds)\n\n"
+        f"`a only`: discordant pairs right under `a` and wrong under `b`; `b only`: the "
+        f"reverse. `p adj` corrects for the whole family of comparisons{procedure}.{ask}\n\n"
+        "Scope: the McNemar p-values condition on the trained models (they account for "
+        "items, clustered across seeds and noise draws, but not for training-seed "
+        "variation); the intervals resample seeds as well and so speak about the training "
+        "procedure. A tiny p-value beside an interval that covers 0 means the models differ "
+        "on these items but the seeds disagree on the direction or size. The hypothesis "
+        "verdicts rest on the intervals.\n",
+        markdown_table(tests, formats=view),
+    ]

@@ -15,14 +15,28 @@ from robuststats.results._store import (
     sha256_file,
     verify,
 )
+from robuststats.results._tables import (
+    TABLES,
+    confidence_level,
+    is_analysis_only,
+    normalize_table,
+    read_table,
+    read_tables,
+)
 
 __all__ = [
     "MANIFEST",
+    "TABLES",
     "TABLE_KEYS",
     "ResultStore",
     "ResultVersion",
     "VerifyReport",
+    "confidence_level",
     "diff_versions",
+    "is_analysis_only",
+    "normalize_table",
+    "read_table",
+    "read_tables",
     "seal",
     "sha256_file",
     "verify",

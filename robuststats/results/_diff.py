@@ -1,4 +1,9 @@
-"""Compare the tables of two result versions cell by cell."""
+"""Compare the tables of two result versions cell by cell.
+
+Both sides are read under the glossary's column names (:mod:`robuststats.results._tables`),
+so a version written before a column was renamed compares with one written after; a column
+that only one side has is reported once, not skipped.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import math
 import pandas as pd
 
 from robuststats.results._store import ResultVersion
+from robuststats.results._tables import read_table
 
 __all__ = ["TABLE_KEYS", "diff_versions"]
 
@@ -17,12 +23,10 @@ TABLE_KEYS: dict[str, list[str]] = {
     "tests": ["eval_noise", "a", "b"],
     "hypotheses": ["id"],
     "seeds": ["condition", "seed", "eval_noise"],
+    "omnibus": ["eval_noise"],
+    "missing": ["condition", "seed", "eval_noise", "noise_seed"],
+    "dropped": ["condition", "seed", "eval_noise", "noise_seed", "item_id"],
 }
-
-
-def _read(version: ResultVersion, table: str) -> pd.DataFrame | None:
-    path = version.path / f"{table}.parquet"
-    return pd.read_parquet(path) if path.is_file() else None
 
 
 def diff_versions(a: ResultVersion, b: ResultVersion, *, rtol: float = 1e-9,
@@ -30,11 +34,12 @@ def diff_versions(a: ResultVersion, b: ResultVersion, *, rtol: float = 1e-9,
     """Differences between two versions: one row per changed value or unmatched row.
 
     Columns: ``table``, ``key`` (the row's identifying values), ``column``, ``a``, ``b``.
-    Numbers equal within ``rtol`` (relative) count as equal; NaN equals NaN.
+    Numbers equal within ``rtol`` (relative) count as equal; NaN equals NaN. A column
+    present on one side only gives one row with ``key`` empty and ``absent``/``present``.
     """
     rows: list[dict[str, object]] = []
     for table in tables or list(TABLE_KEYS):
-        ta, tb = _read(a, table), _read(b, table)
+        ta, tb = read_table(a, table), read_table(b, table)
         if ta is None and tb is None:
             continue
         if ta is None or tb is None:
@@ -43,6 +48,12 @@ def diff_versions(a: ResultVersion, b: ResultVersion, *, rtol: float = 1e-9,
                          "b": "absent" if tb is None else "present"})
             continue
         keys = [k for k in TABLE_KEYS[table] if k in ta.columns and k in tb.columns]
+        for col in ta.columns.symmetric_difference(tb.columns, sort=False):
+            rows.append({"table": table, "key": "", "column": col,
+                         "a": "present" if col in ta.columns else "absent",
+                         "b": "present" if col in tb.columns else "absent"})
+        if not keys:  # e.g. an empty table written without columns
+            continue
         ia, ib = ta.set_index(keys), tb.set_index(keys)
         for key in ia.index.difference(ib.index):
             rows.append({"table": table, "key": _key(key), "column": "<row>", "a": "present",
@@ -53,8 +64,9 @@ def diff_versions(a: ResultVersion, b: ResultVersion, *, rtol: float = 1e-9,
         common_cols = [c for c in ia.columns if c in ib.columns]
         for key in ia.index.intersection(ib.index):
             ra, rb = ia.loc[key], ib.loc[key]
-            if isinstance(ra, pd.DataFrame):  # duplicate keys: compare first rows only
-                ra, rb = ra.iloc[0], rb.iloc[0]
+            # duplicate keys: compare first rows only
+            ra = ra.iloc[0] if isinstance(ra, pd.DataFrame) else ra
+            rb = rb.iloc[0] if isinstance(rb, pd.DataFrame) else rb
             for col in common_cols:
                 if not _same(ra[col], rb[col], rtol):
                     rows.append({"table": table, "key": _key(key), "column": col,

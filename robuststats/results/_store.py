@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from robuststats.errors import InputError
+from robuststats.errors import InputError, closest_match
 
 __all__ = ["ResultStore", "ResultVersion", "VerifyReport", "sha256_file", "verify"]
 
@@ -93,15 +93,18 @@ class ResultStore:
 
     def get(self, ref: str) -> ResultVersion:
         """``study``, ``study/vN``, ``study/latest`` or a path to a version directory."""
+        ref = ref.rstrip("/") or ref
         as_path = Path(ref)
-        if (as_path / MANIFEST).is_file():
-            return ResultVersion.load(as_path)
+        if (as_path / MANIFEST).is_file() or ref.count("/") > 1 or as_path.is_absolute():
+            return ResultVersion.load(as_path)  # a path: names what is wrong with it
         study, _, tag = ref.partition("/")
         versions = self.versions(study)
         if not versions:
-            known = ", ".join(self.studies()) or "none"
-            raise InputError(f"no results for study {study!r} under {str(self.root)!r} "
-                             f"(studies with results: {known}).")
+            studies = self.studies()
+            hint = closest_match(study, studies)
+            tail = (f"; did you mean {hint!r}?" if hint else
+                    f" (studies with results: {', '.join(studies) or 'none'}).")
+            raise InputError(f"no results for study {study!r} under {str(self.root)!r}{tail}")
         if tag in ("", "latest"):
             return versions[-1]
         m = _VERSION_DIR.match(tag)

@@ -12,11 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
     "BootstrapResult": "robuststats.stats._bootstrap",
+    "CochranQResult": "robuststats.stats._omnibus",
     "ConfidenceInterval": "robuststats.stats._common",
     "DegenerateDataWarning": "robuststats.stats._common",
     "DiscordanceEstimate": "robuststats.stats._discordance",
     "Hypothesis": "robuststats.stats._hypotheses",
     "HypothesisResult": "robuststats.stats._hypotheses",
+    "MULTIPLICITY_METHODS": "robuststats.stats._multiplicity",
     "McNemarResult": "robuststats.stats._mcnemar",
     "POWER_METHODS": "robuststats.stats._power",
     "PilotPairs": "robuststats.stats._discordance",
@@ -27,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "bootstrap_difference": "robuststats.stats._bootstrap",
     "bootstrap_retention": "robuststats.stats._bootstrap",
     "bootstrap_retention_difference": "robuststats.stats._bootstrap",
+    "cochran_q": "robuststats.stats._omnibus",
     "estimate_discordance": "robuststats.stats._discordance",
     "estimate_icc": "robuststats.stats._discordance",
     "evaluate_hypotheses": "robuststats.stats._hypotheses",
@@ -66,7 +69,8 @@ if TYPE_CHECKING:  # static analysers see the real names
     )
     from robuststats.stats._mcnemar import McNemarResult, mcnemar  # noqa: F401
     from robuststats.stats._mcnemar_stratified import mcnemar_stratified  # noqa: F401
-    from robuststats.stats._multiplicity import adjust_pvalues  # noqa: F401
+    from robuststats.stats._multiplicity import MULTIPLICITY_METHODS, adjust_pvalues  # noqa: F401
+    from robuststats.stats._omnibus import CochranQResult, cochran_q  # noqa: F401
     from robuststats.stats._power import (  # noqa: F401
         POWER_METHODS,
         PoolSizeWarning,

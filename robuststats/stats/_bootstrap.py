@@ -32,18 +32,16 @@ import numpy as np
 import pandas as pd
 from scipy import special
 
-from robuststats.stats._bootstrap_ci import BootstrapFit, acceleration
-from robuststats.stats._common import (
-    ConfidenceInterval,
-    DegenerateDataWarning,
-    InputError,
+from robuststats._validation import (
     as_outcomes,
     check_choice,
     check_confidence_level,
     check_n_resamples,
     check_rng,
-    tidy_row,
 )
+from robuststats.errors import InputError
+from robuststats.stats._bootstrap_ci import BootstrapFit, acceleration
+from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning, tidy_row
 from robuststats.stats._resample import (
     crossed_variance_ratio,
     jackknife_influence,
@@ -65,40 +63,51 @@ _RETENTION_METHODS = ("bca", "percentile", "log-ratio", "studentized")
 
 @dataclass(frozen=True)
 class BootstrapResult:
-    """Result of the ``bootstrap_*`` functions.
+    """Result of the ``bootstrap_*`` functions. Differences are first minus second.
 
     Attributes
     ----------
+    quantity : str
+        What was bootstrapped: ``"accuracy"``, ``"difference"`` (``acc_x − acc_y``),
+        ``"retention"`` (``acc_noisy / acc_clean``) or ``"retention_difference"``
+        (``retention(a) − retention(b)``).
     estimate : float
-        The statistic on the observed data.
+        The quantity on the observed data.
     confidence_interval : ConfidenceInterval
+    confidence_level : float
+        Level of ``confidence_interval``.
+    method : str
+        The interval method (``ci_method`` in tables).
     standard_error : float
         Standard deviation of the bootstrap distribution (log scale for ``log-ratio`` and
         ``studentized``).
-    method : str
     n_resamples : int
-    confidence_level : float
     scheme : str
         ``"items"`` or ``"seeds x items"`` (two-way bootstrap).
-    statistic : str
-        ``"accuracy"``, ``"difference"``, ``"retention"`` or ``"retention_difference"``.
+    n_seeds, n_items : int
+        Shape of the aligned inputs.
     bootstrap_distribution : numpy.ndarray
-        The resampled statistics (log scale for ``log-ratio``/``studentized``).
+        The resampled quantity (log scale for ``log-ratio``/``studentized``).
     """
 
+    quantity: str
     estimate: float
     confidence_interval: ConfidenceInterval
-    standard_error: float
-    method: str
-    n_resamples: int
     confidence_level: float
+    method: str
+    standard_error: float
+    n_resamples: int
     scheme: str
-    statistic: str
+    n_seeds: int
+    n_items: int
     bootstrap_distribution: np.ndarray = field(repr=False, compare=False)
 
     def to_frame(self) -> pd.DataFrame:
-        """One-row tidy table (without the bootstrap distribution)."""
-        return pd.DataFrame([tidy_row(self, drop=("bootstrap_distribution",))])
+        """One-row tidy table in glossary names (without the bootstrap distribution):
+        ``quantity, estimate, ci_low, ci_high, ci_level, ci_method, standard_error,
+        n_resamples, scheme, n_seeds, n_items``."""
+        return pd.DataFrame([tidy_row(self, rename={"method": "ci_method"},
+                                      drop=("bootstrap_distribution",))])
 
 
 # --- statistics as functions of resampled means (last axis: one mean per input) ---
@@ -129,7 +138,7 @@ def _retention_difference(m: np.ndarray) -> np.ndarray:  # (clean_a, noisy_a, cl
     return _ratio(m[..., 1], m[..., 0]) - _ratio(m[..., 3], m[..., 2])
 
 
-_STATISTICS = {
+_QUANTITIES = {
     "accuracy": _accuracy,
     "difference": _difference,
     "retention": _retention,
@@ -146,6 +155,20 @@ def _aligned(arrays: dict[str, object]) -> list[np.ndarray]:
             f"inputs must be aligned (same seeds and items in the same order), got {desc}."
         )
     return [a if a.ndim == 2 else a[None, :] for a in out]
+
+
+def _bootstrap_iv(arrays, confidence_level, n_resamples, method, rng, methods):
+    check_choice(method, "method", methods)
+    level = check_confidence_level(confidence_level)
+    b = check_n_resamples(n_resamples)
+    gen = check_rng(rng)
+    matrices = _aligned(arrays)
+    if method == "studentized" and matrices[0].shape[0] > 1:
+        raise InputError(
+            "`method` 'studentized' needs one seed, (n_items,) outcomes, got shape "
+            f"{matrices[0].shape}; use 'bca' or 'log-ratio' for (n_seeds, n_items)."
+        )
+    return matrices, level, b, gen
 
 
 def _studentized_se(parts: dict[str, np.ndarray], n: int) -> np.ndarray:
@@ -176,25 +199,25 @@ def _gradient(func, means: np.ndarray) -> np.ndarray:
 
 
 def fit_bootstrap(
-    statistic: str, matrices: list[np.ndarray], *, method: str, n_resamples: int,
+    quantity: str, matrices: list[np.ndarray], *, method: str, n_resamples: int,
     rng: np.random.Generator,
 ) -> tuple[BootstrapFit, str]:
-    """Run the bootstrap for ``statistic`` on aligned ``(k, n)`` matrices.
+    """Run the bootstrap for ``quantity`` on aligned ``(k, n)`` matrices.
 
-    Returns the fit and the scheme name. Resamples where the statistic is undefined (a
+    Returns the fit and the scheme name. Resamples where the quantity is undefined (a
     clean accuracy of 0 in a ratio) are dropped with a :class:`DegenerateDataWarning`.
     """
     k, n = matrices[0].shape
     scheme = "items" if k == 1 else "seeds x items"
     studentized = method == "studentized"
     log_scale = method in ("log-ratio", "studentized")
-    func = _log_retention if log_scale else _STATISTICS[statistic]
+    func = _log_retention if log_scale else _QUANTITIES[quantity]
     observed_means = np.array([mat.mean() for mat in matrices])
     estimate = float(func(observed_means))
     parts = resampled_means(matrices, n_resamples, rng, extra_item_products=studentized)
     boot = func(parts["means"])
     if k > 1:
-        # rescale deviations so the bootstrap variance of the linearized statistic matches
+        # rescale deviations so the bootstrap variance of the linearized quantity matches
         # the crossed random-effects estimate (see crossed_variance_ratio)
         grad = _gradient(func, observed_means)
         linear = np.tensordot(grad, np.stack(matrices), axes=1)
@@ -216,7 +239,7 @@ def fit_bootstrap(
     dropped = int(boot.size - np.count_nonzero(finite))
     if dropped:
         warnings.warn(
-            f"{dropped} of {boot.size} resamples had an undefined or infinite {statistic} "
+            f"{dropped} of {boot.size} resamples had an undefined or infinite {quantity} "
             "(an accuracy of 0 in a ratio or its logarithm) and were dropped.",
             DegenerateDataWarning,
             stacklevel=3,
@@ -232,41 +255,34 @@ def fit_bootstrap(
     return fit, scheme
 
 
-def degenerate_interval(statistic: str, matrices: list[np.ndarray], estimate: float,
+def degenerate_interval(quantity: str, matrices: list[np.ndarray], estimate: float,
                         confidence_level: float) -> ConfidenceInterval:
     """Score-type fallback interval when the bootstrap distribution has no spread."""
     n = matrices[0].shape[1]
     z = float(special.ndtri(0.5 + confidence_level / 2.0))
     h0 = z * z / (n + z * z)
-    if statistic == "accuracy":
+    if quantity == "accuracy":
         p = estimate
         denom = 1.0 + z * z / n
         centre = (p + z * z / (2 * n)) / denom
         half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
         return ConfidenceInterval(max(0.0, centre - half), min(1.0, centre + half))
-    if statistic == "difference":
+    if quantity == "difference":
         return ConfidenceInterval(max(-1.0, estimate - h0), min(1.0, estimate + h0))
-    if statistic == "retention":
+    if quantity == "retention":
         half = h0 / matrices[0].mean()
         return ConfidenceInterval(max(0.0, estimate - half), estimate + half)
     half = h0 * math.sqrt(1.0 / matrices[0].mean() ** 2 + 1.0 / matrices[2].mean() ** 2)
     return ConfidenceInterval(estimate - half, estimate + half)
 
 
-def _run(statistic: str, arrays: dict[str, object], *, confidence_level: float,
+def _run(quantity: str, arrays: dict[str, object], *, confidence_level: float,
          n_resamples: int, method: str, rng: object, methods: tuple[str, ...]
          ) -> BootstrapResult:
-    check_choice(method, "method", methods)
-    level = check_confidence_level(confidence_level)
-    b = check_n_resamples(n_resamples)
-    gen = check_rng(rng)
-    matrices = _aligned(arrays)
-    if method == "studentized" and matrices[0].shape[0] > 1:
-        raise InputError(
-            "`method` 'studentized' needs one seed, (n_items,) outcomes, got shape "
-            f"{matrices[0].shape}; use 'bca' or 'log-ratio' for (n_seeds, n_items)."
-        )
-    if statistic in ("retention", "retention_difference"):
+    matrices, level, b, gen = _bootstrap_iv(arrays, confidence_level, n_resamples, method,
+                                            rng, methods)
+    n_seeds, n_items = matrices[0].shape
+    if quantity in ("retention", "retention_difference"):
         for name, mat in zip(list(arrays)[0::2], matrices[0::2]):
             if mat.mean() == 0.0:
                 warnings.warn(
@@ -275,30 +291,31 @@ def _run(statistic: str, arrays: dict[str, object], *, confidence_level: float,
                     DegenerateDataWarning,
                     stacklevel=3,
                 )
-                low = 0.0 if statistic == "retention" else -math.inf
+                low = 0.0 if quantity == "retention" else -math.inf
                 return BootstrapResult(
-                    estimate=math.nan, confidence_interval=ConfidenceInterval(low, math.inf),
-                    standard_error=math.nan, method=method, n_resamples=b,
-                    confidence_level=level, scheme="items" if mat.shape[0] == 1 else
-                    "seeds x items", statistic=statistic, bootstrap_distribution=np.empty(0),
+                    quantity=quantity, estimate=math.nan,
+                    confidence_interval=ConfidenceInterval(low, math.inf),
+                    confidence_level=level, method=method, standard_error=math.nan,
+                    n_resamples=b, scheme="items" if n_seeds == 1 else "seeds x items",
+                    n_seeds=n_seeds, n_items=n_items, bootstrap_distribution=np.empty(0),
                 )
-    fit, scheme = fit_bootstrap(statistic, matrices, method=method, n_resamples=b, rng=gen)
+    fit, scheme = fit_bootstrap(quantity, matrices, method=method, n_resamples=b, rng=gen)
     estimate = float(np.exp(fit.estimate)) if fit.log_scale else fit.estimate
     if fit.boot.size < 2 or np.ptp(fit.boot) == 0.0:
         warnings.warn(
-            f"the bootstrap distribution of the {statistic} has no spread (identical or "
+            f"the bootstrap distribution of the {quantity} has no spread (identical or "
             "all-correct outcomes); returning a score-type interval for "
             f"{matrices[0].shape[1]} items instead.",
             DegenerateDataWarning,
             stacklevel=3,
         )
-        ci = degenerate_interval(statistic, matrices, estimate, level)
+        ci = degenerate_interval(quantity, matrices, estimate, level)
     else:
         ci = fit.interval(level)
     return BootstrapResult(
-        estimate=estimate, confidence_interval=ci, standard_error=fit.standard_error,
-        method=method, n_resamples=b, confidence_level=level, scheme=scheme,
-        statistic=statistic, bootstrap_distribution=fit.boot,
+        quantity=quantity, estimate=estimate, confidence_interval=ci, confidence_level=level,
+        method=method, standard_error=fit.standard_error, n_resamples=b, scheme=scheme,
+        n_seeds=n_seeds, n_items=n_items, bootstrap_distribution=fit.boot,
     )
 
 

@@ -70,7 +70,13 @@ class BootstrapFit:
             z0 = self._z0()
             za = special.ndtri(alphas)
             num = z0 + za
-            adj = special.ndtr(z0 + num / (1.0 - self.acceleration * num))
+            denom = 1.0 - self.acceleration * num
+            with np.errstate(divide="ignore", invalid="ignore"):
+                adj = special.ndtr(z0 + num / denom)
+            # at extreme levels (za = ±inf, or a(z0 + za) ≥ 1) the BCa map leaves its
+            # monotone range; the bound is then the extreme resample on its own side
+            off = ~np.isfinite(adj) | (denom <= 0.0)
+            adj = np.where(off, np.where(alphas < 0.5, 0.0, 1.0), adj)
             out = _quantile(self.boot, adj)
         elif self.method == "log-ratio":
             out = self.estimate + special.ndtri(alphas) * self.standard_error

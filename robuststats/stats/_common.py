@@ -1,15 +1,27 @@
-"""Shared result types and validation helpers of :mod:`robuststats.stats`."""
+"""Shared result types of :mod:`robuststats.stats` and the row layout of ``to_frame``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-import numpy as np
-
+from robuststats import _validation
 from robuststats.errors import InputError, RobuststatsWarning
+from robuststats.glossary import TABLE_COLUMNS
 
-__all__ = ["ConfidenceInterval", "DegenerateDataWarning", "InputError", "tidy_row"]
+__all__ = [
+    "ConfidenceInterval",
+    "DegenerateDataWarning",
+    "InputError",
+    # re-exported checkers of robuststats._validation, imported from here by other modules
+    "as_outcomes",
+    "check_choice",
+    "check_confidence_level",
+    "check_n_resamples",
+    "check_rng",
+    "tidy_row",
+]
 
 
 class DegenerateDataWarning(RobuststatsWarning):
@@ -36,76 +48,55 @@ class ConfidenceInterval:
         return self.low <= value <= self.high
 
 
-# --- validation helpers shared by the paired-test, bootstrap and hypothesis modules ---
+# The checkers live in robuststats._validation; these names are re-exported because modules
+# of this package import them from here (_outcomes: check_choice; others: InputError).
+check_choice = _validation.check_choice
+check_confidence_level = _validation.check_confidence_level
+check_n_resamples = _validation.check_n_resamples
+check_rng = _validation.check_rng
+as_outcomes = _validation.as_outcomes
 
 
-def check_confidence_level(confidence_level: float, name: str = "confidence_level") -> float:
-    """Return ``confidence_level`` as a float in the open interval (0, 1) or raise."""
-    try:
-        value = float(confidence_level)
-    except (TypeError, ValueError):
-        raise InputError(f"`{name}` must be a number in (0, 1), got {confidence_level!r}.") from None
-    if not 0.0 < value < 1.0:
-        raise InputError(f"`{name}` must be a number in (0, 1), got {confidence_level!r}.")
-    return value
+#: result attribute -> glossary column, for every result (attributes keep scipy's option
+#: names; tables use the glossary's)
+_COLUMN_NAMES = {"confidence_level": "ci_level"}
+_INTERVAL_COLUMNS = ("ci_low", "ci_high", "ci_level", "ci_method")
 
 
-def check_n_resamples(n_resamples: int) -> int:
-    """Return ``n_resamples`` as a positive int or raise."""
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)):
-        raise InputError(f"`n_resamples` must be a positive integer, got {n_resamples!r}.")
-    if n_resamples < 1:
-        raise InputError(f"`n_resamples` must be a positive integer, got {n_resamples!r}.")
-    return int(n_resamples)
+def tidy_row(result: Any, *, rename: Mapping[str, str] | None = None,
+             drop: tuple[str, ...] = (), table: str | None = None) -> dict[str, Any]:
+    """One flat row of a result dataclass for ``to_frame``, in glossary names.
 
-
-def check_rng(rng: np.random.Generator | int | None) -> np.random.Generator:
-    """Turn ``rng`` into a :class:`numpy.random.Generator` (never touches the global seed)."""
-    if isinstance(rng, np.random.Generator):
-        return rng
-    if rng is None or (isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)):
-        return np.random.default_rng(rng)
-    raise InputError(f"`rng` must be a numpy Generator, an int seed or None, got {rng!r}.")
-
-
-def check_choice(value: str, name: str, choices: tuple[str, ...]) -> str:
-    """Return ``value`` if it is one of ``choices``; otherwise raise naming the options."""
-    if value not in choices:
-        options = ", ".join(repr(c) for c in choices)
-        raise InputError(f"`{name}` must be one of {options}, got {value!r}.")
-    return value
-
-
-def as_outcomes(x: object, name: str, *, binary: bool = False) -> np.ndarray:
-    """Validate item outcomes: a 1-D or 2-D array of finite values in [0, 1].
-
-    ``binary=True`` additionally requires every value to be 0 or 1. Returns float64.
+    The ``confidence_interval`` field becomes ``ci_low``/``ci_high``, followed by
+    ``ci_level`` (from ``confidence_level``) and ``ci_method`` when the result has them.
+    ``rename`` maps further attribute names to glossary columns. With ``table``, the
+    columns that table declares (:data:`robuststats.glossary.TABLE_COLUMNS`) come first in
+    the declared order and the others follow in field order.
     """
-    try:
-        arr = np.asarray(x, dtype=float)
-    except (TypeError, ValueError):
-        raise InputError(f"`{name}` must be an array of outcomes in [0, 1], got {x!r}.") from None
-    if arr.ndim not in (1, 2):
-        raise InputError(
-            f"`{name}` must be 1-D (n_items,) or 2-D (n_seeds, n_items), got shape {arr.shape}."
-        )
-    if arr.size == 0:
-        raise InputError(f"`{name}` must not be empty, got shape {arr.shape}.")
-    if not np.all(np.isfinite(arr)):
-        raise InputError(f"`{name}` must not contain NaN or infinite values.")
-    if np.any((arr < 0) | (arr > 1)):
-        bad = float(arr[(arr < 0) | (arr > 1)].flat[0])
-        raise InputError(f"`{name}` must contain values in [0, 1], got {bad!r}.")
-    if binary and np.any((arr != 0) & (arr != 1)):
-        bad = float(arr[(arr != 0) & (arr != 1)].flat[0])
-        raise InputError(f"`{name}` must contain only 0/1 outcomes, got {bad!r}.")
-    return arr
-
-
-def tidy_row(result: Any, *, drop: tuple[str, ...] = ()) -> dict[str, Any]:
-    """One flat row of a result dataclass for ``to_frame``: fields in order (less ``drop``),
-    the ``confidence_interval`` field replaced by ``ci_low``/``ci_high`` at the end."""
-    row = {f.name: getattr(result, f.name) for f in fields(result) if f.name not in drop}
-    ci = row.pop("confidence_interval")
-    row["ci_low"], row["ci_high"] = ci.low, ci.high
+    names = {**_COLUMN_NAMES, **(rename or {})}
+    cols: list[tuple[str, Any]] = []
+    interval: dict[str, Any] = {}
+    for f in fields(result):
+        if f.name in drop:
+            continue
+        column, value = names.get(f.name, f.name), getattr(result, f.name)
+        if f.name == "confidence_interval":
+            interval["ci_low"], interval["ci_high"] = value.low, value.high
+            cols.append(("", None))  # the interval's columns go here, side by side
+        elif column in _INTERVAL_COLUMNS:
+            interval[column] = value
+        else:
+            cols.append((column, value))
+    if ("", None) not in cols:
+        cols.append(("", None))
+    row: dict[str, Any] = {}
+    for column, value in cols:
+        if column:
+            row[column] = value
+        else:
+            row.update({k: interval[k] for k in _INTERVAL_COLUMNS if k in interval})
+    if table is not None:
+        declared = [c for c in TABLE_COLUMNS[table] if c in row]
+        row = {**{c: row[c] for c in declared}, **{k: v for k, v in row.items()
+                                                   if k not in declared}}
     return row

@@ -37,23 +37,24 @@ Retention uses a BCa bootstrap of ``retention(a) − retention(b)``, two-way ove
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 import pandas as pd
 
-from robuststats.errors import closest_match
-from robuststats.stats._common import (
-    ConfidenceInterval,
-    InputError,
+from robuststats._validation import (
     check_choice,
     check_confidence_level,
+    check_keys,
     check_n_resamples,
+    check_number,
     check_rng,
-    tidy_row,
+    check_str,
 )
+from robuststats.errors import InputError
+from robuststats.glossary import TABLE_COLUMNS
+from robuststats.stats._common import ConfidenceInterval, tidy_row
 from robuststats.stats._multiplicity import MULTIPLICITY_METHODS, adjust_pvalues, local_levels
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
 VERDICTS = ("VERIFIED", "FALSIFIED", "INCONCLUSIVE")
 METRICS = ("accuracy", "retention")
 RELATIONS = ("greater", "less", "equivalent")
+_REQUIRED = ("id", "metric", "a", "b", "eval_noise", "relation")
 
 
 @dataclass(frozen=True)
@@ -83,27 +85,20 @@ class Hypothesis:
     statement: str = ""
 
     def __post_init__(self) -> None:
-        if not isinstance(self.id, str) or not self.id:
-            raise InputError(f"hypothesis `id` must be a non-empty string, got {self.id!r}.")
+        check_str(self.id, "id")
         where = f"hypothesis {self.id!r}"
-        if self.metric not in METRICS:
-            raise InputError(f"{where}: `metric` must be one of {list(METRICS)}, got {self.metric!r}.")
-        if self.relation not in RELATIONS:
-            raise InputError(
-                f"{where}: `relation` must be one of {list(RELATIONS)}, got {self.relation!r}."
-            )
-        for key in ("a", "b"):
-            value = getattr(self, key)
-            if not isinstance(value, str) or not value:
-                raise InputError(f"{where}: `{key}` must be a condition name, got {value!r}.")
+        try:
+            check_choice(self.metric, "metric", METRICS)
+            check_choice(self.relation, "relation", RELATIONS)
+            check_str(self.a, "a")
+            check_str(self.b, "b")
+            check_number(self.eval_noise, "eval_noise", low=0.0)
+            check_number(self.margin, "margin")
+            check_str(self.statement, "statement", empty=True)
+        except InputError as err:
+            raise InputError(f"{where}: {err}") from None
         if self.a == self.b:
             raise InputError(f"{where}: `a` and `b` must differ, got {self.a!r} twice.")
-        for key in ("eval_noise", "margin"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise InputError(f"{where}: `{key}` must be a finite number, got {value!r}.")
-        if self.eval_noise < 0:
-            raise InputError(f"{where}: `eval_noise` must be ≥ 0, got {self.eval_noise!r}.")
         if self.metric == "retention" and self.eval_noise == 0:
             raise InputError(
                 f"{where}: retention needs a noisy level, `eval_noise` > 0, got {self.eval_noise!r}."
@@ -112,28 +107,13 @@ class Hypothesis:
             raise InputError(
                 f"{where}: an equivalence `margin` must be > 0, got {self.margin!r}."
             )
-        if not isinstance(self.statement, str):
-            raise InputError(f"{where}: `statement` must be a string, got {self.statement!r}.")
 
     @classmethod
     def from_dict(cls, d: Mapping[str, object]) -> Hypothesis:
         """Build from a mapping; unknown keys and missing required keys raise InputError."""
-        if not isinstance(d, Mapping):
-            raise InputError(f"a hypothesis must be a mapping, got {type(d).__name__}.")
-        names = [f.name for f in fields(cls)]
-        hid = d.get("id", "?")
-        for key in d:
-            if key not in names:
-                close = closest_match(key, names)
-                hint = f" Did you mean {close!r}?" if close else ""
-                raise InputError(
-                    f"hypothesis {hid!r}: unknown key {key!r}; allowed keys: {names}.{hint}"
-                )
-        required = ["id", "metric", "a", "b", "eval_noise", "relation"]
-        missing = [k for k in required if k not in d]
-        if missing:
-            raise InputError(f"hypothesis {hid!r}: missing required key(s) {missing}.")
-        values = dict(d)
+        hid = d.get("id", "?") if isinstance(d, Mapping) else "?"
+        values = check_keys(d, f"hypothesis {hid!r}", [f.name for f in fields(cls)],
+                            required=_REQUIRED)
         for key in ("eval_noise", "margin"):
             if key in values and isinstance(values[key], int) and not isinstance(values[key], bool):
                 values[key] = float(values[key])
@@ -147,30 +127,53 @@ class Hypothesis:
 class HypothesisResult:
     """Verdict on one :class:`Hypothesis` with the test and interval that decided it.
 
-    ``confidence_level`` is the level of ``confidence_interval`` (adjusted for
-    multiplicity); ``pvalue`` is the raw decision p-value and ``adjusted_pvalue`` its
-    adjusted value (equal to ``pvalue`` without multiplicity).
+    Attributes
+    ----------
+    id, statement, metric, a, b, eval_noise, relation, margin
+        The hypothesis.
+    estimate : float
+        Point estimate of ``a − b``.
+    confidence_interval : ConfidenceInterval
+        The interval that decided the verdict, at ``confidence_level``.
+    confidence_level : float
+        Its level: ``1 − t`` with ``t`` the local level of the multiplicity procedure
+        (``ci_level`` in tables).
+    ci_method : str
+        How the interval was computed.
+    pvalue, pvalue_adjusted : float
+        The raw decision p-value and its adjusted value (equal without multiplicity).
+    multiplicity : str
+        The procedure applied to the family (``"none"`` for none).
+    verdict : str
+        VERIFIED, FALSIFIED or INCONCLUSIVE.
+    reason : str
+        The comparison of the interval with the margin that gave the verdict.
+    detail : str
+        The evidence: data, test, and the interval level under multiplicity.
     """
 
     id: str
     statement: str
-    verdict: str
+    metric: str
+    a: str
+    b: str
+    eval_noise: float
+    relation: str
+    margin: float
     estimate: float
     confidence_interval: ConfidenceInterval
     confidence_level: float
+    ci_method: str
     pvalue: float
-    adjusted_pvalue: float
-    method: str
+    pvalue_adjusted: float
+    multiplicity: str
+    verdict: str
+    reason: str
     detail: str
-    metric: str = ""
-    a: str = ""
-    b: str = ""
-    eval_noise: float = 0.0
-    relation: str = ""
-    margin: float = 0.0
 
     def to_frame(self) -> pd.DataFrame:
-        return pd.DataFrame([tidy_row(self)])
+        """One row in the glossary's ``hypotheses`` columns and order, then ``detail``."""
+        return pd.DataFrame([tidy_row(self, table="hypotheses")])
 
 
 def _decision_pvalue(h: Hypothesis, tails) -> float:
@@ -186,14 +189,32 @@ def _decision_pvalue(h: Hypothesis, tails) -> float:
 
 
 def _verdict(h: Hypothesis, ci: ConfidenceInterval) -> str:
+    return _decide(h, ci)[0]
+
+
+def _decide(h: Hypothesis, ci: ConfidenceInterval) -> tuple[str, str]:
+    """The verdict and its reason: which bound passed the margin, or that none did."""
     m, low, high = h.margin, ci.low, ci.high
+    interval = f"[{low:.4g}, {high:.4g}]"
     if h.relation == "greater":
-        return "VERIFIED" if low > m else "FALSIFIED" if high < m else "INCONCLUSIVE"
+        if low > m:
+            return "VERIFIED", f"ci_low {low:.4g} > margin {m:.4g}"
+        if high < m:
+            return "FALSIFIED", f"ci_high {high:.4g} < margin {m:.4g}"
+        return "INCONCLUSIVE", f"interval {interval} contains margin {m:.4g}"
     if h.relation == "less":
-        return "VERIFIED" if high < m else "FALSIFIED" if low > m else "INCONCLUSIVE"
+        if high < m:
+            return "VERIFIED", f"ci_high {high:.4g} < margin {m:.4g}"
+        if low > m:
+            return "FALSIFIED", f"ci_low {low:.4g} > margin {m:.4g}"
+        return "INCONCLUSIVE", f"interval {interval} contains margin {m:.4g}"
     if -m < low and high < m:
-        return "VERIFIED"
-    return "FALSIFIED" if (low >= m or high <= -m) else "INCONCLUSIVE"
+        return "VERIFIED", f"interval {interval} lies inside (-{m:.4g}, {m:.4g})"
+    if low >= m:
+        return "FALSIFIED", f"ci_low {low:.4g} ≥ margin {m:.4g}"
+    if high <= -m:
+        return "FALSIFIED", f"ci_high {high:.4g} ≤ -margin -{m:.4g}"
+    return "INCONCLUSIVE", f"interval {interval} crosses ±{m:.4g}"
 
 
 def _as_hypothesis(h: Hypothesis | Mapping[str, object]) -> Hypothesis:
@@ -210,17 +231,20 @@ def evaluate_hypotheses(
     clean_noise: float = 0.0,
     multiplicity: str | None = "holm",
 ) -> pd.DataFrame:
-    """Verdicts for a family of hypotheses, one row each (columns of HypothesisResult).
+    """Verdicts for a family of hypotheses, one row each.
 
-    ``multiplicity``: a method of :func:`adjust_pvalues` (``"holm"``, ``"fdr_bh"``, ...)
-    or ``None`` for per-hypothesis intervals at ``confidence_level``.
+    Columns: the glossary's ``hypotheses`` table, ``id, statement, metric, a, b,
+    eval_noise, relation, margin, estimate, ci_low, ci_high, ci_level, ci_method, pvalue,
+    pvalue_adjusted, multiplicity, verdict, reason``, then ``detail``.
+
+    ``multiplicity``: a name of :data:`MULTIPLICITY_METHODS` (``"holm"``, ``"fdr_bh"``,
+    ...); ``"none"`` (or ``None``) gives per-hypothesis intervals at ``confidence_level``.
     """
     results = _evaluate(hypotheses, outcomes, confidence_level=confidence_level,
                         n_resamples=n_resamples, rng=rng, clean_noise=clean_noise,
                         multiplicity=multiplicity)
     if not results:
-        return pd.DataFrame(columns=[*(f.name for f in fields(HypothesisResult)),
-                                     "ci_low", "ci_high"])
+        return pd.DataFrame(columns=[*TABLE_COLUMNS["hypotheses"], "detail"])
     return pd.concat([r.to_frame() for r in results], ignore_index=True)
 
 
@@ -236,23 +260,43 @@ def evaluate_hypothesis(
     """Verdict for a single hypothesis (no multiplicity adjustment)."""
     return _evaluate([hypothesis], outcomes, confidence_level=confidence_level,
                      n_resamples=n_resamples, rng=rng, clean_noise=clean_noise,
-                     multiplicity=None)[0]
+                     multiplicity="none")[0]
+
+
+def _evaluate_iv(hypotheses, outcomes, confidence_level, n_resamples, rng, clean_noise,
+                 multiplicity):
+    level = check_confidence_level(confidence_level)
+    b = check_n_resamples(n_resamples)
+    gen = check_rng(rng)
+    clean = check_number(clean_noise, "clean_noise", low=0.0)
+    procedure = "none" if multiplicity is None else check_choice(
+        multiplicity, "multiplicity", MULTIPLICITY_METHODS)
+    items = None
+    if not isinstance(hypotheses, (str, bytes, Mapping)):
+        try:
+            items = list(hypotheses)
+        except TypeError:  # not iterable, or a 0-d array
+            pass
+    if items is None:
+        raise InputError(f"`hypotheses` must be a sequence of hypotheses, got "
+                         f"{type(hypotheses).__name__}.")
+    if not isinstance(outcomes, pd.DataFrame):
+        raise InputError(f"`outcomes` must be a pandas DataFrame, got "
+                         f"{type(outcomes).__name__}.")
+    hs = [_as_hypothesis(h) for h in items]
+    ids = [h.id for h in hs]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise InputError(f"hypothesis ids must be unique, got duplicates {dup}.")
+    return hs, level, b, gen, clean, procedure
 
 
 def _evaluate(hypotheses, outcomes, *, confidence_level, n_resamples, rng, clean_noise,
               multiplicity) -> list[HypothesisResult]:
     from robuststats.stats._hypothesis_data import gather_evidence
 
-    level = check_confidence_level(confidence_level)
-    b = check_n_resamples(n_resamples)
-    gen = check_rng(rng)
-    if multiplicity is not None:
-        check_choice(multiplicity, "multiplicity", MULTIPLICITY_METHODS)
-    hs = [_as_hypothesis(h) for h in hypotheses]
-    ids = [h.id for h in hs]
-    dup = sorted({i for i in ids if ids.count(i) > 1})
-    if dup:
-        raise InputError(f"hypothesis ids must be unique, got duplicates {dup}.")
+    hs, level, b, gen, clean_noise, procedure = _evaluate_iv(
+        hypotheses, outcomes, confidence_level, n_resamples, rng, clean_noise, multiplicity)
     if not hs:
         return []
     from robuststats.outcomes import validate_outcomes
@@ -262,23 +306,26 @@ def _evaluate(hypotheses, outcomes, *, confidence_level, n_resamples, rng, clean
                                 confidence_level=level) for h in hs]
     alpha = 1.0 - level
     raw = np.array([_decision_pvalue(h, e.tails) for h, e in zip(hs, evidence)])
-    if multiplicity is None or len(hs) == 1:
+    adjusted_family = procedure != "none" and len(hs) > 1
+    if adjusted_family:
+        adjusted = adjust_pvalues(raw, method=procedure, alpha=alpha)
+        levels = local_levels(raw, adjusted, alpha=alpha)
+    else:
         adjusted = raw.copy()
         levels = np.full(len(hs), alpha)
-    else:
-        adjusted = adjust_pvalues(raw, method=multiplicity, alpha=alpha)
-        levels = local_levels(raw, adjusted, alpha=alpha)
     out = []
     for h, e, p, q, t in zip(hs, evidence, raw, adjusted, levels):
         ci = e.interval(1.0 - float(t))
         note = e.detail
-        if multiplicity is not None and len(hs) > 1:
-            note += (f"; {multiplicity} over {len(hs)} hypotheses: interval level "
+        if adjusted_family:
+            note += (f"; {procedure} over {len(hs)} hypotheses: interval level "
                      f"{1.0 - float(t):.4g}")
+        verdict, reason = _decide(h, ci)
         out.append(HypothesisResult(
-            id=h.id, statement=h.statement, verdict=_verdict(h, ci), estimate=e.estimate,
-            confidence_interval=ci, confidence_level=1.0 - float(t), pvalue=float(p),
-            adjusted_pvalue=float(q), method=e.method, detail=note, metric=h.metric, a=h.a,
-            b=h.b, eval_noise=h.eval_noise, relation=h.relation, margin=h.margin,
+            id=h.id, statement=h.statement, metric=h.metric, a=h.a, b=h.b,
+            eval_noise=h.eval_noise, relation=h.relation, margin=h.margin,
+            estimate=e.estimate, confidence_interval=ci, confidence_level=1.0 - float(t),
+            ci_method=e.method, pvalue=float(p), pvalue_adjusted=float(q),
+            multiplicity=procedure, verdict=verdict, reason=reason, detail=note,
         ))
     return out

@@ -27,14 +27,13 @@ import warnings
 import numpy as np
 from scipy import special, stats
 
-from robuststats.stats._common import (
-    ConfidenceInterval,
-    DegenerateDataWarning,
-    InputError,
+from robuststats._validation import (
     as_outcomes,
     check_choice,
     check_confidence_level,
+    check_same_shape,
 )
+from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning
 from robuststats.stats._mcnemar import McNemarResult
 from robuststats.stats._paired_ci import paired_difference_ci
 
@@ -46,6 +45,15 @@ STRATIFIED_METHODS = ("mantel-haenszel", "clustered")
 def _as_strata(x: object, name: str) -> np.ndarray:
     arr = as_outcomes(x, name, binary=True)
     return arr if arr.ndim == 2 else arr[None, :]
+
+
+def _mcnemar_stratified_iv(x, y, method, confidence_level):
+    check_choice(method, "method", STRATIFIED_METHODS)
+    level = check_confidence_level(confidence_level)
+    xa = _as_strata(x, "x")
+    ya = _as_strata(y, "y")
+    check_same_shape({"x": xa, "y": ya}, "(n_strata, n_items)")
+    return xa, ya, level
 
 
 def mcnemar_stratified(
@@ -71,23 +79,18 @@ def mcnemar_stratified(
     Returns
     -------
     McNemarResult
-        ``statistic`` is χ² on 1 df, ``b``/``c``/``n`` are pooled over strata, and
-        ``ci_method`` is ``"tango"`` (MH) or ``"cluster-wald"``.
+        ``statistic`` is χ² on 1 df, ``estimate`` is ``acc_x − acc_y``,
+        ``n_a_only``/``n_b_only`` (b and c) are pooled over strata, and ``ci_method`` is
+        ``"tango"`` (MH) or ``"cluster-wald"``.
 
     Notes
     -----
-    With no discordant pairs at all a :class:`DegenerateDataWarning` is issued and the
-    result has statistic 0 and p = 1; the interval is Tango's ``±z²/(N + z²)``.
+    With no discordant pairs at all (or, for ``"clustered"``, when they cancel within every
+    item) a :class:`DegenerateDataWarning` is issued and the result has statistic 0 and
+    p = 1; the interval is Tango's on the pooled table (``±z²/(N + z²)`` without
+    discordant pairs).
     """
-    check_choice(method, "method", STRATIFIED_METHODS)
-    level = check_confidence_level(confidence_level)
-    xa = _as_strata(x, "x")
-    ya = _as_strata(y, "y")
-    if xa.shape != ya.shape:
-        raise InputError(
-            f"`x` and `y` must have the same shape (n_strata, n_items), got {xa.shape} "
-            f"and {ya.shape}."
-        )
+    xa, ya, level = _mcnemar_stratified_iv(x, y, method, confidence_level)
     m, k = xa.shape
     disc_b = xa * (1 - ya)  # x correct, y wrong
     disc_c = (1 - xa) * ya
@@ -96,22 +99,31 @@ def mcnemar_stratified(
     a = int((xa * ya).sum())
     d = n - a - b - c
     estimate = (b - c) / n
-    if b + c == 0:
+    counts = dict(n_a_only=b, n_b_only=c, n_strata=m, n_items=k, accuracy_a=(a + b) / n,
+                  accuracy_b=(a + c) / n)
+    diff_i = (disc_b - disc_c).sum(axis=0)  # d_i per item
+    # clustered: discordant pairs that cancel within every item (d_i = 0) leave no
+    # item-level information either, and Durkalski's χ² would be 0/0
+    empty = b + c == 0 or (method == "clustered" and not np.any(diff_i))
+    if empty:
+        what = ("no discordant pairs" if b + c == 0 else
+                "the discordant pairs cancel within every item (all d_i = 0)")
         warnings.warn(
-            f"no discordant pairs in {m} strata × {k} items: the test has no information; "
-            "returning statistic 0 and p = 1.",
+            f"{what} in {m} strata × {k} items: the test has no information; "
+            "returning statistic 0 and p = 1 with Tango's interval.",
             DegenerateDataWarning,
             stacklevel=2,
         )
         ci = paired_difference_ci(a, b, c, d, confidence_level=level, method="tango")
-        return McNemarResult(0.0, 1.0, estimate, ci, b, c, n, method, "tango",
-                             "two-sided", level)
+        return McNemarResult(statistic=0.0, pvalue=1.0, estimate=estimate,
+                             confidence_interval=ci, **counts, method=method,
+                             ci_method="tango", alternative="two-sided",
+                             confidence_level=level)
     if method == "mantel-haenszel":
         chi2 = (b - c) ** 2 / (b + c)
         ci = paired_difference_ci(a, b, c, d, confidence_level=level, method="tango")
         ci_method = "tango"
     else:
-        diff_i = (disc_b - disc_c).sum(axis=0)  # d_i per item
         chi2 = float(diff_i.sum() ** 2 / np.sum(diff_i**2))
         z = float(special.ndtri(0.5 + level / 2.0))
         var = k / max(k - 1, 1) * np.sum((diff_i - m * estimate) ** 2) / n**2
@@ -120,6 +132,6 @@ def mcnemar_stratified(
         ci_method = "cluster-wald"
     return McNemarResult(
         statistic=float(chi2), pvalue=float(stats.chi2.sf(chi2, 1)), estimate=estimate,
-        confidence_interval=ci, b=b, c=c, n=n, method=method, ci_method=ci_method,
+        confidence_interval=ci, **counts, method=method, ci_method=ci_method,
         alternative="two-sided", confidence_level=level,
     )

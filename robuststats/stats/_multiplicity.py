@@ -8,7 +8,9 @@ always passed by name: statsmodels' own default is Holm–Šidák (``"hs"``), no
 * ``"fdr_bh"``: Benjamini & Hochberg (1995), JRSS B 57:289–300, step-up; controls the
   false discovery rate under independence or positive dependence (PRDS).
 * also ``"bonferroni"``, ``"sidak"``, ``"holm-sidak"``, ``"simes-hochberg"``, ``"hommel"``,
-  ``"fdr_by"`` (any dependence), ``"fdr_tsbh"``, ``"fdr_tsbky"``.
+  ``"fdr_by"`` (any dependence), ``"fdr_tsbh"``, ``"fdr_tsbky"``;
+* ``"none"``: no adjustment, the p-values are returned unchanged (listed so that every
+  caller accepts the same names).
 
 :func:`local_levels` turns adjusted p-values into the per-comparison significance level
 at which each raw p-value is judged, ``t_j = α · p_j / p̃_j``; then ``p_j < t_j`` exactly
@@ -22,10 +24,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from robuststats.stats._common import InputError, check_choice
+from robuststats._validation import as_probabilities, check_choice, check_probability
+from robuststats.errors import InputError
 
 __all__ = ["MULTIPLICITY_METHODS", "adjust_pvalues", "local_levels"]
 
+#: The one list of multiplicity procedures (the study file, the CLI and the analysis take
+#: theirs from here). ``"none"`` is a procedure too: it returns the p-values unchanged.
 MULTIPLICITY_METHODS = (
     "holm",
     "fdr_bh",
@@ -37,39 +42,32 @@ MULTIPLICITY_METHODS = (
     "fdr_by",
     "fdr_tsbh",
     "fdr_tsbky",
+    "none",
 )
 
 
-def _check_pvalues(pvalues: object) -> np.ndarray:
-    try:
-        p = np.asarray(pvalues, dtype=float)
-    except (TypeError, ValueError):
-        raise InputError(f"`pvalues` must be a 1-D array of probabilities, got {pvalues!r}.") from None
-    if p.ndim != 1:
-        raise InputError(f"`pvalues` must be 1-D, got shape {p.shape}.")
-    bad = ~np.isfinite(p) | (p < 0) | (p > 1)
-    if bad.any():
-        raise InputError(f"`pvalues` must lie in [0, 1], got {float(p[bad][0])!r}.")
-    return p
+def _adjust_iv(pvalues, method, alpha):
+    check_choice(method, "method", MULTIPLICITY_METHODS)
+    p = as_probabilities(pvalues, "pvalues")
+    a = check_probability(alpha, "alpha")
+    return p, a
 
 
 def adjust_pvalues(pvalues: object, *, method: str, alpha: float = 0.05) -> np.ndarray:
     """Adjusted p-values of a family of comparisons, in the input order.
 
-    ``method`` is required (see module docstring for the choices). ``alpha`` matters only
-    for the two-stage FDR methods, whose adjusted values depend on it.
+    ``method`` is required (see the module docstring for the choices); ``"none"`` returns
+    a copy of ``pvalues``. ``alpha`` matters only for the two-stage FDR methods, whose
+    adjusted values depend on it.
     """
-    check_choice(method, "method", MULTIPLICITY_METHODS)
-    p = _check_pvalues(pvalues)
-    if p.size == 0:
+    p, a = _adjust_iv(pvalues, method, alpha)
+    if p.size == 0 or method == "none":
         return p.copy()
-    if not 0.0 < float(alpha) < 1.0:
-        raise InputError(f"`alpha` must be a number in (0, 1), got {alpha!r}.")
     # imported here: statsmodels takes about a second to import, and `robuststats power`
     # imports this package without needing it
     from statsmodels.stats.multitest import multipletests
 
-    _, adjusted, _, _ = multipletests(p, alpha=alpha, method=method)
+    _, adjusted, _, _ = multipletests(p, alpha=a, method=method)
     return np.minimum(np.asarray(adjusted, dtype=float), 1.0)
 
 
@@ -79,8 +77,12 @@ def local_levels(pvalues: object, adjusted: object, *, alpha: float) -> np.ndarr
     Where ``p_j = 0`` the comparison is decided at any level; the Bonferroni level
     ``α / m`` is returned for it.
     """
-    p = _check_pvalues(pvalues)
-    q = _check_pvalues(adjusted)
+    p = as_probabilities(pvalues, "pvalues")
+    q = as_probabilities(adjusted, "adjusted")
+    alpha = check_probability(alpha, "alpha")
+    if p.shape != q.shape:
+        raise InputError(f"`pvalues` and `adjusted` must have one shape, got {p.shape} "
+                         f"and {q.shape}.")
     m = max(p.size, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where((p > 0) & (q > 0), alpha * p / q, alpha / m)

@@ -11,17 +11,22 @@ from typing import Any
 
 # eager: light (no torch), and the function ``plan`` must shadow the submodule ``plan``
 from robuststats.study.plan import Cell, TrainJob, plan
-from robuststats.study.spec import StudySpec
+from robuststats.study.spec import AnalysisSpec, ConditionSpec, EvaluationSpec, StudySpec
 
 __all__ = [
     "Analysis",
+    "AnalysisSpec",
     "Cell",
+    "ConditionSpec",
+    "EvaluationSpec",
     "RunLedger",
     "StudyRun",
     "StudySpec",
     "TrainJob",
+    "TrainingCondition",
     "analyze_outcomes",
     "evaluate",
+    "generate_greedy",
     "get_task",
     "get_trainer",
     "plan",
@@ -38,7 +43,9 @@ _LAZY = {
     "write_version": "robuststats.study.runner",
     "get_task": "robuststats.study.tasks",
     "get_trainer": "robuststats.study.trainer",
+    "TrainingCondition": "robuststats.study.trainer",
     "evaluate": "robuststats.study.evaluate",
+    "generate_greedy": "robuststats.study.generation",
 }
 
 

@@ -2,21 +2,24 @@
 
 The unit of work handed to a process is a training job: one ``(condition, seed)`` model,
 trained once (or loaded from the run directory's cache) and then evaluated under each of its
-pending cells. Every cell's outcomes are written atomically the moment it finishes, so an
-interruption loses at most the cell in flight. Failures are recorded per cell with the
-traceback; the remaining cells still run.
+pending cells. Every cell's outcomes (and the evaluation's injection counts) are written
+atomically the moment it finishes, so an interruption loses at most the cell in flight.
+Failures are recorded per cell with the traceback; the remaining cells still run.
 
-Trainers are looked up by name in :mod:`robuststats.study.trainer`. A name of the form
-``package.module:factory`` loads an external trainer instead: ``factory(**params)`` must
-return an object with ``train(task, condition, seed=, workdir=)`` returning a model with
-``save(path)``, and ``load(path)``; a model with an ``evaluate(task, items, *, noise,
-noise_seed, batch_size)`` method is evaluated by that method (``noise`` then is the plain
-dict), every other model by :func:`robuststats.study.evaluate.evaluate`.
+Workers receive the typed :class:`~robuststats.study.spec.StudySpec` (it pickles, with its
+engine and statistics objects). Tasks and trainers come from their registries
+(:data:`~robuststats.study.tasks.TASKS`, :data:`~robuststats.study.trainer.TRAINERS`), which
+also load ``package.module:factory`` references. An external trainer's ``factory(**params)``
+returns an object with ``train(task, condition, seed=, workdir=)`` (``condition`` is a
+:class:`~robuststats.study.trainer.TrainingCondition`) returning a model with ``save(path)``,
+and ``load(path)``; a model with an ``evaluate(task, items, *, noise, noise_seed,
+batch_size)`` method is evaluated by that method (``noise`` a
+:class:`~robuststats.engine.NoiseSpec` or ``None``), every other model by
+:func:`robuststats.study.evaluate.evaluate`.
 """
 
 from __future__ import annotations
 
-import importlib
 import multiprocessing
 import os
 import time
@@ -26,15 +29,14 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
-from robuststats.errors import InputError
 from robuststats.study.ledger import RunLedger
 from robuststats.study.plan import Cell, TrainJob, jobs
+from robuststats.study.registry import is_reference
 from robuststats.study.spec import StudySpec
 
-__all__ = ["ExecutionReport", "execute", "preflight", "run_job"]
+__all__ = ["ExecutionReport", "build_task", "build_trainer", "execute", "preflight", "run_job"]
 
 
 @dataclass(frozen=True)
@@ -47,62 +49,42 @@ class ExecutionReport:
     seconds: float
 
 
-def _resolve(name: str, registry: Callable[..., Any], params: dict[str, Any]) -> Any:
-    if ":" in name:
-        module_name, _, attr = name.partition(":")
-        try:
-            factory = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise InputError(f"cannot load {name!r}: {exc}") from None
-        return factory(**params)
-    return registry(name, **params)
+def build_task(spec: StudySpec) -> Any:
+    """The study's task, from the task registry (or a ``module:factory`` reference)."""
+    from robuststats.study.tasks import TASKS
+
+    return TASKS.build(spec.task.name, **spec.task.params)
 
 
-def preflight(spec: dict[str, Any]) -> None:
+def build_trainer(spec: StudySpec) -> Any:
+    """The study's trainer with its parameters (``model`` sizes included when given)."""
+    from robuststats.study.trainer import TRAINERS
+
+    params = dict(spec.trainer.params)
+    if spec.model:
+        params["model"] = dict(spec.model)
+    return TRAINERS.build(spec.trainer.name, **params)
+
+
+def preflight(spec: StudySpec) -> None:
     """Build the task and the trainer once in the calling process.
 
     Unknown names and bad parameters then stop the study with one clear error before any
     worker starts, instead of failing every cell.
     """
-    _resolve(spec["task"]["name"], _get_task, dict(spec["task"]["params"]))
-    params = dict(spec["trainer"]["params"])
-    if spec.get("model"):
-        params["model"] = dict(spec["model"])
-    _resolve(spec["trainer"]["name"], _get_trainer, params)
+    build_task(spec)
+    build_trainer(spec)
 
 
-def _get_task(name: str, **params: Any) -> Any:
-    from robuststats.study.tasks import get_task
-
-    return get_task(name, **params)
-
-
-def _get_trainer(name: str, **params: Any) -> Any:
-    from robuststats.study.trainer import get_trainer
-
-    return get_trainer(name, **params)
-
-
-def _is_external(name: str) -> bool:
-    return ":" in name
-
-
-def _noise_for_eval(spec: dict[str, Any], level: float, noise_seed: int) -> dict[str, Any] | None:
-    if level == 0.0:
-        return None
-    ev = spec["evaluation"]
-    return {"scale": level, "kind": ev["kind"], "ops": ev["ops"], "phases": "forward",
-            "seed": noise_seed}
-
-
-def run_job(run_dir: str, spec: dict[str, Any], job: TrainJob, cells: list[Cell],
+def run_job(run_dir: str, spec: StudySpec, job: TrainJob, cells: list[Cell],
             parent_pid: int | None = None,
             on_cell: Callable[[int], None] | None = None) -> dict[str, int]:
     """Train (or load) one model and evaluate its cells; runs inside a worker process.
 
     ``on_cell(1)`` is called after each cell (finished or failed) when running in-process.
     """
-    if not _is_external(spec["trainer"]["name"]):
+    external = is_reference(spec.trainer.name)
+    if not external:
         import torch
 
         torch.set_num_threads(1)  # the pool is the parallelism; threads would oversubscribe
@@ -111,10 +93,9 @@ def run_job(run_dir: str, spec: dict[str, Any], job: TrainJob, cells: list[Cell]
     try:
         model, task, trained_now = _model_for(ledger, spec, job)
         counts["trained"] = int(trained_now)
-        ev = spec["evaluation"]
-        items = task.items(ev["split"])
-        if ev.get("n_items") is not None:
-            items = items[: ev["n_items"]]
+        items = task.items(spec.evaluation.split)
+        if spec.evaluation.n_items is not None:
+            items = items[: spec.evaluation.n_items]
     except Exception:
         text = traceback.format_exc()
         for cell in cells:
@@ -128,9 +109,9 @@ def run_job(run_dir: str, spec: dict[str, Any], job: TrainJob, cells: list[Cell]
             break  # the parent was killed: stop instead of running on as an orphan
         start = time.perf_counter()
         try:
-            df = _evaluate(model, task, items, spec, cell, external=_is_external(
-                spec["trainer"]["name"]))
-            ledger.write_cell(cell, df, seconds=time.perf_counter() - start)
+            df = _evaluate(model, task, items, spec, cell, external=external)
+            ledger.write_cell(cell, df, seconds=time.perf_counter() - start,
+                              injections=df.attrs.get("injection_stats"))
             counts["done"] += 1
         except Exception:
             ledger.record_failure(cell, traceback.format_exc())
@@ -140,53 +121,35 @@ def run_job(run_dir: str, spec: dict[str, Any], job: TrainJob, cells: list[Cell]
     return counts
 
 
-def _model_for(ledger: RunLedger, spec: dict[str, Any], job: TrainJob) -> tuple[Any, Any, bool]:
-    from robuststats.study import tasks
-    from robuststats.study import trainer as trainer_mod
+def _model_for(ledger: RunLedger, spec: StudySpec, job: TrainJob) -> tuple[Any, Any, bool]:
+    from robuststats.study.trainer import TrainedModel, TrainingCondition
 
-    task = _resolve(spec["task"]["name"], tasks.get_task, dict(spec["task"]["params"]))
-    tr_name = spec["trainer"]["name"]
-    params = dict(spec["trainer"]["params"])
-    if spec.get("model"):
-        params["model"] = dict(spec["model"])
-    trainer = _resolve(tr_name, trainer_mod.get_trainer, params)
-    path = ledger.model_dir(job)
+    task = build_task(spec)
+    trainer = build_trainer(spec)
     if ledger.model_ready(job):
-        loader = getattr(trainer, "load", None) or trainer_mod.TrainedModel.load
-        return loader(path / "model"), task, False
-    cond = spec["conditions"][job.condition]
-    if _is_external(tr_name):
-        condition: Any = SimpleNamespace(name=job.condition, noise=cond["train_noise"],
-                                         aqn=cond["aqn"])
-    else:
-        from robuststats import engine
-        from robuststats.study import trainer as trainer_mod
-
-        noise = engine.NoiseSpec.from_dict(cond["train_noise"]) if cond["train_noise"] else None
-        aqn = dict(cond["aqn"]) if cond["aqn"] else None  # the trainer accepts the mapping
-        condition = trainer_mod.TrainingCondition(job.condition, noise, aqn)
-    tmp = ledger.new_model_tmpdir(job)
+        loader = getattr(trainer, "load", None) or TrainedModel.load
+        return loader(ledger.model_path(job)), task, False
+    condition = TrainingCondition.from_spec(job.condition, spec.conditions[job.condition])
+    staging = ledger.stage_model(job)
     start = time.perf_counter()
-    model = trainer.train(task, condition, seed=job.seed, workdir=tmp / "work")
-    model.save(tmp / "model")
-    ledger.publish_model(job, tmp)
+    model = trainer.train(task, condition, seed=job.seed, workdir=staging.workdir)
+    model.save(staging.model_path)
+    ledger.publish_model(job, staging)
     ledger.log_event({"event": "model_trained", "job": job.key,
                       "seconds": round(time.perf_counter() - start, 3)})
     return model, task, True
 
 
-def _evaluate(model: Any, task: Any, items: list[Any], spec: dict[str, Any], cell: Cell,
+def _evaluate(model: Any, task: Any, items: list[Any], spec: StudySpec, cell: Cell,
               *, external: bool) -> Any:
-    noise = _noise_for_eval(spec, cell.eval_noise, cell.noise_seed)
-    batch = spec["evaluation"]["batch_size"]
+    noise = spec.evaluation.noise(cell.eval_noise, cell.noise_seed)
+    batch = spec.evaluation.batch_size
     own = getattr(model, "evaluate", None)
     if external and own is not None:
         return own(task, items, noise=noise, noise_seed=cell.noise_seed, batch_size=batch)
-    from robuststats import engine
     from robuststats.study.evaluate import evaluate
 
-    noise_spec = engine.NoiseSpec.from_dict(noise) if noise is not None else None
-    return evaluate(model, task, items, noise=noise_spec, noise_seed=cell.noise_seed,
+    return evaluate(model, task, items, noise=noise, noise_seed=cell.noise_seed,
                     batch_size=batch)
 
 
@@ -198,12 +161,11 @@ def execute(ledger: RunLedger, spec: StudySpec, pending: list[Cell], *, workers:
     otherwise training jobs go to a spawn-context process pool of that size.
     """
     start = time.perf_counter()
-    spec_dict = spec.resolved()
     grouped = jobs(pending)
     for cell in pending:
         # a retried cell's old failure would count as "done" for the progress bar
-        (ledger.failures_dir / f"{cell.key}.txt").unlink(missing_ok=True)
-    # model loading/training lives in a path relative to the run dir, resolved absolute
+        ledger.clear_failure(cell)
+    # workers may run in another working directory: hand them the absolute run directory
     run_dir = str(ledger.root.resolve())
     totals = {"done": 0, "failed": 0, "trained": 0}
 
@@ -213,14 +175,14 @@ def execute(ledger: RunLedger, spec: StudySpec, pending: list[Cell], *, workers:
 
     if workers <= 1 or len(grouped) <= 1:
         for job, cells in grouped.items():
-            add(run_job(run_dir, spec_dict, job, cells, on_cell=progress))
+            add(run_job(run_dir, spec, job, cells, on_cell=progress))
     else:
-        add(_run_pool(ledger, run_dir, spec_dict, grouped, workers, progress))
+        add(_run_pool(ledger, run_dir, spec, grouped, workers, progress))
     return ExecutionReport(totals["done"], totals["failed"], totals["trained"],
                            time.perf_counter() - start)
 
 
-def _run_pool(ledger: RunLedger, run_dir: str, spec: dict[str, Any],
+def _run_pool(ledger: RunLedger, run_dir: str, spec: StudySpec,
               grouped: dict[TrainJob, list[Cell]], workers: int,
               progress: Callable[[int], None] | None) -> dict[str, int]:
     totals = {"done": 0, "failed": 0, "trained": 0}
@@ -247,8 +209,7 @@ def _run_pool(ledger: RunLedger, run_dir: str, spec: dict[str, Any],
                     totals[k] += counts[k]
             if progress is not None:
                 # the files on disk are the truth: count finished or failed cells
-                now = sum(1 for c in all_cells if ledger.cell_path(c).exists()
-                          or (ledger.failures_dir / f"{c.key}.txt").exists())
+                now = sum(1 for c in all_cells if ledger.settled(c))
                 if now > reported:
                     progress(now - reported)
                     reported = now

@@ -4,15 +4,21 @@ Layout of ``<runs>/<study name>/``::
 
     spec.json              resolved spec and its hash (what the run is for)
     cells/<cell key>.parquet   item outcomes of one finished cell (written atomically)
+    injections/<cell key>.parquet  the evaluation's injection counts per layer × op × phase
     models/<condition>__s<seed>/   cached trained model (directory renamed into place)
     failures/<cell key>.txt    traceback of a cell that failed in the latest attempt
     events.jsonl           one line per cell finished or failed (who, when, how long)
 
+Every path inside the run directory is built here; the executor and the runner ask the
+ledger.
+
 Why it is safe to kill at any moment: a cell file appears only through ``os.replace`` of a
 fully written and fsynced temporary file in the same directory, so a cell file either
 holds the complete table or does not exist; files that fail validation on reading are
-moved to ``corrupt/`` and the cell is run again. A model directory appears only through
-``os.rename`` of a complete temporary directory.
+moved to ``corrupt/`` and the cell is run again. A cell's injection file is written (the
+same way) before its cell file, so every finished cell evaluated by the builtin evaluator
+has one. A model directory appears only through ``os.rename`` of a complete temporary
+directory.
 """
 
 from __future__ import annotations
@@ -22,19 +28,43 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from robuststats.errors import InputError
+from robuststats.outcomes import CELL_KEY, COLUMNS, DTYPES, empty_outcomes
 from robuststats.study.plan import Cell, TrainJob
 from robuststats.study.spec import StudySpec
 
-__all__ = ["OUTCOME_COLUMNS", "RunLedger", "atomic_write_bytes"]
+__all__ = ["INJECTION_COLUMNS", "ModelStaging", "RunLedger", "atomic_write_bytes"]
 
-OUTCOME_COLUMNS = ["condition", "seed", "eval_noise", "noise_seed", "item_id", "correct"]
+#: the engine's session stats (``NoiseSession.stats``) and their dtypes on disk
+_STATS_DTYPES = {"layer": "int64", "op": "object", "phase": "object", "count": "int64",
+                 "rms_noise_ratio": "float64", "target_scale": "float64"}
+_CELL_KEYS = {c: DTYPES[c] for c in CELL_KEY}
+#: columns of the injections table: the cell's keys, then one row per layer × op × phase
+INJECTION_COLUMNS = [*_CELL_KEYS, *_STATS_DTYPES]
+
+
+@dataclass(frozen=True)
+class ModelStaging:
+    """A private directory where one model is trained and saved before it is published."""
+
+    root: Path
+
+    @property
+    def workdir(self) -> Path:
+        """Scratch space the trainer may use."""
+        return self.root / "work"
+
+    @property
+    def model_path(self) -> Path:
+        """Where the trained model is saved (``model.save(staging.model_path)``)."""
+        return self.root / "model"
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -73,6 +103,7 @@ class RunLedger:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.cells_dir = self.root / "cells"
+        self.injections_dir = self.root / "injections"
         self.models_dir = self.root / "models"
         self.failures_dir = self.root / "failures"
 
@@ -105,7 +136,8 @@ class RunLedger:
         elif fresh and root.exists():
             shutil.rmtree(root)
         ledger = cls(root)
-        for d in (ledger.cells_dir, ledger.models_dir, ledger.failures_dir):
+        for d in (ledger.cells_dir, ledger.injections_dir, ledger.models_dir,
+                  ledger.failures_dir):
             d.mkdir(parents=True, exist_ok=True)
         if not spec_file.exists():
             payload = {"spec_hash": digest, "spec": spec.resolved(), "created": _now()}
@@ -125,8 +157,9 @@ class RunLedger:
 
     def _sweep_temporaries(self) -> None:
         # leftovers of a killed writer: never read as results, safe to remove
-        for tmp in self.cells_dir.glob(".*.tmp"):
-            tmp.unlink(missing_ok=True)
+        for directory in (self.cells_dir, self.injections_dir, self.failures_dir):
+            for tmp in directory.glob(".*.tmp"):
+                tmp.unlink(missing_ok=True)
         for tmp in self.models_dir.glob(".tmp-*"):
             shutil.rmtree(tmp, ignore_errors=True)
 
@@ -134,13 +167,32 @@ class RunLedger:
     def cell_path(self, cell: Cell) -> Path:
         return self.cells_dir / f"{cell.key}.parquet"
 
-    def write_cell(self, cell: Cell, outcomes: pd.DataFrame, *, seconds: float) -> None:
-        """Store the item outcomes of a finished cell atomically and log the event."""
+    def injections_path(self, cell: Cell) -> Path:
+        return self.injections_dir / f"{cell.key}.parquet"
+
+    def failure_path(self, cell: Cell) -> Path:
+        return self.failures_dir / f"{cell.key}.txt"
+
+    def write_cell(self, cell: Cell, outcomes: pd.DataFrame, *, seconds: float,
+                   injections: pd.DataFrame | Sequence[Mapping[str, Any]] | None = None
+                   ) -> None:
+        """Store the item outcomes of a finished cell atomically and log the event.
+
+        ``injections`` (the evaluator's ``injection_stats``: a frame or records with the
+        engine's stats columns; empty for a clean cell) is stored first, so a finished
+        cell never lacks the record of the noise it was evaluated under. ``None`` (an
+        evaluator that reports no counts) stores nothing.
+        """
         df = cell_frame(cell, outcomes)
+        event: dict[str, Any] = {"event": "cell_done", "cell": cell.key, "rows": len(df),
+                                 "seconds": round(seconds, 3)}
+        if injections is not None:
+            stats = injection_frame(cell, injections)
+            atomic_write_bytes(self.injections_path(cell), stats.to_parquet(index=False))
+            event["injections"] = int(stats["count"].sum())
         atomic_write_bytes(self.cell_path(cell), df.to_parquet(index=False))
-        (self.failures_dir / f"{cell.key}.txt").unlink(missing_ok=True)
-        self.log_event({"event": "cell_done", "cell": cell.key, "rows": len(df),
-                        "seconds": round(seconds, 3)})
+        self.clear_failure(cell)
+        self.log_event(event)
 
     def read_cell(self, cell: Cell) -> pd.DataFrame | None:
         """The stored outcomes of ``cell``, or ``None`` when absent or not valid."""
@@ -160,8 +212,16 @@ class RunLedger:
     def finished(self, cells: Iterable[Cell]) -> set[Cell]:
         return {c for c in cells if self.read_cell(c) is not None}
 
+    def settled(self, cell: Cell) -> bool:
+        """True when ``cell`` has finished or failed in this attempt (for progress)."""
+        return self.cell_path(cell).exists() or self.failure_path(cell).exists()
+
+    def clear_failure(self, cell: Cell) -> None:
+        """Forget the failure of an earlier attempt (the cell is about to run again)."""
+        self.failure_path(cell).unlink(missing_ok=True)
+
     def record_failure(self, cell: Cell, traceback_text: str) -> None:
-        atomic_write_bytes(self.failures_dir / f"{cell.key}.txt", traceback_text.encode())
+        atomic_write_bytes(self.failure_path(cell), traceback_text.encode())
         first = traceback_text.strip().splitlines()[-1] if traceback_text.strip() else ""
         self.log_event({"event": "cell_failed", "cell": cell.key, "error": first})
 
@@ -171,21 +231,45 @@ class RunLedger:
     def outcomes(self, cells: Iterable[Cell]) -> pd.DataFrame:
         frames = [df for c in cells if (df := self.read_cell(c)) is not None]
         if not frames:
-            return pd.DataFrame({c: pd.Series(dtype=t) for c, t in _DTYPES.items()})
+            return empty_outcomes()
+        return pd.concat(frames, ignore_index=True)
+
+    def injections(self, cells: Iterable[Cell]) -> pd.DataFrame:
+        """Injection counts of the finished ``cells`` (columns :data:`INJECTION_COLUMNS`).
+
+        One row per cell × layer × op × phase; clean cells contribute no rows. Cells
+        without an injection file (evaluated by an external model's own ``evaluate``) are
+        absent.
+        """
+        frames = []
+        for cell in cells:
+            path = self.injections_path(cell)
+            if self.cell_path(cell).exists() and path.exists():
+                frames.append(pd.read_parquet(path))
+        frames = [f for f in frames if not f.empty]
+        if not frames:
+            return injection_frame(None, [])
         return pd.concat(frames, ignore_index=True)
 
     # ------------------------------------------------------------------ models
     def model_dir(self, job: TrainJob) -> Path:
         return self.models_dir / job.key
 
+    def model_path(self, job: TrainJob) -> Path:
+        """The saved model of a published job (what ``trainer.load`` reads)."""
+        return self.model_dir(job) / "model"
+
     def model_ready(self, job: TrainJob) -> bool:
         return (self.model_dir(job) / "COMPLETE").is_file()
 
-    def new_model_tmpdir(self, job: TrainJob) -> Path:
-        return Path(tempfile.mkdtemp(prefix=f".tmp-{job.key}-", dir=self.models_dir))
+    def stage_model(self, job: TrainJob) -> ModelStaging:
+        """A fresh private directory to train and save ``job``'s model in."""
+        return ModelStaging(Path(tempfile.mkdtemp(prefix=f".tmp-{job.key}-",
+                                                  dir=self.models_dir)))
 
-    def publish_model(self, job: TrainJob, tmpdir: Path) -> Path:
+    def publish_model(self, job: TrainJob, staging: ModelStaging) -> Path:
         """Move a fully saved model directory into place (first writer wins)."""
+        tmpdir = staging.root
         (tmpdir / "COMPLETE").write_text(_now())
         final = self.model_dir(job)
         if final.exists() and not self.model_ready(job):
@@ -217,10 +301,6 @@ class RunLedger:
         return out
 
 
-_DTYPES = {"condition": "object", "seed": "int64", "eval_noise": "float64",
-           "noise_seed": "int64", "item_id": "object", "correct": "int8"}
-
-
 def cell_frame(cell: Cell, outcomes: pd.DataFrame) -> pd.DataFrame:
     """Outcomes of one cell (``item_id``, ``correct``[, ``score``]) with the cell's keys."""
     for col in ("item_id", "correct"):
@@ -236,11 +316,35 @@ def cell_frame(cell: Cell, outcomes: pd.DataFrame) -> pd.DataFrame:
     })
     if "score" in outcomes.columns:
         df["score"] = outcomes["score"].astype(float).to_numpy()
-    return df.astype(_DTYPES)
+    return df.astype({c: DTYPES[c] for c in COLUMNS})
+
+
+def injection_frame(cell: Cell | None,
+                    stats: pd.DataFrame | Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """The engine's session stats of one cell with the cell's keys in front."""
+    df = pd.DataFrame(stats) if not isinstance(stats, pd.DataFrame) else stats.copy()
+    if df.empty:
+        df = pd.DataFrame({c: pd.Series(dtype=t) for c, t in _STATS_DTYPES.items()})
+    missing = [c for c in _STATS_DTYPES if c not in df.columns]
+    if missing:
+        raise ValueError(f"the evaluator's injection stats lack columns {missing} "
+                         f"(columns: {list(df.columns)})")
+    if cell is not None:
+        keys = {"condition": cell.condition, "seed": cell.seed, "eval_noise": cell.eval_noise,
+                "noise_seed": cell.noise_seed}
+    else:
+        keys = {}
+    for i, (column, value) in enumerate(keys.items()):
+        df.insert(i, column, value)
+    for column, dtype in _CELL_KEYS.items():
+        if column not in df.columns:
+            df.insert(list(_CELL_KEYS).index(column), column, pd.Series(dtype=dtype))
+    extra = [c for c in df.columns if c not in INJECTION_COLUMNS]
+    return df[INJECTION_COLUMNS + extra].astype({**_CELL_KEYS, **_STATS_DTYPES})
 
 
 def _check_cell_frame(cell: Cell, df: pd.DataFrame) -> None:
-    missing = [c for c in OUTCOME_COLUMNS if c not in df.columns]
+    missing = [c for c in COLUMNS if c not in df.columns]
     if missing or df.empty:
         raise ValueError(f"cell file lacks columns {missing} or rows")
     if not ((df["condition"] == cell.condition).all() and (df["seed"] == cell.seed).all()

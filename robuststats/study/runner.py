@@ -1,4 +1,9 @@
-"""``run_study``: plan → resumable execution → outcomes → analysis → a new result version."""
+"""``run_study``: plan → resumable execution → outcomes → analysis → a new result version.
+
+Besides the analysis tables, each version holds ``injections.parquet`` (and ``.csv``): the
+evaluation's injection counts per cell × layer × op × phase, so every noisy outcome can be
+shown to be noisy (and every clean one clean).
+"""
 
 from __future__ import annotations
 
@@ -78,17 +83,27 @@ def _device() -> str:
 
 
 def write_version(out: str | Path, study: str, outcomes: pd.DataFrame, analysis: Analysis,
-                  meta: dict[str, Any]) -> ResultVersion:
-    """Write outcomes, tables (parquet + CSV), report and manifest as a new version."""
+                  meta: dict[str, Any], *, injections: pd.DataFrame | None = None
+                  ) -> ResultVersion:
+    """Write outcomes, tables (parquet + CSV), report and manifest as a new version.
+
+    ``injections`` (the run's per-cell injection counts) is stored beside the outcomes as
+    ``injections.parquet`` and ``injections.csv`` when given.
+    """
     from robuststats.report import write_report
 
     store = ResultStore(out)
     env = environment()
     tables = analysis.tables()
     counts = {"outcomes": len(outcomes), **{k: len(v) for k, v in tables.items()}}
+    if injections is not None:
+        counts["injections"] = len(injections)
 
     def writer(path: Path) -> None:
         outcomes.to_parquet(path / "outcomes.parquet", index=False)
+        if injections is not None:
+            injections.to_parquet(path / "injections.parquet", index=False)
+            injections.to_csv(path / "injections.csv", index=False)
         for name, df in tables.items():
             df.to_parquet(path / f"{name}.parquet", index=False)
             df.to_csv(path / f"{name}.csv", index=False)
@@ -113,9 +128,7 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
 
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.perf_counter()
-    if ":" not in spec.trainer.name:
-        spec.check_noise()
-    preflight(spec.resolved())
+    preflight(spec)
     ledger = RunLedger.open(Path(runs) / spec.name, spec, fresh=fresh)
     cells = plan(spec)
     done = ledger.finished(cells)
@@ -128,8 +141,8 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
             bar.close()
     outcomes = ledger.outcomes(cells)
     failures = ledger.failures()
-    analysis = analyze_outcomes(outcomes, hypotheses=spec.hypotheses,
-                                options=spec.analysis, expected_cells=cells)
+    analysis = analyze_outcomes(outcomes, hypotheses=spec.hypotheses, options=spec.analysis,
+                                expected_cells=cells)
     if not analysis.missing.empty:
         errors = [_last_line(failures.get(Cell(*r).key, "not run"))
                   for r in analysis.missing.itertuples(index=False, name=None)]
@@ -147,7 +160,8 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
         "confidence_level": spec.analysis.confidence_level,
         "multiplicity": spec.analysis.multiplicity,
     }
-    version = write_version(out, spec.name, outcomes, analysis, meta)
+    version = write_version(out, spec.name, outcomes, analysis, meta,
+                            injections=ledger.injections(cells))
     return StudyRun(version, analysis, ledger.root, len(cells), len(done), report.cells_run,
                     len(analysis.missing), report.models_trained, time.perf_counter() - t0)
 

@@ -1,14 +1,23 @@
-"""Study files: YAML mapped one-to-one onto a validated :class:`StudySpec`.
+"""Study files: YAML mapped one-to-one onto a validated :class:`StudySpec`, typed all the way.
 
 Every key of a study file is a field here; unknown keys, wrong types and impossible values
 raise :class:`~robuststats.errors.InputError` naming the key path and the line of the file
-(``conditions.E8c.train_noise.scale (line 23): ...``). The reference for every key is
-``docs/studies.md``. Importing this module never imports torch: noise specifications are
-checked against the engine only by :meth:`StudySpec.check_noise`, which the runner calls.
+(``studies/x.yaml: conditions.E8c.train_noise.scale (line 23): ...``). The reference for
+every key is ``docs/studies.md``.
+
+The values are the classes that use them: ``train_noise`` is an engine
+:class:`~robuststats.engine.NoiseSpec`, ``aqn`` an :class:`~robuststats.engine.AQNSchedule`,
+each hypothesis a :class:`~robuststats.stats.Hypothesis`, so one validation (at load time)
+serves the whole run. None of them needs torch: loading a study never imports it.
+
+:meth:`StudySpec.resolved` (and so :meth:`StudySpec.spec_hash`) records ``train_noise``,
+``aqn`` and the hypotheses as they were written, so the hash of a study file does not move
+when the classes that read them gain a field with a default.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -16,7 +25,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -24,25 +32,51 @@ from pydantic import (
     PrivateAttr,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
+from robuststats.engine import NoiseSpec
 from robuststats.errors import InputError, closest_match
+from robuststats.stats._multiplicity import MULTIPLICITY_METHODS
+from robuststats.study.spec_fields import (
+    AQN,
+    HypothesisField,
+    TrainNoise,
+    as_written,
+    check_seed_field,
+)
+from robuststats.study.spec_fields import (
+    seed_list as _seeds_of,
+)
+from robuststats.study.yaml_lines import (
+    KeyedError,
+    KeyPath,
+    keyed,
+    line_for,
+    load_yaml_with_lines,
+    location,
+    pydantic_message,
+)
 
 __all__ = [
+    "MULTIPLICITY_CHOICES",
     "SPEC_FORMAT",
     "AnalysisSpec",
     "ConditionSpec",
     "EvaluationSpec",
     "NamedParams",
     "StudySpec",
+    "load_yaml_with_lines",
 ]
 
 #: format of the resolved spec written into run directories and manifests
 SPEC_FORMAT = 1
 
+#: ``analysis.multiplicity``: the methods of :func:`robuststats.stats.adjust_pvalues`, or none
+MULTIPLICITY_CHOICES: tuple[str, ...] = (*MULTIPLICITY_METHODS, "none")
+
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
-_HYPOTHESIS_KEYS = {"id", "statement", "metric", "a", "b", "eval_noise", "relation", "margin"}
 
 
 class _Strict(BaseModel):
@@ -57,11 +91,28 @@ class NamedParams(_Strict):
 
 
 class ConditionSpec(_Strict):
-    """One training condition: training-time noise and an optional AQN schedule."""
+    """One training condition: training-time noise and an optional AQN schedule.
+
+    ``aqn.total_steps`` may be omitted: the trainer stretches the schedule to its steps.
+    """
 
     description: str = ""
-    train_noise: dict[str, Any] | None = None
-    aqn: dict[str, Any] | None = None
+    train_noise: TrainNoise = None
+    aqn: AQN = None
+
+    _written: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember(cls, data: Any, handler: Any) -> ConditionSpec:
+        spec = handler(data)
+        if not isinstance(data, ConditionSpec):
+            spec._written = as_written(data, ("train_noise", "aqn"))
+        return spec
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        return {**handler(self), **copy.deepcopy(self._written)}
 
 
 class EvaluationSpec(_Strict):
@@ -88,10 +139,26 @@ class EvaluationSpec(_Strict):
     @field_validator("noise_seeds")
     @classmethod
     def _noise_seeds(cls, v: int | list[int]) -> int | list[int]:
-        return _check_seed_field(v)
+        return check_seed_field(v)
+
+    @model_validator(mode="after")
+    def _engine_accepts(self) -> EvaluationSpec:
+        try:
+            NoiseSpec(scale=0.0, kind=self.kind, ops=self.ops)
+        except InputError as exc:
+            raise keyed(exc, ("kind", "ops")) from None
+        return self
 
     def noise_seed_list(self) -> list[int]:
-        return _seed_list(self.noise_seeds)
+        return _seeds_of(self.noise_seeds)
+
+    def noise(self, eval_noise: float, noise_seed: int) -> NoiseSpec | None:
+        """The inference noise of one cell: forward only, ``scale`` = the level; ``None``
+        for the clean level 0."""
+        if eval_noise == 0.0:
+            return None
+        return NoiseSpec(scale=float(eval_noise), kind=self.kind, ops=self.ops,
+                         phases="forward", seed=int(noise_seed))
 
 
 class AnalysisSpec(_Strict):
@@ -100,11 +167,20 @@ class AnalysisSpec(_Strict):
     alpha: float = Field(default=0.05, gt=0, lt=1)
     confidence_level: float = Field(default=0.95, gt=0, lt=1)
     n_resamples: int = Field(default=2000, gt=0)
-    multiplicity: Literal["holm", "fdr_bh", "bonferroni", "sidak", "holm-sidak",
-                          "simes-hochberg", "hommel", "fdr_by", "none"] = "holm"
+    multiplicity: str = "holm"
     reference: str | None = None
     mcnemar: Literal["clustered", "mantel-haenszel"] = "clustered"
     rng_seed: int = Field(default=0, ge=0)
+
+    @field_validator("multiplicity")
+    @classmethod
+    def _multiplicity(cls, v: str) -> str:
+        if v not in MULTIPLICITY_CHOICES:
+            close = closest_match(v, MULTIPLICITY_CHOICES)
+            hint = f" (did you mean {close!r}?)" if close else ""
+            raise ValueError(f"must be one of {', '.join(map(repr, MULTIPLICITY_CHOICES))}"
+                             f"{hint}")
+        return v
 
 
 class StudySpec(_Strict):
@@ -119,17 +195,18 @@ class StudySpec(_Strict):
     conditions: dict[str, ConditionSpec] = Field(min_length=1)
     evaluation: EvaluationSpec
     seeds: int | list[int] = 1
-    hypotheses: list[dict[str, Any]] = Field(default_factory=list)
+    hypotheses: list[HypothesisField] = Field(default_factory=list)
     analysis: AnalysisSpec = AnalysisSpec()
 
     # key path -> line number in the source file (1-based); empty for specs from dicts
-    _lines: dict[tuple[str | int, ...], int] = PrivateAttr(default_factory=dict)
+    _lines: dict[KeyPath, int] = PrivateAttr(default_factory=dict)
     _source: str | None = PrivateAttr(default=None)
+    _written: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @field_validator("seeds")
     @classmethod
     def _seeds(cls, v: int | list[int]) -> int | list[int]:
-        return _check_seed_field(v)
+        return check_seed_field(v)
 
     @field_validator("conditions")
     @classmethod
@@ -141,58 +218,52 @@ class StudySpec(_Strict):
                 raise ValueError(f"condition name {name!r} must match {_NAME_PATTERN}")
         return v
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember(cls, data: Any, handler: Any) -> StudySpec:
+        spec = handler(data)
+        if not isinstance(data, StudySpec):
+            written = as_written(data, ("hypotheses",))
+            if all(isinstance(h, Mapping) for h in written.get("hypotheses", [])):
+                spec._written = written
+        return spec
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        return {**handler(self), **copy.deepcopy(self._written)}
+
     @model_validator(mode="after")
     def _cross_checks(self) -> StudySpec:
         conds = set(self.conditions)
+        levels = self.evaluation.noise_levels
         ref = self.analysis.reference
         if ref is not None and ref not in conds:
-            raise _KeyedError(("analysis", "reference"), f"unknown condition {ref!r}; "
-                              f"the study defines {sorted(conds)}")
+            raise KeyedError(("analysis", "reference"), f"unknown condition {ref!r}; "
+                             f"the study defines {sorted(conds)}")
         seen: set[str] = set()
         for i, h in enumerate(self.hypotheses):
-            if not isinstance(h, Mapping):
-                raise _KeyedError(("hypotheses", i), f"must be a mapping, got {type(h).__name__}")
-            unknown = set(h) - _HYPOTHESIS_KEYS
-            if unknown:
-                raise _KeyedError(("hypotheses", i, sorted(unknown)[0]),
-                                  f"unknown key; allowed keys are {sorted(_HYPOTHESIS_KEYS)}")
-            for key in ("id", "metric", "a", "b", "eval_noise", "relation", "margin"):
-                if key not in h:
-                    raise _KeyedError(("hypotheses", i), f"missing required key {key!r}")
-            if h["id"] in seen:
-                raise _KeyedError(("hypotheses", i, "id"), f"duplicate hypothesis id {h['id']!r}")
-            seen.add(h["id"])
+            if h.id in seen:
+                raise KeyedError(("hypotheses", i, "id"), f"duplicate hypothesis id {h.id!r}")
+            seen.add(h.id)
             for key in ("a", "b"):
-                if h[key] not in conds:
-                    raise _KeyedError(("hypotheses", i, key), f"unknown condition {h[key]!r}; "
-                                      f"the study defines {sorted(conds)}")
-            if h["metric"] not in ("accuracy", "retention"):
-                raise _KeyedError(("hypotheses", i, "metric"),
-                                  f"must be 'accuracy' or 'retention', got {h['metric']!r}")
-            if h["relation"] not in ("greater", "less", "equivalent"):
-                raise _KeyedError(("hypotheses", i, "relation"), "must be 'greater', 'less' or "
-                                  f"'equivalent', got {h['relation']!r}")
-            level = h["eval_noise"]
-            if not isinstance(level, (int, float)) or float(level) not in self.evaluation.noise_levels:
-                raise _KeyedError(("hypotheses", i, "eval_noise"), f"{level!r} is not one of the "
-                                  f"evaluation noise levels {self.evaluation.noise_levels}")
-            if h["metric"] == "retention" and (float(level) == 0.0
-                                               or 0.0 not in self.evaluation.noise_levels):
-                raise _KeyedError(("hypotheses", i, "eval_noise"), "a retention hypothesis needs "
-                                  "a noisy level > 0 and the clean level 0 among noise_levels")
-            margin = h["margin"]
-            if isinstance(margin, bool) or not isinstance(margin, (int, float)) or margin < 0:
-                raise _KeyedError(("hypotheses", i, "margin"),
-                                  f"must be a number >= 0, got {margin!r}")
-            if h["relation"] == "equivalent" and margin == 0:
-                raise _KeyedError(("hypotheses", i, "margin"),
-                                  "an 'equivalent' hypothesis needs a margin > 0, got 0")
+                if getattr(h, key) not in conds:
+                    raise KeyedError(("hypotheses", i, key), f"unknown condition "
+                                     f"{getattr(h, key)!r}; the study defines {sorted(conds)}")
+            if h.eval_noise not in levels:
+                raise KeyedError(("hypotheses", i, "eval_noise"), f"{h.eval_noise!r} is not one "
+                                 f"of the evaluation noise levels {levels}")
+            if h.metric == "retention" and 0.0 not in levels:
+                raise KeyedError(("hypotheses", i, "eval_noise"), "a retention hypothesis needs "
+                                 "the clean level 0 among the evaluation noise levels")
+            if h.margin < 0:
+                raise KeyedError(("hypotheses", i, "margin"),
+                                 f"must be a number >= 0, got {h.margin!r}")
         return self
 
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None,
-                  lines: Mapping[tuple[str | int, ...], int] | None = None) -> StudySpec:
+                  lines: Mapping[KeyPath, int] | None = None) -> StudySpec:
         """Validate a mapping; errors name the key path (and line, when ``lines`` is given)."""
         if not isinstance(data, Mapping):
             raise InputError(f"{source or 'study'}: the top level must be a mapping of keys, "
@@ -201,7 +272,7 @@ class StudySpec(_Strict):
         try:
             spec = cls.model_validate(dict(data))
         except ValidationError as exc:
-            raise InputError(_pydantic_message(exc, source, line_map)) from None
+            raise InputError(pydantic_message(exc, source, line_map, _suggest)) from None
         spec._lines = line_map
         spec._source = source
         return spec
@@ -218,7 +289,7 @@ class StudySpec(_Strict):
 
     # ------------------------------------------------------------------ resolution
     def seed_list(self) -> list[int]:
-        return _seed_list(self.seeds)
+        return _seeds_of(self.seeds)
 
     def with_overrides(self, *, seeds: int | None = None, n_items: int | None = None,
                        noise_seeds: int | None = None) -> StudySpec:
@@ -249,7 +320,8 @@ class StudySpec(_Strict):
         return StudySpec.from_dict(data, source=self._source, lines=self._lines)
 
     def resolved(self) -> dict[str, Any]:
-        """The spec with seeds and noise seeds spelled out: what the hash covers."""
+        """The spec as plain JSON data with seeds and noise seeds spelled out: what the hash
+        covers, and what run directories and manifests record."""
         data = self.model_dump(mode="json")
         data["seeds"] = self.seed_list()
         data["evaluation"]["noise_seeds"] = self.evaluation.noise_seed_list()
@@ -262,158 +334,15 @@ class StudySpec(_Strict):
         return hashlib.sha256(canon.encode()).hexdigest()
 
     def line_of(self, path: Sequence[str | int]) -> int | None:
-        return _line_for(tuple(path), self._lines)
+        return line_for(tuple(path), self._lines)
 
     def where(self, path: Sequence[str | int]) -> str:
         """``key.path (file line N)`` for messages raised after validation."""
-        return _location(self._source, tuple(path), self._lines)
-
-    def check_noise(self) -> None:
-        """Validate each ``train_noise`` / ``aqn`` mapping against the engine (imports torch)."""
-        from robuststats import engine
-
-        for name, cond in self.conditions.items():
-            for key, value in (("train_noise", cond.train_noise), ("aqn", cond.aqn)):
-                if value is None:
-                    continue
-                factory = engine.NoiseSpec.from_dict if key == "train_noise" else _aqn_factory()
-                try:
-                    factory(dict(value))
-                except (ValueError, TypeError) as exc:
-                    where = self.where(("conditions", name, key))
-                    raise InputError(f"{where}: {exc}") from None
+        return location(self._source, tuple(path), self._lines)
 
 
-class _KeyedError(ValueError):
-    """A cross-field error that knows its key path (turned into ``InputError``)."""
-
-    def __init__(self, path: tuple[str | int, ...], message: str) -> None:
-        super().__init__(message)
-        self.path = path
-
-
-def _aqn_factory() -> Any:
-    from robuststats import engine
-
-    cls = engine.AQNSchedule
-    from_dict = getattr(cls, "from_dict", None)
-    return from_dict if from_dict is not None else (lambda d: cls(**d))
-
-
-def _check_seed_field(v: int | list[int]) -> int | list[int]:
-    if isinstance(v, bool):
-        raise ValueError(f"must be a count or a list of integers, got {v!r}")
-    if isinstance(v, int):
-        if v < 1:
-            raise ValueError(f"a count must be >= 1, got {v}")
-        return v
-    if not v:
-        raise ValueError("the list must not be empty")
-    if any(s < 0 for s in v):
-        raise ValueError(f"seeds must be >= 0, got {v}")
-    if len(set(v)) != len(v):
-        raise ValueError(f"seeds must be distinct, got {v}")
-    return list(v)
-
-
-def _seed_list(v: int | list[int]) -> list[int]:
-    return list(range(v)) if isinstance(v, int) else list(v)
-
-
-# ---------------------------------------------------------------------- YAML with lines
-class _LineLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (a silent overwrite hides a typo)."""
-
-
-def load_yaml_with_lines(text: str, source: str = "<string>"
-                         ) -> tuple[Any, dict[tuple[str | int, ...], int]]:
-    """Parse YAML; return the data and a map ``key path -> 1-based line``."""
-    loader = _LineLoader(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            raise InputError(f"{source}: the study file is empty.")
-        lines: dict[tuple[str | int, ...], int] = {}
-        _walk(node, (), lines, source)
-        data = loader.construct_document(node)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(f"{source}{where}: invalid YAML: {problem}.") from None
-    finally:
-        loader.dispose()
-    return data, lines
-
-
-def _walk(node: yaml.Node, path: tuple[str | int, ...],
-          lines: dict[tuple[str | int, ...], int], source: str) -> None:
-    lines.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        seen: set[str] = set()
-        for key_node, value_node in node.value:
-            key = key_node.value
-            if key in seen:
-                raise InputError(f"{source} (line {key_node.start_mark.line + 1}): duplicate "
-                                 f"key {'.'.join(map(str, (*path, key)))!r}.")
-            seen.add(key)
-            lines[(*path, key)] = key_node.start_mark.line + 1
-            _walk(value_node, (*path, key), lines, source)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _walk(item, (*path, i), lines, source)
-
-
-def _line_for(path: tuple[str | int, ...], lines: Mapping[tuple[str | int, ...], int]
-              ) -> int | None:
-    # the longest known prefix: a missing key is reported at its parent's line
-    for end in range(len(path), -1, -1):
-        line = lines.get(tuple(path[:end]))
-        if line is not None and (end > 0 or len(path) == 0):
-            return line
-    return None
-
-
-def _location(source: str | None, path: tuple[str | int, ...],
-              lines: Mapping[tuple[str | int, ...], int]) -> str:
-    key = ".".join(str(p) for p in path) or "<top level>"
-    line = _line_for(path, lines)
-    parts = [source] if source else []
-    parts.append(f"{key} (line {line})" if line is not None else key)
-    return ": ".join(parts)
-
-
-def _format(source: str | None, path: tuple[str | int, ...], message: str,
-            lines: Mapping[tuple[str | int, ...], int]) -> str:
-    return f"{_location(source, path, lines)}: {message}"
-
-
-def _pydantic_message(exc: ValidationError, source: str | None,
-                      lines: Mapping[tuple[str | int, ...], int]) -> str:
-    # an unknown key is usually a typo that also explains a "missing" one: report it first
-    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-    err = errors[0]
-    # pydantic appends the member type of a union to loc ('int', 'list[int]'): drop it
-    path = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p in
-                                                                       ("int", "float", "str"))))
-    ctx_err = (err.get("ctx") or {}).get("error")
-    if isinstance(ctx_err, _KeyedError):
-        return _format(source, (*path, *ctx_err.path), str(ctx_err), lines) + "."
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        return _format(source, path, "unknown key", lines) + _suggest(path)
-    if kind == "missing":
-        return _format(source, path, "required key is missing", lines) + "."
-    message = err["msg"].removeprefix("Value error, ")
-    value = err.get("input")
-    shown = "" if isinstance(value, (dict, list)) else f", got {value!r}"
-    extra = f" ({len(exc.errors()) - 1} more problem(s))" if len(exc.errors()) > 1 else ""
-    return _format(source, path, f"{message}{shown}", lines) + extra + "."
-
-
-def _suggest(path: tuple[str | int, ...]) -> str:
-
-    fields = {
+def _suggest(path: KeyPath) -> str:
+    fields: dict[KeyPath, Any] = {
         (): StudySpec.model_fields, ("evaluation",): EvaluationSpec.model_fields,
         ("analysis",): AnalysisSpec.model_fields, ("task",): NamedParams.model_fields,
         ("trainer",): NamedParams.model_fields,

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -8,16 +10,32 @@ import pytest
 from robuststats.cli import main
 from robuststats.results import ResultStore
 
+ROOT = Path(__file__).resolve().parents[2]
+V1 = ROOT / "results" / "e8_matrix" / "v1"
 
-def _version(root: Path, acc: float) -> None:
+
+def _hypotheses(acc: float) -> pd.DataFrame:
+    return pd.DataFrame({
+        "id": ["H1"], "statement": ["A beats B by 5 pp at 5 % noise"], "metric": ["accuracy"],
+        "a": ["A"], "b": ["B"], "eval_noise": [0.05], "relation": ["greater"],
+        "margin": [0.05], "estimate": [acc - 0.7], "ci_low": [0.01], "ci_high": [0.2],
+        "ci_level": [0.9], "ci_method": ["seeds x items bootstrap (bca)"], "pvalue": [0.004],
+        "pvalue_adjusted": [0.0123456], "multiplicity": ["holm"], "verdict": ["VERIFIED"],
+        "reason": ["interval above the margin"]})
+
+
+def _version(root: Path, acc: float, **manifest: object) -> None:
     def writer(path: Path) -> None:
-        pd.DataFrame({"id": ["H1"], "verdict": ["VERIFIED"], "estimate": [acc],
-                      "ci_low": [0.01], "ci_high": [0.2], "test": ["x"], "reason": [""]}
-                     ).to_parquet(path / "hypotheses.parquet")
-        pd.DataFrame({"condition": ["A"], "eval_noise": [0.0], "accuracy": [acc]}).to_parquet(
-            path / "summary.parquet")
+        _hypotheses(acc).to_parquet(path / "hypotheses.parquet")
+        pd.DataFrame({"condition": ["A", "A"], "eval_noise": [0.0, 0.05],
+                      "accuracy": [acc, acc - 0.2], "ci_low": [acc - 0.05, acc - 0.25],
+                      "ci_high": [acc + 0.05, acc - 0.15], "ci_level": [0.9, 0.9]}
+                     ).to_parquet(path / "summary.parquet")
+        pd.DataFrame({"condition": ["A"], "eval_noise": [0.05], "retention": [0.75],
+                      "ci_low": [0.7], "ci_high": [0.8], "ci_level": [0.9]}
+                     ).to_parquet(path / "retention.parquet")
     ResultStore(root).write("demo", writer, {"spec_hash": "f" * 64, "cells_planned": 4,
-                                              "cells_finished": 4})
+                                              "cells_finished": 4, **manifest})
 
 
 @pytest.mark.parametrize("argv", [["results", "--help"], ["results", "verify", "--help"],
@@ -29,6 +47,14 @@ def test_help(argv: list[str], capsys) -> None:
     assert "usage:" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("action", ["list", "show", "verify", "diff"])
+def test_every_action_has_format(action: str, capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["results", action, "--help"])
+    out = capsys.readouterr().out
+    assert "--format {table,json}" in out and "--root DIR" in out
+
+
 def test_list_show_verify_diff(tmp_path: Path, capsys) -> None:
     root = ["results", "--root", str(tmp_path)]
     assert main([*root, "list"]) == 0
@@ -36,11 +62,22 @@ def test_list_show_verify_diff(tmp_path: Path, capsys) -> None:
     _version(tmp_path, 0.8)
     _version(tmp_path, 0.9)
     assert main([*root, "list"]) == 0
-    out = capsys.readouterr().out
-    assert "demo/v1" in out and "demo/v2" in out and "4/4 cells" in out
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["version", "kind", "sealed", "spec", "outcomes", "cells"]
+    assert re.fullmatch(r"demo/v1 +study +\S+ +f{12} +- +4/4", out[1])
+    assert out[2].startswith("demo/v2 ")
     assert main([*root, "show", "demo"]) == 0
     out = capsys.readouterr().out
-    assert "demo/v2" in out and "VERIFIED" in out
+    assert out.startswith("demo/v2  (")
+    line = next(x for x in out.splitlines() if x.startswith("H1 "))
+    assert line.split("  ")[0:1] == ["H1"]
+    for piece in ("A − B > 5.0 pp (accuracy at 5% noise)", "+20.0", "[1.0, 20.0] 90%",
+                  "seeds x items bootstrap (bca)", "0.0123", "VERIFIED"):
+        assert piece in line
+    assert "95%" not in out  # every level comes from the data
+    assert re.search(r"^A +5% +70\.0 +\[65\.0, 75\.0\] 90% +75\.0 +\[70\.0, 80\.0\] 90%$", out,
+                     re.M)
+    assert re.search(r"^A +0% +90\.0 +\[85\.0, 95\.0\] 90% +- +-$", out, re.M)
     assert main([*root, "verify", "demo/v1", "demo/v2"]) == 0
     assert capsys.readouterr().out.count(": OK") == 2
     assert main([*root, "verify", "demo", "v1"]) == 0  # the spelling in results/README.md
@@ -49,7 +86,57 @@ def test_list_show_verify_diff(tmp_path: Path, capsys) -> None:
     assert "tables identical" in capsys.readouterr().out
     assert main([*root, "diff", "demo/v1", "demo/v2"]) == 1
     out = capsys.readouterr().out
+    assert out.startswith("demo/v1 vs demo/v2: 7 difference(s)")  # 6 summary, 1 estimate
     assert "summary" in out and "accuracy" in out and "hypotheses" in out
+
+
+def test_root_after_the_action(tmp_path: Path, capsys) -> None:
+    _version(tmp_path, 0.8)
+    assert main(["results", "list", "--root", str(tmp_path)]) == 0
+    assert "demo/v1" in capsys.readouterr().out
+    assert main(["results", "show", "demo", "--root", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith("demo/v1  (")
+    # given before and after the action, the one after wins
+    assert main(["results", "--root", str(tmp_path / "nowhere"), "verify", "demo",
+                 "--root", str(tmp_path)]) == 0
+
+
+def test_json_output(tmp_path: Path, capsys) -> None:
+    _version(tmp_path, 0.8)
+    _version(tmp_path, 0.9, analysis_only=True, source="runs/demo")
+    root = ["--root", str(tmp_path), "--format", "json"]
+    assert main(["results", "list", *root]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["root"] == str(tmp_path)
+    assert [(v["version"], v["kind"]) for v in listed["versions"]] == [
+        ("demo/v1", "study"), ("demo/v2", "analysis-only")]
+    assert listed["versions"][0]["cells_planned"] == 4
+    assert main(["results", "show", "demo/v1", *root]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["version"] == "demo/v1" and shown["analysis_only"] is False
+    h = shown["hypotheses"][0]
+    assert h["claim"] == "A − B > 5.0 pp (accuracy at 5% noise)"
+    assert (h["ci_level"], h["pvalue_adjusted"], h["verdict"]) == (0.9, 0.0123456, "VERIFIED")
+    assert [r["eval_noise"] for r in shown["summary"]] == [0.0, 0.05]
+    assert shown["retention"][0]["retention"] == 0.75
+    assert main(["results", "verify", "demo/v1", *root]) == 0
+    assert json.loads(capsys.readouterr().out) == [
+        {"version": "demo/v1", "ok": True, "files": 3, "changed": [], "missing": [],
+         "unexpected": []}]
+    assert main(["results", "diff", "demo/v1", "demo/v2", *root]) == 1
+    d = json.loads(capsys.readouterr().out)
+    assert (d["a"], d["b"], d["identical"]) == ("demo/v1", "demo/v2", False)
+    assert {"table": "summary", "key": "A, 0.0", "column": "accuracy", "a": 0.8,
+            "b": 0.9} in d["differences"]
+
+
+def test_analysis_only_is_marked(tmp_path: Path, capsys) -> None:
+    _version(tmp_path, 0.8, analysis_only=True, source="runs/demo")
+    assert main(["results", "--root", str(tmp_path), "list"]) == 0
+    assert re.search(r"^demo/v1 +analysis-only ", capsys.readouterr().out, re.M)
+    assert main(["results", "--root", str(tmp_path), "show", "demo"]) == 0
+    out = capsys.readouterr().out
+    assert "analysis-only version" in out and "source: runs/demo" in out
 
 
 def test_verify_detects_modified_file(tmp_path: Path, capsys) -> None:
@@ -59,6 +146,8 @@ def test_verify_detects_modified_file(tmp_path: Path, capsys) -> None:
     pd.DataFrame({"condition": ["A"], "eval_noise": [0.0], "accuracy": [0.99]}).to_parquet(target)
     assert main(["results", "--root", str(tmp_path), "verify", "demo"]) == 1
     assert "demo/v1: changed: summary.parquet" in capsys.readouterr().out
+    assert main(["results", "--root", str(tmp_path), "verify", "demo", "--format", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)[0]["changed"] == ["summary.parquet"]
 
 
 def test_unknown_version_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
@@ -66,3 +155,30 @@ def test_unknown_version_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
     assert main(["results", "--root", str(tmp_path), "show", "demo/v9"]) == 2
     err = capsys.readouterr().err
     assert err.strip() == "robuststats results: error: demo/v9 does not exist; versions: v1."
+
+
+def test_unknown_study_suggests_the_closest(tmp_path: Path, capsys) -> None:
+    _version(tmp_path, 0.8)
+    assert main(["results", "--root", str(tmp_path), "show", "dmeo"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"robuststats results: error: no results for study 'dmeo' under "
+                   f"{str(tmp_path)!r}; did you mean 'demo'?\n")
+    assert main(["results", "--root", str(tmp_path), "show", "zzz/v1", "--format",
+                 "json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip().endswith("(studies with results: demo).")
+
+
+@pytest.mark.skipif(not (V1 / "manifest.json").is_file(), reason="committed version absent")
+def test_show_reads_the_committed_version_written_before_the_glossary(capsys) -> None:
+    """results/e8_matrix/v1 has the old column names (tests `difference`, hypotheses
+    `test`, no summary `ci_level`); it is read, never written."""
+    before = {p: p.stat().st_mtime_ns for p in V1.rglob("*")}
+    assert main(["results", "show", str(V1)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^H4 +E8d − E8c < 0\.0 pp \(retention at 5% noise\) +-23\.7 +"
+                     r"\[-30\.1, -13\.5\] 99\.17% +BCa bootstrap interval +0\.0218 +VERIFIED$",
+                     out, re.M)
+    assert re.search(r"^E8a +0% +85\.5 +\[81\.6, 88\.7\] 95% +- +-$", out, re.M)
+    assert {p: p.stat().st_mtime_ns for p in V1.rglob("*")} == before

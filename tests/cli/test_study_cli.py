@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -19,7 +21,8 @@ def test_help(capsys) -> None:
         main(["study", "--help"])
     assert exc.value.code == 0
     out = capsys.readouterr().out
-    for flag in ("--seeds", "--workers", "--out", "--runs", "--fresh", "--n-items"):
+    for flag in ("--seeds", "--workers", "--out", "--runs", "--fresh", "--n-items",
+                 "--format {table,json}"):
         assert flag in out
 
 
@@ -35,8 +38,6 @@ def test_bad_study_file_is_a_one_line_error_with_exit_2(tmp_path: Path, capsys, 
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     assert err.startswith("robuststats study: error: ")
-    import re
-
     assert re.search(message, err)
 
 
@@ -56,7 +57,10 @@ def test_study_runs_prints_verdicts_and_failure_exit_code(tmp_path: Path, monkey
     assert main(["study", str(path), "--workers", "1", "--no-progress", "--seeds", "1"]) == 0
     out = capsys.readouterr().out
     assert "study fake: 6 cells (0 reused, 6 run now, 0 missing/failed)" in out
-    assert "results: results/fake/v1" in out and "H1:" in out
+    assert "results: results/fake/v1" in out
+    assert re.search(r"^H1 +A − B > 0\.0 pp \(clean accuracy\) +[+-]\d+\.\d +\[\S+, \S+\] "
+                     r"\d+(\.\d+)?% +\S.* +(VERIFIED|FALSIFIED|INCONCLUSIVE)$", out, re.M)
+    assert re.search(r"^H2 +A − B < 0\.0 pp \(retention at 10% noise\) ", out, re.M)
     assert (tmp_path / "results" / "fake" / "v1" / "manifest.json").is_file()
     assert (tmp_path / "runs" / "fake" / "spec.json").is_file()
 
@@ -64,7 +68,20 @@ def test_study_runs_prints_verdicts_and_failure_exit_code(tmp_path: Path, monkey
     assert main(["study", str(path), "--workers", "1", "--no-progress", "--fresh"]) == 1
     captured = capsys.readouterr()
     assert "1 cell(s) failed or missing" in captured.err
-    assert "INCONCLUSIVE" in captured.out
+    # the clean cell of A is missing: H1 needs it and says so in place of an interval
+    assert re.search(r"^H1 .* - +\(1 needed cell\(s\) missing[^)]*\)\) .* INCONCLUSIVE$",
+                     captured.out, re.M)
+
+    assert main(["study", str(path), "--workers", "1", "--no-progress", "--format",
+                 "json"]) == 1
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert (data["study"], data["version"], data["ok"]) == ("fake", "fake/v3", False)
+    assert (data["cells_planned"], data["cells_failed"], data["cells_reused"]) == (12, 1, 11)
+    h1 = data["hypotheses"][0]
+    assert (h1["id"], h1["verdict"], h1["claim"]) == ("H1", "INCONCLUSIVE",
+                                                      "A − B > 0.0 pp (clean accuracy)")
+    assert h1["estimate"] is None and "ci_level" in h1
 
 
 def test_n_items_override(tmp_path: Path, monkeypatch) -> None:

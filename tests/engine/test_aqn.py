@@ -104,3 +104,15 @@ def test_from_dict_and_template_without_steps() -> None:
     assert dataclasses.replace(template, total_steps=116).sigma(10) == 0.05
     with pytest.raises(InputError, match=r"unknown AQN key 'sigma_strat'.*Did you mean 'sigma_start'\?"):
         AQNSchedule.from_dict({"sigma_strat": 0.1})
+
+
+def test_schedule_round_trips_pickles_and_rejects_bad_ranges(e5b) -> None:
+    import pickle
+
+    assert AQNSchedule.from_dict(e5b.to_dict()) == e5b
+    assert e5b.to_dict()["epoch_ranges"] == [[0.05, 0.01], [0.01, 0.0005]]
+    assert pickle.loads(pickle.dumps(e5b)) == e5b
+    with pytest.raises(InputError, match=r"`epoch_ranges` must be a list of \(start, end\) pairs"):
+        AQNSchedule(epochs=2, epoch_ranges=[0.05, 0.01])
+    with pytest.raises(InputError, match=r"`epoch_ranges\[1\]\[0\]` must be a positive number"):
+        AQNSchedule(epochs=2, epoch_ranges=[(0.05, 0.01), (-1, 0.001)])

@@ -14,6 +14,7 @@ import torch
 
 from robuststats.engine import quantize
 from robuststats.engine._error_models import compute_error
+from robuststats.errors import InputError
 
 
 @pytest.fixture(scope="module")
@@ -81,3 +82,26 @@ def test_stochastic_models(gauss) -> None:
     assert float(e.std()) == pytest.approx(0.05, rel=0.01)
     e = compute_error("systematic_bias", gauss, 0.05, None)
     assert (e >= 0).all() and _rms_rel(gauss + e, gauss) == pytest.approx(0.05, rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: quantize(torch.ones(3), "fp16"),
+         r"`kind` must be one of 'fp8_e4m3', 'fp8_e5m2', 'int8', 'mxfp4', got 'fp16'\."),
+        (lambda: quantize(torch.ones(3), "int4"),
+         r"got 'int4' \(did you mean 'int8'\?\)\."),
+        (lambda: quantize([1.0, 2.0], "int8"), r"`y` must be a torch.Tensor, got list\."),
+        (lambda: quantize(torch.ones(3, dtype=torch.int64), "int8"),
+         r"`y` must be a floating-point tensor, got dtype torch.int64\."),
+        (lambda: compute_error("gaussian", torch.ones(3), 0.1, None),
+         r"`kind` must be one of 'relative_gaussian', .*got 'gaussian'"),
+        (lambda: compute_error("int8", torch.ones(3), -0.1, None),
+         r"`scale` must be a number ≥ 0, got -0\.1\."),
+        (lambda: compute_error("relative_gaussian", torch.ones(3), 0.1, 0),
+         r"`generator` must be a torch.Generator or None, got int\."),
+    ],
+)
+def test_bad_arguments_raise_input_error(call, match) -> None:
+    with pytest.raises(InputError, match=match):
+        call()

@@ -268,7 +268,8 @@ def test_unknown_layer_and_module_name_errors(ids, make_qwen) -> None:
         inject(model, NoiseSpec(scale=0.05, layers=[1, 7]))
     with pytest.raises(InputError, match=r"layer_scales.*unknown layer index 5"):
         inject(model, NoiseSpec(scale=0.05, layer_scales={5: 1.0}))
-    with pytest.raises(InputError, match=r"Did you mean 'model.layers.1.mlp'\?"):
+    with pytest.raises(InputError, match=r"`layer_scales` must name modules of the model, got "
+                       r"'model.layers.1.mpl' \(did you mean 'model.layers.1.mlp'\?\)\."):
         inject(model, NoiseSpec(scale=0.05, layer_scales={"model.layers.1.mpl": 1.0}))
     with pytest.raises(InputError, match=r"`verify` must be True, False"):
         inject(model, NoiseSpec(scale=0.05), verify="yes")

@@ -115,3 +115,33 @@ def test_specs_are_hashable() -> None:
     a = NoiseSpec(scale=0.1, layer_scales={"1": 0.5, "model.norm": 2.0}, phases={"forward": 0.1})
     b = NoiseSpec.from_dict(a.to_dict())
     assert hash(a) == hash(b) and len({a, b, NoiseSpec(scale=0.1)}) == 2
+
+
+def test_noise_spec_pickles_and_needs_no_torch() -> None:
+    import pickle
+    import subprocess
+    import sys
+
+    spec = NoiseSpec(phases={"forward": 0.05, "backward": 0.01}, ops=["linear"], layers="0-2",
+                     layer_scales={1: 0.5}, seed=3)
+    assert pickle.loads(pickle.dumps(spec)) == spec
+    code = ("import sys\n"
+            "import robuststats.engine as engine\n"
+            "from robuststats.engine import KINDS, NoiseSpec, spec_from_env\n"
+            "NoiseSpec.from_dict({'scale': 0.1, 'kind': KINDS[1], 'phases': 'both'})\n"
+            "spec_from_env({'ROBUSTSTATS_NOISE': '{\"scale\": 0.1}'})\n"
+            "assert 'torch' not in sys.modules, 'torch imported by NoiseSpec'\n"
+            "engine.inject\n"
+            "assert 'torch' in sys.modules\n"
+            "print(set(engine.__all__) <= set(dir(engine)))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"
+
+
+def test_engine_unknown_attribute() -> None:
+    import robuststats.engine as engine
+
+    with pytest.raises(AttributeError, match="has no attribute 'NoiseSpek'"):
+        engine.NoiseSpek  # noqa: B018

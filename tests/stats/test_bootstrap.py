@@ -131,8 +131,14 @@ def test_retention_difference_estimate_and_to_frame():
     res = bootstrap_retention_difference(ca, na, cb, nb, n_resamples=2_000, rng=3)
     assert res.estimate == pytest.approx(na.mean() / ca.mean() - nb.mean() / cb.mean())
     frame = res.to_frame()
-    assert list(frame["statistic"]) == ["retention_difference"]
+    assert list(frame["quantity"]) == ["retention_difference"]
     assert "bootstrap_distribution" not in frame
+    assert "statistic" not in frame  # `statistic` is kept for test statistics
+    assert list(frame.columns) == ["quantity", "estimate", "ci_low", "ci_high", "ci_level",
+                                   "ci_method", "standard_error", "n_resamples", "scheme",
+                                   "n_seeds", "n_items"]
+    assert frame.iloc[0][["ci_level", "ci_method", "n_seeds", "n_items"]].tolist() == [
+        0.95, "bca", 3, 200]
 
 
 def test_proportion_inputs_are_accepted():

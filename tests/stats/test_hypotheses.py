@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from robuststats.errors import InputError
+from robuststats.glossary import TABLE_COLUMNS
 from robuststats.stats import (
     DegenerateDataWarning,
     Hypothesis,
@@ -68,20 +69,21 @@ def test_docs_yaml_block_parses():
 
 def test_unknown_key_is_named_with_suggestion():
     d = dict(id="H1", metric="accuracy", a="A", b="B", eval_noise=0.0, relaton="greater")
-    with pytest.raises(InputError, match=r"hypothesis 'H1': unknown key 'relaton'.*Did you mean 'relation'\?"):
+    with pytest.raises(InputError, match=r"hypothesis 'H1': unknown key 'relaton' \(did you mean 'relation'\?\); allowed keys: 'id'"):
         Hypothesis.from_dict(d)
 
 
 @pytest.mark.parametrize(
     ("change", "match"),
     [
-        ({"metric": "f1"}, r"hypothesis 'H': `metric` must be one of \['accuracy', 'retention'\], got 'f1'"),
-        ({"relation": "more"}, r"`relation` must be one of \['greater', 'less', 'equivalent'\], got 'more'"),
+        ({"metric": "accuracyy"}, r"`metric` must be one of 'accuracy', 'retention', got 'accuracyy' \(did you mean 'accuracy'\?\)\."),
+        ({"metric": "f1"}, r"hypothesis 'H': `metric` must be one of 'accuracy', 'retention', got 'f1'\."),
+        ({"relation": "more"}, r"`relation` must be one of 'greater', 'less', 'equivalent', got 'more'\."),
         ({"relation": "equivalent", "margin": 0.0}, r"an equivalence `margin` must be > 0, got 0.0"),
         ({"metric": "retention", "eval_noise": 0.0}, r"retention needs a noisy level, `eval_noise` > 0"),
         ({"b": "A"}, r"`a` and `b` must differ, got 'A' twice"),
-        ({"margin": "5pp"}, r"`margin` must be a finite number, got '5pp'"),
-        ({"eval_noise": -0.1}, r"`eval_noise` must be ≥ 0, got -0.1"),
+        ({"margin": "5pp"}, r"`margin` must be a number, got '5pp'\."),
+        ({"eval_noise": -0.1}, r"`eval_noise` must be a number ≥ 0, got -0.1\."),
     ],
 )
 def test_invalid_hypotheses(change, match):
@@ -107,7 +109,7 @@ def test_single_seed_accuracy_uses_tango_and_matches_mcnemar():
     assert res.confidence_interval.low == pytest.approx(-0.1240, abs=5e-5)
     assert res.confidence_interval.high == pytest.approx(-0.0054, abs=5e-5)
     assert res.verdict == "VERIFIED"
-    assert res.method == "Tango score test and interval"
+    assert res.ci_method == "Tango score test and interval"
     h_greater = {**h, "relation": "greater"}
     assert evaluate_hypothesis(h_greater, df).verdict == "FALSIFIED"
     h_eq = {**h, "relation": "equivalent", "margin": 0.05}
@@ -159,20 +161,23 @@ def test_family_verdicts_agree_with_holm_adjusted_pvalues():
     ]
     out = evaluate_hypotheses(hs, df, rng=1, n_resamples=4000)
     assert list(out["id"]) == ["H1", "H2", "H3"]
-    assert {"verdict", "estimate", "ci_low", "ci_high", "pvalue", "adjusted_pvalue",
-            "confidence_level", "method", "detail"} <= set(out.columns)
+    assert list(out.columns) == [*TABLE_COLUMNS["hypotheses"], "detail"]
+    assert (out["multiplicity"] == "holm").all()
     decided = out["verdict"] != "INCONCLUSIVE"
-    np.testing.assert_array_equal(decided, out["adjusted_pvalue"] < 0.05)
+    np.testing.assert_array_equal(decided, out["pvalue_adjusted"] < 0.05)
     assert out.loc[out.id == "H1", "verdict"].item() == "VERIFIED"
     assert "clustered McNemar over 3 strata" in out.loc[out.id == "H1", "detail"].item()
     assert "holm over 3 hypotheses" in out.loc[out.id == "H1", "detail"].item()
     # the smallest p-value is judged at α/3 (first Holm step): interval level 1 − 0.05/3
     first = out["pvalue"].idxmin()
-    assert out.loc[first, "confidence_level"] == pytest.approx(1 - 0.05 / 3)
-    assert (out["adjusted_pvalue"] >= out["pvalue"]).all()
+    assert out.loc[first, "ci_level"] == pytest.approx(1 - 0.05 / 3)
+    assert (out["pvalue_adjusted"] >= out["pvalue"]).all()
     unadjusted = evaluate_hypotheses(hs, df, rng=1, n_resamples=4000, multiplicity=None)
-    assert (unadjusted["confidence_level"] == 0.95).all()
-    np.testing.assert_allclose(unadjusted["adjusted_pvalue"], unadjusted["pvalue"])
+    assert (unadjusted["ci_level"] == 0.95).all()
+    np.testing.assert_allclose(unadjusted["pvalue_adjusted"], unadjusted["pvalue"])
+    assert (unadjusted["multiplicity"] == "none").all()
+    spelled = evaluate_hypotheses(hs, df, rng=1, n_resamples=4000, multiplicity="none")
+    pd.testing.assert_frame_equal(spelled, unadjusted)
 
 
 def test_zero_clean_accuracy_is_inconclusive_with_warning():
@@ -215,5 +220,5 @@ def test_retention_hypothesis_on_correlated_clean_and_noisy_outcomes():
     res = evaluate_hypothesis(h, df, n_resamples=4000, rng=2)
     assert res.verdict == "VERIFIED"
     assert res.estimate == pytest.approx(0.23, abs=0.05)
-    assert res.method == "BCa bootstrap interval"
+    assert res.ci_method == "BCa bootstrap interval"
     assert "3 seed(s) x 400 items" in res.detail

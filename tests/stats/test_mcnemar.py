@@ -124,13 +124,23 @@ def test_arrays_and_table_agree():
     from_arrays = mcnemar(x, y, method="midp", ci_method="tango")
     from_table = mcnemar(CAVO, method="midp", ci_method="tango")
     assert from_arrays == from_table
-    assert (from_arrays.b, from_arrays.c, from_arrays.n) == (6, 16, 161)
+    assert (from_arrays.n_a_only, from_arrays.n_b_only, from_arrays.n) == (6, 16, 161)
 
 
-def test_to_frame_is_one_tidy_row():
+def test_to_frame_is_one_tidy_row_in_glossary_names():
     frame = mcnemar(CAVO).to_frame()
     assert frame.shape[0] == 1
-    assert {"statistic", "pvalue", "estimate", "ci_low", "ci_high", "b", "c", "n"} <= set(frame)
+    # the glossary's `tests` columns that a single comparison knows, in the declared order
+    assert list(frame.columns) == [
+        "n_strata", "n_items", "n_a_only", "n_b_only", "accuracy_a", "accuracy_b",
+        "estimate", "ci_low", "ci_high", "ci_level", "ci_method", "test", "statistic",
+        "pvalue", "alternative"]
+    row = frame.iloc[0]
+    assert (row.n_a_only, row.n_b_only, row.n_strata, row.n_items) == (6, 16, 1, 161)
+    assert (row.ci_level, row.ci_method, row.test) == (0.95, "newcombe", "McNemar exact")
+    # first minus second: acc_x − acc_y = (65 − 75) / 161
+    assert row.estimate == pytest.approx(row.accuracy_a - row.accuracy_b)
+    assert row.estimate == pytest.approx((65 - 75) / 161)
 
 
 def test_no_discordant_pairs_warns_and_documents_result():
@@ -208,7 +218,7 @@ def test_stratified_pooled_counts_match_r_on_approval_table():
     y[0, 100:140] = 1  # 40 + 46 (y only)
     y[1, 50:96] = 1
     res = mcnemar_stratified(x, y)
-    assert (res.b, res.c) == (150, 86)
+    assert (res.n_a_only, res.n_b_only) == (150, 86)
     assert res.statistic == pytest.approx(17.356, abs=5e-4)
 
 

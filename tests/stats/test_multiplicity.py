@@ -39,7 +39,7 @@ def test_method_must_be_named():
 
 
 def test_bad_pvalues():
-    with pytest.raises(InputError, match=r"`pvalues` must lie in \[0, 1\], got 1.5"):
+    with pytest.raises(InputError, match=r"`pvalues` must contain values in \[0, 1\], got 1.5"):
         adjust_pvalues([0.1, 1.5], method="holm")
     with pytest.raises(InputError, match="must be 1-D"):
         adjust_pvalues([[0.1]], method="holm")

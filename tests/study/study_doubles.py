@@ -17,6 +17,9 @@ from typing import Any
 
 import pandas as pd
 
+from robuststats.engine import NoiseSpec
+from robuststats.study.trainer import TrainingCondition
+
 #: accuracy when clean, and the drop per unit of inference-noise scale, per condition
 SKILL = {"A": (0.80, 2.0), "B": (0.70, 1.0), "E8a": (0.8, 3.0), "E8b": (0.78, 2.0),
          "E8c": (0.78, 1.0), "E8d": (0.8, 3.0)}
@@ -58,9 +61,10 @@ class FakeModel:
             {"condition": self.condition, "seed": self.seed, "delay": self.delay,
              "fail": self.fail}))
 
-    def evaluate(self, task: FakeTask, items: list[FakeItem], *, noise: dict | None,
+    def evaluate(self, task: FakeTask, items: list[FakeItem], *, noise: NoiseSpec | None,
                  noise_seed: int, batch_size: int) -> pd.DataFrame:
-        level = 0.0 if noise is None else float(noise["scale"])
+        assert noise is None or (isinstance(noise, NoiseSpec) and noise.seed == noise_seed)
+        level = 0.0 if noise is None else float(noise.scale)
         key = f"{self.condition}__s{self.seed}__n{level:g}__ns{noise_seed}"
         if key in self.fail:
             raise RuntimeError(f"injected failure in {key}")
@@ -69,7 +73,12 @@ class FakeModel:
         p = base - drop * level + 0.01 * self.seed
         correct = [int(_u(self.condition, self.seed, noise_seed if level else 0, it.item_id,
                           level) < p) for it in items]
-        return pd.DataFrame({"item_id": [it.item_id for it in items], "correct": correct})
+        df = pd.DataFrame({"item_id": [it.item_id for it in items], "correct": correct})
+        # what the engine would report: one "injection" per item and op, none when clean
+        df.attrs["injection_stats"] = [] if noise is None else [
+            {"layer": 0, "op": op, "phase": "forward", "count": len(items),
+             "rms_noise_ratio": level, "target_scale": level} for op in ("linear", "matmul")]
+        return df
 
 
 class FakeTrainer:
@@ -77,7 +86,9 @@ class FakeTrainer:
                  model: dict | None = None) -> None:
         self.delay, self.fail = delay, list(fail or [])
 
-    def train(self, task: FakeTask, condition: Any, seed: int, workdir: Path) -> FakeModel:
+    def train(self, task: FakeTask, condition: TrainingCondition, seed: int,
+              workdir: Path) -> FakeModel:
+        assert isinstance(condition, TrainingCondition)
         return FakeModel(condition.name, seed, self.delay, self.fail)
 
     def load(self, path: Path) -> FakeModel:

@@ -47,6 +47,15 @@ def test_smoke_study_writes_a_complete_version(smoke_run: Path) -> None:
     assert set(hyp["verdict"]) <= {"VERIFIED", "FALSIFIED", "INCONCLUSIVE"}
     tests = pd.read_csv(v.path / "tests.csv")
     assert len(tests) == 6 * 3  # all 6 pairs of 4 conditions at 3 noise levels
+    # every noisy outcome was noisy: injections in every requested op of every noisy cell
+    inj = pd.read_parquet(v.path / "injections.parquet")
+    assert m["row_counts"]["injections"] == len(inj)
+    keys = ["condition", "seed", "eval_noise", "noise_seed"]
+    noisy = out[out["eval_noise"] > 0][keys].drop_duplicates()
+    assert len(inj[keys].drop_duplicates()) == len(noisy) == 4 * 2 * 2
+    assert not (inj["eval_noise"] == 0).any()
+    per_op = inj.groupby([*keys, "op"])["count"].sum().unstack("op")
+    assert (per_op[["linear", "attention_scores", "attention_output"]] > 0).all().all()
     report = (v.path / "report.md").read_text()
     assert "## Pre-registered hypotheses" in report and "figures/retention.png" in report
 

@@ -7,7 +7,8 @@ import torch
 
 from robuststats.engine import InjectionVerificationError, NoiseSpec
 from robuststats.errors import InputError
-from robuststats.study.evaluate import default_max_new_tokens, evaluate, generate_greedy
+from robuststats.study.evaluate import evaluate
+from robuststats.study.generation import default_max_new_tokens, generate_greedy
 from robuststats.study.tasks import get_task
 from robuststats.study.trainer import TrainingCondition, get_trainer
 

@@ -17,8 +17,8 @@ from robuststats.study.trainer import (
     TrainingCondition,
     available_trainers,
     get_trainer,
-    training_noise_seed,
 )
+from robuststats.study.training import training_noise_seed
 
 TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 4, "num_kv_heads": 2,
         "intermediate_size": 64}

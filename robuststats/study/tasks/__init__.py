@@ -21,6 +21,7 @@ from __future__ import annotations
 from robuststats.study.tasks._arithmetic import ArithmeticTask
 from robuststats.study.tasks._base import (
     SPLITS,
+    TASKS,
     Item,
     Task,
     available_tasks,
@@ -33,6 +34,7 @@ from robuststats.study.tasks._gsm8k import GSM8KTask
 
 __all__ = [
     "SPLITS",
+    "TASKS",
     "ArithmeticTask",
     "GSM8KTask",
     "Item",

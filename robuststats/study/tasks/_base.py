@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, ClassVar
 
-from robuststats.errors import InputError, closest_match
+from robuststats.errors import InputError
+from robuststats.study.registry import ParamsSpec, Registry, resolve_params
 
 __all__ = [
     "SPLITS",
+    "TASKS",
     "Item",
     "Task",
     "available_tasks",
@@ -81,10 +83,11 @@ class Task(ABC):
 
     name: ClassVar[str] = ""
     #: parameter name → (validator, default); validators raise InputError naming the key.
-    params_spec: ClassVar[dict[str, tuple[Callable[[str, Any], Any], Any]]] = {}
+    params_spec: ClassVar[ParamsSpec] = {}
 
     def __init__(self, **params: Any) -> None:
-        self.params: dict[str, Any] = _validate_params(type(self), params)
+        self.params: dict[str, Any] = resolve_params("task", self.name, self.params_spec,
+                                                     params)
         self._cache: dict[str, list[Item]] = {}
 
     def items(self, split: str) -> list[Item]:
@@ -123,53 +126,27 @@ class Task(ABC):
 
 # --------------------------------------------------------------------------- registry
 
-_REGISTRY: dict[str, type[Task]] = {}
+#: tasks by name (``register_task``/``get_task``), plus ``package.module:factory`` references
+TASKS: Registry[Task] = Registry("task")
 
 
 def register_task(name: str) -> Callable[[type[Task]], type[Task]]:
     """Class decorator: make a :class:`Task` subclass available to :func:`get_task`."""
-
-    def decorator(cls: type[Task]) -> type[Task]:
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return decorator
+    return TASKS.register(name)
 
 
 def available_tasks() -> list[str]:
     """Names accepted by :func:`get_task`."""
-    return sorted(_REGISTRY)
+    return TASKS.names()
 
 
 def get_task(name: str, **params: Any) -> Task:
-    """Build the task registered as ``name`` with validated ``params``.
+    """Build the task registered as ``name`` (or a ``package.module:factory`` reference)
+    with validated ``params``.
 
     Unknown names and parameters raise :class:`InputError` with a "did you mean" hint.
     """
-    if name not in _REGISTRY:
-        raise InputError(f"unknown task {name!r}{_did_you_mean(name, _REGISTRY)}; "
-                         f"available: {', '.join(available_tasks())}.")
-    return _REGISTRY[name](**params)
-
-
-def _did_you_mean(word: str, choices: Mapping[str, Any] | list[str]) -> str:
-    close = closest_match(word, choices)
-    return f" (did you mean {close!r}?)" if close else ""
-
-
-def _validate_params(cls: type[Task], params: Mapping[str, Any]) -> dict[str, Any]:
-    resolved: dict[str, Any] = {}
-    for key in params:
-        if key not in cls.params_spec:
-            raise InputError(
-                f"unknown parameter {key!r} for task {cls.name!r}"
-                f"{_did_you_mean(key, cls.params_spec)}; "
-                f"accepted: {', '.join(sorted(cls.params_spec))}."
-            )
-    for key, (check, default) in cls.params_spec.items():
-        resolved[key] = check(key, params[key]) if key in params else default
-    return resolved
+    return TASKS.build(name, **params)
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,0 +1,75 @@
+"""Fixed number formats shared by the command line and the report (standard library only).
+
+* accuracies, retentions and their differences in percent (``85.5``), one decimal;
+* p-values to 3 significant digits (``0.0412``, ``3.10e-05``);
+* intervals as ``[low, high]`` followed by their level (``[-13.5, 10.3] 95%``); the level
+  always comes from the data, never from a default;
+* inference-noise levels in percent (``5%``).
+
+Kept free of numpy and pandas so that ``robuststats power`` starts instantly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["fmt_ci", "fmt_level", "fmt_noise", "fmt_p", "fmt_pct", "is_missing"]
+
+
+def is_missing(value: Any) -> bool:
+    """None, NaN and pandas' NA are missing; anything else (text included) is not."""
+    if value is None:
+        return True
+    try:
+        return math.isnan(float(value))
+    except (TypeError, ValueError):
+        # pandas.NA refuses float() with TypeError and is its own kind of missing
+        return type(value).__name__ == "NAType"
+
+
+def fmt_pct(value: Any, *, signed: bool = False) -> str:
+    """A proportion as percent with one decimal (``0.855`` -> ``85.5``); ``-`` if missing."""
+    if is_missing(value):
+        return "-"
+    return f"{100 * float(value):+.1f}" if signed else f"{100 * float(value):.1f}"
+
+
+def fmt_p(value: Any) -> str:
+    """A p-value to 3 significant digits; ``-`` if missing."""
+    if is_missing(value):
+        return "-"
+    v = float(value)
+    if v == 0:
+        return "0"
+    return f"{v:.3g}" if v >= 1e-4 else f"{v:.2e}"
+
+
+def fmt_level(level: Any) -> str:
+    """A confidence level as percent: ``0.95`` -> ``95%``, ``0.9805`` -> ``98.05%``.
+
+    Two decimals at most: a Holm-adjusted level such as 0.98988 must not read as "99%".
+    """
+    if is_missing(level):
+        return "-"
+    pct = 100 * float(level)
+    text = f"{pct:.2f}"
+    if text == "100.00" and pct < 100:  # 0.99999 is not a 100% interval
+        text = f"{pct:.6f}"
+    return f"{text.rstrip('0').rstrip('.')}%"
+
+
+def fmt_ci(low: Any, high: Any, level: Any, *, percent: bool = True) -> str:
+    """``[low, high] 95%``; bounds in percent unless ``percent=False``; ``-`` if missing."""
+    if is_missing(low) or is_missing(high):
+        return "-"
+    fmt = (lambda v: f"{100 * float(v):.1f}") if percent else (lambda v: f"{float(v):.4g}")
+    tail = "" if is_missing(level) else f" {fmt_level(level)}"
+    return f"[{fmt(low)}, {fmt(high)}]{tail}"
+
+
+def fmt_noise(level: Any) -> str:
+    """An inference-noise scale in percent: ``0.05`` -> ``5%``; ``-`` if missing."""
+    if is_missing(level):
+        return "-"
+    return f"{100 * float(level):g}%"

@@ -1,0 +1,126 @@
+"""Forest plot of pre-registered hypotheses: each claim's a − b with its interval, margin
+and verdict (rliable's interval estimates, one row per hypothesis)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from robuststats._format import fmt_ci, fmt_pct, is_missing
+from robuststats.report._views import claim, records
+from robuststats.report.figures import _pyplot, _save, interval_label
+
+__all__ = ["VERDICT_STYLE", "forest_figure"]
+
+#: verdict -> (colour, marker); colour-blind safe (Okabe-Ito), and the marker repeats the
+#: verdict for readers who cannot tell the colours apart
+VERDICT_STYLE: dict[str, tuple[str, str]] = {
+    "VERIFIED": ("#009E73", "o"),
+    "FALSIFIED": ("#D55E00", "X"),
+    "INCONCLUSIVE": ("#6E6E6E", "D"),
+}
+_CLAIMED = "#56B4E9"  # shading of the side of the margin the claim asserts
+
+
+def forest_figure(hypotheses: pd.DataFrame, path: Path) -> Path:
+    """One horizontal interval of a − b per hypothesis (percentage points), the margin(s)
+    of its claim as dashed lines (±margin for ``equivalent``) with the claimed side shaded,
+    and the estimate's marker coloured by verdict. Each row's interval level is its own
+    ``ci_level`` (multiplicity-adjusted levels differ between rows).
+
+    ``hypotheses`` needs ``id, a, b, metric, eval_noise, relation, margin, estimate,
+    ci_low, ci_high, verdict``; ``ci_level`` and ``reason`` are shown when present.
+    """
+    return _save(_forest(hypotheses), path, bbox_inches="tight")
+
+
+def _forest(hypotheses: pd.DataFrame) -> Any:
+    plt, _ = _pyplot()
+    rows = records(hypotheses)
+    n = len(rows)
+    fig, ax = plt.subplots(figsize=(10.5, 1.6 + 0.72 * max(n, 1)))
+    span = _span(rows)
+    for i, h in enumerate(rows):
+        y = n - 1 - i
+        _claimed_region(ax, h, y, span)
+        verdict = str(h.get("verdict"))
+        color, marker = VERDICT_STYLE.get(verdict, ("black", "o"))
+        if is_missing(h.get("estimate")):
+            reason = "" if is_missing(h.get("reason")) else str(h.get("reason"))
+            ax.text(0, y, f"no estimate: {reason}"[:90], ha="center", va="center",
+                    fontsize="small", color=color, style="italic")
+        else:
+            lo, hi = (100 * float(h[k]) if not is_missing(h.get(k)) else np.nan
+                      for k in ("ci_low", "ci_high"))
+            ax.hlines(y, lo, hi, color=color, linewidth=2.4, zorder=3,
+                      gid=f"{h.get('id')}:interval")
+            ax.plot(100 * float(h["estimate"]), y, marker=marker, markersize=9, color=color,
+                    markeredgecolor="white", zorder=4, linestyle="none",
+                    gid=f"{h.get('id')}:estimate")
+        ax.annotate(_right_label(h), xy=(1.01, y), xycoords=("axes fraction", "data"),
+                    va="center", fontsize="small", color=color)
+    ax.axvline(0, color="black", linewidth=0.8, zorder=1)
+    ax.set_yticks(range(n), [_row_label(h) for h in reversed(rows)], fontsize="small")
+    ax.set_ylim(-0.7, n - 0.3)
+    ax.set_xlim(*span)
+    ax.set_xlabel("a − b (percentage points)")
+    ax.grid(axis="y", visible=False)
+    ax.set_title("Pre-registered hypotheses: estimate of a − b with its interval "
+                 f"({interval_label(hypotheses)})", fontsize="medium", loc="left")
+    handles = [plt.Line2D([], [], color=c, marker=m, linestyle="-", markersize=8,
+                          markeredgecolor="white", label=v)
+               for v, (c, m) in VERDICT_STYLE.items()]
+    handles.append(plt.Line2D([], [], color="black", linestyle="--", linewidth=1,
+                              label="margin of the claim"))
+    handles.append(plt.Rectangle((0, 0), 1, 1, color=_CLAIMED, alpha=0.18,
+                                 label="side the claim asserts"))
+    fig.legend(handles=handles, loc="lower center", ncols=5, fontsize="small",
+               frameon=False)
+    fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))
+    return fig
+
+
+def _span(rows: list[dict[str, Any]]) -> tuple[float, float]:
+    """x limits (pp) covering every interval, estimate and margin, with some air."""
+    values = [0.0]
+    for h in rows:
+        for k in ("ci_low", "ci_high", "estimate"):
+            if not is_missing(h.get(k)):
+                values.append(100 * float(h[k]))
+        if not is_missing(h.get("margin")):
+            m = 100 * float(h["margin"])
+            values += [m, -m] if h.get("relation") == "equivalent" else [m]
+    lo, hi = min(values), max(values)
+    pad = max(0.08 * (hi - lo), 0.5)
+    return lo - pad, hi + pad
+
+
+def _claimed_region(ax: Any, h: dict[str, Any], y: float, span: tuple[float, float]) -> None:
+    if is_missing(h.get("margin")):
+        return
+    m = 100 * float(h["margin"])
+    relation = h.get("relation")
+    band = {"greater": (m, span[1]), "less": (span[0], m), "equivalent": (-m, m)}.get(
+        str(relation))
+    if band is None:
+        return
+    ax.fill_betweenx([y - 0.38, y + 0.38], *band, color=_CLAIMED, alpha=0.18, linewidth=0,
+                     zorder=0)
+    lines = [-m, m] if relation == "equivalent" else [m]
+    ax.vlines(lines, y - 0.38, y + 0.38, color="black", linestyle="--", linewidth=1, zorder=2,
+              gid=f"{h.get('id')}:margin")
+
+
+def _row_label(h: dict[str, Any]) -> str:
+    text = claim(h)
+    head, _, tail = text.partition(" (")
+    return f"{h.get('id')}: {head}\n({tail}" if tail else f"{h.get('id')}: {text}"
+
+
+def _right_label(h: dict[str, Any]) -> str:
+    est = fmt_pct(h.get("estimate"), signed=True)
+    ci = fmt_ci(h.get("ci_low"), h.get("ci_high"), h.get("ci_level"))
+    return f"{h.get('verdict')}\n{est} {ci}" if est != "-" else str(h.get("verdict"))

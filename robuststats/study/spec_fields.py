@@ -1,0 +1,104 @@
+"""Engine and statistics objects as fields of the study config (pydantic adapters).
+
+A study file gives ``train_noise``, ``aqn`` and each hypothesis as mappings; these
+adapters build the real classes (:class:`~robuststats.engine.NoiseSpec`,
+:class:`~robuststats.engine.AQNSchedule`, :class:`~robuststats.stats.Hypothesis`), whose
+own validation is the only one, and point their errors at the offending key
+(:func:`~robuststats.study.yaml_lines.keyed`). None of them imports torch.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Annotated, Any
+
+from pydantic import PlainSerializer, PlainValidator
+
+from robuststats.engine import AQNSchedule, NoiseSpec
+from robuststats.errors import InputError
+from robuststats.stats._hypotheses import Hypothesis
+from robuststats.study.yaml_lines import KeyedError, keyed
+
+__all__ = ["AQN", "HypothesisField", "TrainNoise", "as_written", "check_seed_field",
+           "seed_list"]
+
+#: keys a study file must give for each hypothesis (``margin`` included: a pre-registered
+#: claim states its margin, even when it is 0)
+_HYPOTHESIS_REQUIRED = ("id", "metric", "a", "b", "eval_noise", "relation", "margin")
+_NOISE_KEYS = ("scale", "kind", "phases", "ops", "layers", "layer_scales", "seed")
+
+
+# ---------------------------------------------------------------------- typed values
+def _field_names(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+def _noise_spec(value: Any) -> NoiseSpec | None:
+    if value is None or isinstance(value, NoiseSpec):
+        return value
+    try:
+        return NoiseSpec.from_dict(value)
+    except InputError as exc:
+        raise keyed(exc, _NOISE_KEYS) from None
+
+
+def _aqn_schedule(value: Any) -> AQNSchedule | None:
+    if value is None or isinstance(value, AQNSchedule):
+        return value
+    try:
+        return AQNSchedule.from_dict(value)
+    except InputError as exc:
+        raise keyed(exc, _field_names(AQNSchedule)) from None
+
+
+def _hypothesis(value: Any) -> Hypothesis:
+    if isinstance(value, Hypothesis):
+        return value
+    if not isinstance(value, Mapping):
+        raise KeyedError((), f"must be a mapping, got {type(value).__name__}")
+    for key in _HYPOTHESIS_REQUIRED:
+        if key not in value:
+            raise KeyedError((), f"missing required key {key!r}")
+    try:
+        return Hypothesis.from_dict(value)
+    except InputError as exc:
+        raise keyed(exc, _field_names(Hypothesis)) from None
+
+
+def _to_dict(value: Any) -> Any:
+    return None if value is None else value.to_dict()
+
+
+TrainNoise = Annotated[NoiseSpec | None, PlainValidator(_noise_spec), PlainSerializer(_to_dict)]
+AQN = Annotated[AQNSchedule | None, PlainValidator(_aqn_schedule), PlainSerializer(_to_dict)]
+HypothesisField = Annotated[Hypothesis, PlainValidator(_hypothesis), PlainSerializer(_to_dict)]
+
+
+def as_written(data: Any, keys: Sequence[str]) -> dict[str, Any]:
+    """The mappings (or lists) under ``keys`` exactly as the input gave them."""
+    if not isinstance(data, Mapping):
+        return {}
+    return {k: copy.deepcopy(data[k]) for k in keys
+            if isinstance(data.get(k), (Mapping, list))}
+
+
+def check_seed_field(v: int | list[int]) -> int | list[int]:
+    if isinstance(v, bool):
+        raise ValueError(f"must be a count or a list of integers, got {v!r}")
+    if isinstance(v, int):
+        if v < 1:
+            raise ValueError(f"a count must be >= 1, got {v}")
+        return v
+    if not v:
+        raise ValueError("the list must not be empty")
+    if any(s < 0 for s in v):
+        raise ValueError(f"seeds must be >= 0, got {v}")
+    if len(set(v)) != len(v):
+        raise ValueError(f"seeds must be distinct, got {v}")
+    return list(v)
+
+
+def seed_list(v: int | list[int]) -> list[int]:
+    return list(range(v)) if isinstance(v, int) else list(v)

@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.colors import to_hex
+
+from robuststats.report import (
+    VERDICT_STYLE,
+    accuracy_figure,
+    forest_figure,
+    interval_label,
+    retention_figure,
+)
+from robuststats.report.figures import _accuracy, _retention
+from robuststats.report.forest import _forest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "robuststats"
+
+
+def _png(path: Path) -> tuple[int, int]:
+    import matplotlib.image as mpimg
+
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    img = mpimg.imread(path)
+    return img.shape[1], img.shape[0]
+
+
+def _texts(fig) -> str:
+    parts = [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text"))]
+    return "\n".join(p for p in parts if p)
+
+
+def _by_gid(fig, gid: str) -> list:
+    return list(fig.findobj(lambda a: a.get_gid() == gid))
+
+
+def _code_strings(path: Path) -> list[str]:
+    """String constants of a module, f-string pieces included, docstrings excluded."""
+    tree = ast.parse(path.read_text())
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+    return [str(n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant)
+            and isinstance(n.value, (str, float)) and id(n) not in docs]
+
+
+def test_no_figure_or_report_code_hard_codes_a_level() -> None:
+    paths = [*PACKAGE.joinpath("report").glob("*.py"), PACKAGE / "cli" / "results.py",
+             PACKAGE / "cli" / "study.py"]
+    for path in paths:
+        for text in _code_strings(path):
+            assert not re.search(r"\b95\s*%|^0?\.95$|\b0\.95\b", text), (path, text)
+
+
+@pytest.mark.parametrize("levels, expected", [
+    ([0.9, 0.9], "90% CI"), ([0.95, 0.9805, 0.9917], "CI, levels 95%–99.17%"),
+    ([float("nan")], "CI (level not recorded)"), (None, "CI (level not recorded)"),
+])
+def test_interval_label_comes_from_the_data(levels, expected: str) -> None:
+    table = pd.DataFrame({"ci_level": levels} if levels is not None else {"x": [1]})
+    assert interval_label(table) == expected
+
+
+def test_forest_plot_rows_margins_and_verdict_colours(tables) -> None:
+    hyp = tables["hypotheses"]
+    fig = _forest(hyp)
+    try:
+        text = _texts(fig)
+        # one row per hypothesis, the claim in words, the level from the data
+        assert "H1: fwd − base > 5.0 pp\n(accuracy at 5% noise)" in text
+        assert "H4: |fwd − base| < 5.0 pp\n(clean accuracy)" in text
+        assert "CI, levels 90%–97.5%" in text
+        assert "+12.0 [7.0, 17.0] 97.5%" in text and "-10.0 [-20.0, 0.0] 90%" in text
+        assert "no estimate: 2 needed cell(s) missing" in text
+        assert "95%" not in text
+        for row in hyp.itertuples():
+            color, marker = VERDICT_STYLE[row.verdict]
+            if np.isnan(row.estimate):
+                assert not _by_gid(fig, f"{row.id}:estimate")
+                continue
+            (est,) = _by_gid(fig, f"{row.id}:estimate")
+            assert to_hex(est.get_color()) == color.lower() and est.get_marker() == marker
+            assert est.get_xdata()[0] == pytest.approx(100 * row.estimate)
+            (interval,) = _by_gid(fig, f"{row.id}:interval")
+            (seg,) = interval.get_segments()
+            assert seg[:, 0] == pytest.approx([100 * row.ci_low, 100 * row.ci_high])
+        # margins: +margin for one-sided claims, ±margin for equivalence
+        margins = {gid: sorted({round(float(s[0, 0]), 6) for s in c.get_segments()})
+                   for gid in ("H1:margin", "H3:margin", "H4:margin")
+                   for c in _by_gid(fig, gid)}
+        assert margins == {"H1:margin": [5.0], "H3:margin": [-10.0], "H4:margin": [-5.0, 5.0]}
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+
+
+def test_accuracy_figure_has_seed_points_descriptions_and_data_levels(tables) -> None:
+    from tests_report_helpers import close
+
+    fig = _accuracy(tables["summary"], tables["seeds"],
+                    {"base": "no training noise", "fwd": "forward-only noise"})
+    try:
+        text = _texts(fig)
+        assert "90% CI" in text and "95%" not in text
+        assert "base: no training noise" in text and "fwd: forward-only noise" in text
+        ax = fig.axes[0]
+        n_points = sum(len(c.get_offsets()) for c in ax.collections
+                       if hasattr(c, "get_offsets") and len(c.get_offsets()))
+        assert n_points >= len(tables["seeds"])  # every seed drawn
+    finally:
+        close(fig)
+
+
+def test_retention_figure_puts_clean_accuracy_beside_retention(tables) -> None:
+    from tests_report_helpers import close
+
+    fig = _retention(tables["retention"], tables["summary"], tables["seeds"], None)
+    try:
+        left, right = fig.axes[:2]
+        assert "Clean accuracy" in left.get_title() and "90% CI" in left.get_title()
+        assert "Retention" in right.get_title() and "90% CI" in right.get_title()
+        heights = sorted(round(p.get_height(), 6) for p in left.patches)
+        assert heights == [30.0, 70.0, 80.0]  # the clean accuracies of bwd, fwd, base
+        assert "95%" not in _texts(fig)
+    finally:
+        close(fig)
+
+
+def test_figures_render_without_intervals_levels_or_seeds(tmp_path: Path) -> None:
+    summary = pd.DataFrame({"condition": ["A", "A", "B", "B"], "eval_noise": [0, 0.1] * 2,
+                            "accuracy": [0.8, 0.5, 0.6, 0.5]})
+    retention = pd.DataFrame({"condition": ["A", "B"], "eval_noise": [0.1, 0.1],
+                              "clean_accuracy": [0.8, 0.6], "retention": [0.625, 0.833]})
+    assert _png(accuracy_figure(summary, tmp_path / "a.png"))[0] > 300
+    assert _png(retention_figure(retention, tmp_path / "r.png"))[0] > 300
+
+
+def test_figures_from_nullable_columns(tables, tmp_path: Path) -> None:
+    """Tables read back from parquet may hold pandas' nullable dtypes with <NA>."""
+    summary = tables["summary"].astype({"ci_low": "Float64", "ci_high": "Float64"})
+    summary.loc[0, ["ci_low", "ci_high"]] = pd.NA
+    hyp = tables["hypotheses"].astype({"estimate": "Float64", "ci_low": "Float64",
+                                       "ci_high": "Float64", "ci_level": "Float64"})
+    accuracy_figure(summary, tmp_path / "a.png", seeds=tables["seeds"])
+    retention_figure(tables["retention"], tmp_path / "r.png", summary=summary)
+    forest_figure(hyp, tmp_path / "h.png")
+    for name in ("a", "r", "h"):
+        assert _png(tmp_path / f"{name}.png")[0] > 300

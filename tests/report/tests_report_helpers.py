@@ -1,0 +1,7 @@
+from __future__ import annotations
+
+
+def close(fig) -> None:
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
