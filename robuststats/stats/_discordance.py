@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from robuststats._validation import check_choice, check_confidence_level, check_number
+from robuststats._validation import (
+    as_float_array,
+    as_outcomes,
+    check_choice,
+    check_confidence_level,
+    check_number,
+    check_same_shape,
+)
 from robuststats.errors import InputError
 from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning, tidy_row
 from robuststats.stats._power_formulas import z_upper
@@ -94,22 +101,6 @@ class DiscordanceEstimate:
         return pd.DataFrame([row])
 
 
-def _as_outcomes(name: str, values: object) -> np.ndarray:
-    arr = np.asarray(values)
-    if arr.size == 0:
-        raise InputError(f"`{name}` must hold at least one 0/1 outcome, got an empty array.")
-    if arr.dtype == bool:
-        return arr.astype(np.int64).ravel()
-    flat = arr.ravel()
-    numeric = np.issubdtype(arr.dtype, np.number)
-    if not numeric or not np.isin(flat, (0, 1)).all():
-        bad = flat[~np.isin(flat, (0, 1))][:3] if numeric else flat[:3]
-        raise InputError(
-            f"`{name}` must contain only 0/1 outcomes, got values such as {bad.tolist()!r}."
-        )
-    return arr.astype(np.int64).ravel()
-
-
 def _wilson(p: float, n: float, confidence_level: float) -> tuple[float, float]:
     """Wilson (1927) score interval for a proportion p observed on (effective) n trials."""
     z = z_upper((1 - confidence_level) / 2)
@@ -153,15 +144,12 @@ def estimate_discordance(
     issued; the Wilson upper bound (≈ z²/(n + z²)) is then the value to plan with.
     """
     level = check_confidence_level(confidence_level)
-    if np.shape(x) != np.shape(y):
-        raise InputError(
-            f"`x` and `y` must be aligned outcomes of the same items, got shapes "
-            f"{np.shape(x)} and {np.shape(y)}."
-        )
-    xa, ya = _as_outcomes("x", x), _as_outcomes("y", y)
+    x2, y2 = as_outcomes(x, "x", binary=True), as_outcomes(y, "y", binary=True)
+    check_same_shape({"x": x2, "y": y2}, "(n_items,) or (n_seeds, n_items)")
+    xa, ya = x2.ravel(), y2.ravel()
     n = int(xa.size)
-    if groups is None and np.ndim(x) == 2:
-        n_seeds, n_items = np.shape(x)
+    if groups is None and x2.ndim == 2:
+        n_seeds, n_items = x2.shape
         groups = np.tile(np.arange(n_items), n_seeds)
     a_only = int(np.sum((xa == 1) & (ya == 0)))
     b_only = int(np.sum((xa == 0) & (ya == 1)))
@@ -212,15 +200,13 @@ def estimate_icc(values: object, groups: object) -> float:
     Durkalski et al. 2003, *Stat. Med.* 22, 2417–2428): the variance of the summed
     differences of an item with m evaluations is ``m·σ²·(1 + (m − 1)·ICC)``.
     """
-    y = np.asarray(values, dtype=float).ravel()
+    y = as_float_array(values, "values", empty=True).ravel()
     g = np.asarray(groups).ravel()
     if y.size != g.size or y.size == 0:
         raise InputError(
             f"`values` and `groups` must be non-empty and of equal length, got {y.size} "
             f"and {g.size}."
         )
-    if not np.all(np.isfinite(y)):
-        raise InputError("`values` must be finite numbers.")
     _, inverse, sizes = np.unique(g, return_inverse=True, return_counts=True)
     k, total = sizes.size, y.size
     if k < 2 or total == k:

@@ -78,10 +78,14 @@ def test_to_frame_and_dict() -> None:
 @pytest.mark.parametrize(
     ("x", "y", "message"),
     [
-        ([1, 0, 1], [1, 0], r"`x` and `y` must be aligned .* shapes \(3,\) and \(2,\)"),
-        ([], [], r"`x` must hold at least one 0/1 outcome"),
-        ([1, 2, 0], [1, 0, 0], r"`x` must contain only 0/1 outcomes, got values such as \[2\]"),
-        ([1, 0], ["a", "b"], r"`y` must contain only 0/1 outcomes"),
+        ([1, 0, 1], [1, 0], r"`x` and `y` must be aligned outcomes of the same shape "
+                            r"\(n_items,\) or \(n_seeds, n_items\), got \(3,\) and \(2,\)"),
+        ([], [], r"`x` must not be empty, got shape \(0,\)"),
+        ([1, 2, 0], [1, 0, 0], r"`x` must contain values in \[0, 1\], got 2.0"),
+        ([1, 0.5, 0], [1, 0, 0], r"`x` must contain only 0/1 outcomes, got 0.5"),
+        ([1, 0], ["a", "b"], r"`y` must be an array of outcomes in \[0, 1\], got \['a', 'b'\]"),
+        ([1, float("nan")], [1, 0], r"`x` must not contain NaN or infinite values"),
+        ([[[1]]], [[[1]]], r"`x` must be 1-D \(n_items,\) or 2-D \(n_seeds, n_items\)"),
     ],
 )
 def test_invalid_outcomes(x: list, y: list, message: str) -> None:
@@ -90,7 +94,7 @@ def test_invalid_outcomes(x: list, y: list, message: str) -> None:
 
 
 def test_invalid_confidence_level() -> None:
-    with pytest.raises(InputError, match=r"`confidence_level` must lie in \(0, 1\), got 95"):
+    with pytest.raises(InputError, match=r"`confidence_level` must be a number in \(0, 1\), got 95"):
         estimate_discordance([1, 0], [0, 1], confidence_level=95)
 
 
@@ -185,7 +189,7 @@ def test_read_pilot_errors(tmp_path: Path) -> None:
     ).to_csv(dup, index=False)
     with pytest.raises(InputError, match=r"1 duplicate row\(s\) for the same \(condition, seed"):
         read_pilot(dup)
-    with pytest.raises(InputError, match=r"`holes` must be one of 'raise', 'drop'; got 'skip'"):
+    with pytest.raises(InputError, match=r"`holes` must be one of 'raise', 'drop', got 'skip'"):
         read_pilot(disjoint, holes="skip")
 
 
@@ -303,11 +307,13 @@ def test_read_pilot_drops_holes_with_a_record_or_names_them() -> None:
 
 
 def test_icc_and_pilot_validation() -> None:
-    with pytest.raises(InputError, match=r"`values` must be finite numbers"):
+    with pytest.raises(InputError, match=r"`values` must not contain NaN or infinite values"):
         estimate_icc([1.0, float("nan"), 0.0, 1.0], ["A", "A", "B", "B"])
+    with pytest.raises(InputError, match=r"`values` must be an array of numbers, got \['a'"):
+        estimate_icc(["a", "b"], ["A", "A"])
     with pytest.raises(InputError, match=r"`confidence_level` must be a number, got '0.9'"):
         estimate_discordance([1, 0], [0, 1], confidence_level="0.9")
-    with pytest.raises(InputError, match=r"`eval_noise` must lie in \[0, inf\], got -1"):
+    with pytest.raises(InputError, match=r"`eval_noise` must be a number ≥ 0, got -1"):
         read_pilot(_outcomes(), eval_noise=-1)
     with pytest.raises(InputError, match=r"`eval_noise` must be a finite number, got nan"):
         read_pilot(_outcomes(), eval_noise=float("nan"))

@@ -275,7 +275,7 @@ def test_paired_design_needs_fewer_items_than_unpaired() -> None:
         ),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 1.2},
-            r"`discordance` must lie in \(0, 1\), got 1.2",
+            r"`discordance` must be a number in \(0, 1\), got 1.2",
         ),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 0.1, "baseline": 0.99},
@@ -293,7 +293,7 @@ def test_paired_design_needs_fewer_items_than_unpaired() -> None:
         ),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 0.1, "baseline": -0.1},
-            r"`baseline` must lie in \(0, 1\), got -0.1",
+            r"`baseline` must be a number in \(0, 1\), got -0.1",
         ),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 0.5, "baseline": 0.1},
@@ -301,7 +301,7 @@ def test_paired_design_needs_fewer_items_than_unpaired() -> None:
         ),
         (
             {"effect": 0.03, "power": 1.0, "discordance": 0.1},
-            r"`power` must lie in \(0, 1\), got 1.0",
+            r"`power` must be a number in \(0, 1\), got 1.0",
         ),
         (
             {"effect": 0.03, "power": 0.01, "discordance": 0.1},
@@ -309,22 +309,22 @@ def test_paired_design_needs_fewer_items_than_unpaired() -> None:
         ),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 0.1, "alpha": 0.0},
-            r"`alpha` must lie in \(0, 1\), got 0.0",
+            r"`alpha` must be a number in \(0, 1\), got 0.0",
         ),
         ({"effect": 0.03, "n": 0, "discordance": 0.1}, r"`n` must be a positive integer, got 0"),
         (
             {"effect": 0.03, "n": 2.5, "discordance": 0.1},
-            r"`n` must be an integer, got 2.5",
+            r"`n` must be a positive integer, got 2.5",
         ),
         ({"effect": 0.03, "power": 0.8}, r"`discordance` \(π_D, .*\) or `correlation` is required"),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 0.1, "method": "exakt"},
-            r"`method` must be one of 'connor', 'exact', 'midp', 'asymptotic', 'asymptotic-cc'; "
+            r"`method` must be one of 'connor', 'exact', 'midp', 'asymptotic', 'asymptotic-cc', "
             r"got 'exakt' \(did you mean 'exact'\?\)\.",
         ),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 0.1, "alternative": "two.sided"},
-            r"`alternative` must be one of 'two-sided', 'greater', 'less'; got 'two.sided' "
+            r"`alternative` must be one of 'two-sided', 'greater', 'less', got 'two.sided' "
             r"\(did you mean 'two-sided'\?\)",
         ),
         (
@@ -333,7 +333,7 @@ def test_paired_design_needs_fewer_items_than_unpaired() -> None:
         ),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 0.1, "icc": 1.5},
-            r"`icc` must lie in \[0, 1\], got 1.5",
+            r"`icc` must be a number in \[0, 1\], got 1.5",
         ),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 0.1, "pool_size": -3},
@@ -341,7 +341,7 @@ def test_paired_design_needs_fewer_items_than_unpaired() -> None:
         ),
         (
             {"effect": 0.03, "power": 0.8, "baseline": 0.6, "correlation": 1.5},
-            r"`correlation` must lie in \[-1, 1\], got 1.5",
+            r"`correlation` must be a number in \[-1, 1\], got 1.5",
         ),
     ],
 )
@@ -356,7 +356,7 @@ def test_unpaired_invalid_inputs() -> None:
         power_two_proportions(-0.1, power=0.8)
     with pytest.raises(InputError, match=r"impossible: `baseline` ± `effect` = 1.05"):
         power_two_proportions(0.1, power=0.8, baseline=0.95)
-    with pytest.raises(InputError, match=r"`method` must be one of 'pooled', 'pooled-cc', 'unpooled', 'arcsine'; got 'fleiss'"):
+    with pytest.raises(InputError, match=r"`method` must be one of 'pooled', 'pooled-cc', 'unpooled', 'arcsine', got 'fleiss'"):
         power_two_proportions(0.1, power=0.8, method="fleiss")
 
 
@@ -488,8 +488,8 @@ def test_discordance_margins_are_named_by_condition() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"effect": 1.0, "power": 0.8, "discordance": 0.2}, r"`effect` must lie in \(0, 1\), got 1.0"),
-        ({"effect": 1.5, "power": 0.8, "discordance": 0.2}, r"`effect` must lie in \(0, 1\), got 1.5"),
+        ({"effect": 1.0, "power": 0.8, "discordance": 0.2}, r"`effect` must be a number in \(0, 1\), got 1.0"),
+        ({"effect": 1.5, "power": 0.8, "discordance": 0.2}, r"`effect` must be a number in \(0, 1\), got 1.5"),
         ({"effect": float("nan"), "power": 0.8, "discordance": 0.2},
          r"`effect` must be a finite number, got nan"),
         ({"effect": "0.03", "power": 0.8, "discordance": 0.2},
@@ -501,7 +501,7 @@ def test_discordance_margins_are_named_by_condition() -> None:
         ({"effect": 0.03, "n": 10**8, "discordance": 0.2, "method": "midp"},
          r"`n` = 100000000 is worth 1e\+08 independent pairs, more than the exact"),
         ({"effect": 0.03, "power": 0.8, "discordance": 0.2, "pool_size": True},
-         r"`pool_size` must be an integer, got True"),
+         r"`pool_size` must be a positive integer, got True"),
         ({"effect": 0.03, "power": 0.8, "discordance": float("inf")},
          r"`discordance` must be a finite number, got inf"),
         ({"effect": 0.03, "power": 0.8, "discordance": 0.2, "alpha": "0.05"},
@@ -509,7 +509,7 @@ def test_discordance_margins_are_named_by_condition() -> None:
         ({"effect": 0.03, "power": 0.8, "discordance": 0.2, "icc": None},
          r"`icc` must be a number, got None"),
         ({"effect": 0.03, "power": 0.8, "baseline": 1.0, "correlation": 0.0},
-         r"`baseline` must lie in \(0, 1\), got 1.0"),
+         r"`baseline` must be a number in \(0, 1\), got 1.0"),
     ],
 )
 def test_edge_inputs_are_input_errors(kwargs: dict, message: str) -> None:
@@ -566,11 +566,11 @@ def test_power_table_power_at_n_and_options() -> None:
     assert table.power.iloc[0] > table.power.iloc[1]
     with pytest.raises(InputError, match=r"Exactly one of `n`, `power` must be None"):
         power_table(0.03, 500, 0.8)
-    with pytest.raises(InputError, match=r"`effect` must lie in \(0, 1\), got 1"):
+    with pytest.raises(InputError, match=r"`effect` must be a number in \(0, 1\), got 1"):
         power_table(1, power=0.8)
     with pytest.raises(InputError, match=r"impossible: π_D must be ≥ \|δ\|"):
         power_table(0.03, power=0.8, discordances=[0.02, 0.1])
-    with pytest.raises(InputError, match=r"`discordances` must lie in \(0, 1\), got 1.2"):
+    with pytest.raises(InputError, match=r"`discordances` must be a number in \(0, 1\), got 1.2"):
         power_table(0.03, power=0.8, discordances=[1.2])
     # the default grid skips π_D the baseline makes impossible, and says so if none is left
     feasible = power_table(0.03, power=0.8, baseline=0.05, unpaired=False)
@@ -589,7 +589,7 @@ def test_power_curve_is_tidy_and_increasing() -> None:
         assert part.power.is_monotonic_increasing
     with pytest.raises(InputError, match=r"`n_values` must be a positive integer, got 0"):
         power_curve(0.03, discordances=[0.1], n_values=[0])
-    with pytest.raises(InputError, match=r"`discordances` must lie in \(0, 1\), got 1.5"):
+    with pytest.raises(InputError, match=r"`discordances` must be a number in \(0, 1\), got 1.5"):
         power_curve(0.03, discordances=[0.1, 1.5], n_values=[10])
     with pytest.raises(InputError, match=r"`n_values` and `discordances` must not be empty"):
         power_curve(0.03, discordances=[], n_values=[10])
@@ -598,13 +598,13 @@ def test_power_curve_is_tidy_and_increasing() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"effect": 1.0, "power": 0.8}, r"`effect` must lie in \(0, 1\), got 1.0"),
-        ({"effect": 0.03, "n": 500.0}, r"`n` must be an integer, got 500.0"),
+        ({"effect": 1.0, "power": 0.8}, r"`effect` must be a number in \(0, 1\), got 1.0"),
+        ({"effect": 0.03, "n": 500.0}, r"`n` must be a positive integer, got 500.0"),
         ({"effect": 0.03, "power": 0.8, "alpha": "0.05"}, r"`alpha` must be a number, got '0.05'"),
         ({"effect": 0.03, "power": 0.8, "baseline": float("nan")},
          r"`baseline` must be a finite number, got nan"),
         ({"effect": 0.03, "power": 0.8, "alternative": "larger"},
-         r"`alternative` must be one of 'two-sided', 'greater', 'less'; got 'larger'"),
+         r"`alternative` must be one of 'two-sided', 'greater', 'less', got 'larger'"),
         ({"effect": 0.03, "power": 0.8, "pool_size": 0}, r"`pool_size` must be a positive integer"),
         ({"effect": None, "n": 10, "power": 0.99, "baseline": 0.999},
          r"no effect up to 0.001 reaches power 0.99"),
