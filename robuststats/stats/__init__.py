@@ -7,8 +7,9 @@ import).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from robuststats._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "BootstrapResult": "robuststats.stats._bootstrap",
@@ -81,15 +82,4 @@ if TYPE_CHECKING:  # static analysers see the real names
     from robuststats.stats._power_table import power_curve, power_table  # noqa: F401
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module_name = _EXPORTS[name]
-    except KeyError:
-        raise AttributeError(f"module 'robuststats.stats' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports('robuststats.stats', _EXPORTS, globals())
