@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS: dict[str, str] = {
     "BootstrapResult": "robuststats.stats._bootstrap",
     "ConfidenceInterval": "robuststats.stats._common",
+    "CrossedVariance": "robuststats.stats._seed_random",
     "DegenerateDataWarning": "robuststats.stats._common",
     "DiscordanceEstimate": "robuststats.stats._pilot",
     "Hypothesis": "robuststats.stats._hypotheses",
@@ -20,11 +21,13 @@ _EXPORTS: dict[str, str] = {
     "McNemarResult": "robuststats.stats._mcnemar",
     "PoolSizeWarning": "robuststats.stats._power",
     "PowerResult": "robuststats.stats._power",
+    "SeedRandomResult": "robuststats.stats._seed_random",
     "adjust_pvalues": "robuststats.stats._multiplicity",
     "bootstrap_accuracy": "robuststats.stats._bootstrap",
     "bootstrap_difference": "robuststats.stats._bootstrap",
     "bootstrap_retention": "robuststats.stats._bootstrap",
     "bootstrap_retention_difference": "robuststats.stats._bootstrap",
+    "crossed_variance": "robuststats.stats._seed_random",
     "estimate_discordance": "robuststats.stats._pilot",
     "evaluate_hypotheses": "robuststats.stats._hypotheses",
     "evaluate_hypothesis": "robuststats.stats._hypotheses",
@@ -32,6 +35,12 @@ _EXPORTS: dict[str, str] = {
     "mcnemar_stratified": "robuststats.stats._mcnemar_stratified",
     "power_mcnemar": "robuststats.stats._power",
     "power_two_proportions": "robuststats.stats._power_unpaired",
+    "seed_random_accuracy": "robuststats.stats._seed_random",
+    "seed_random_retention": "robuststats.stats._seed_random",
+    "seed_random_retention_test": "robuststats.stats._seed_random",
+    "seed_random_test": "robuststats.stats._seed_random",
+    "simulate_outcomes": "robuststats.stats._simulate",
+    "true_effects": "robuststats.stats._simulate",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -57,6 +66,16 @@ if TYPE_CHECKING:  # static analysers see the real names
     from robuststats.stats._pilot import DiscordanceEstimate, estimate_discordance  # noqa: F401
     from robuststats.stats._power import PoolSizeWarning, PowerResult, power_mcnemar  # noqa: F401
     from robuststats.stats._power_unpaired import power_two_proportions  # noqa: F401
+    from robuststats.stats._seed_random import (  # noqa: F401
+        CrossedVariance,
+        SeedRandomResult,
+        crossed_variance,
+        seed_random_accuracy,
+        seed_random_retention,
+        seed_random_retention_test,
+        seed_random_test,
+    )
+    from robuststats.stats._simulate import simulate_outcomes, true_effects  # noqa: F401
 
 
 def __getattr__(name: str) -> Any:
