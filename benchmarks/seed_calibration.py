@@ -16,7 +16,7 @@ import argparse
 import itertools
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import numpy as np
 import pandas as pd
@@ -46,7 +46,8 @@ def markdown(table: pd.DataFrame) -> str:
         head = ["seed effects", "k", "n"]
         for m in methods:
             head += [f"{m} size"] if m == "clustered-mcnemar" else [f"{m} cov", f"{m} width"]
-        head += ["satterthwaite size", "satterthwaite power"]
+        if "satterthwaite" in methods:
+            head += ["satterthwaite size", "satterthwaite power"]
         if "clustered-mcnemar" in methods:
             head += ["clustered-mcnemar power"]
         out.append(f"\n{quantity.replace('_', ' ')} (a − b at the noisy level)\n")
@@ -62,8 +63,9 @@ def markdown(table: pd.DataFrame) -> str:
                     vals.append(f"{r['size']:.3f}")
                 else:
                     vals += [f"{r['coverage']:.3f}", f"{r['mean_width']:.3f}"]
-            s = by.loc["satterthwaite"]
-            vals += [f"{s['size']:.3f}", f"{s['power']:.3f}"]
+            if "satterthwaite" in methods:
+                s = by.loc["satterthwaite"]
+                vals += [f"{s['size']:.3f}", f"{s['power']:.3f}"]
             if "clustered-mcnemar" in methods:
                 vals.append(f"{by.loc['clustered-mcnemar', 'power']:.3f}")
             out.append("| " + " | ".join(vals) + " |")
@@ -93,11 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     rows = []
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        for cell in pool.map(_cell, jobs):
+        futures = [pool.submit(_cell, job) for job in jobs]
+        for future in as_completed(futures):
+            cell = future.result()
             rows += cell
             r = cell[0]
             print(f"{r['seed_effects']:>8} k={r['n_seeds']:<2} n={r['n_items']:<4} "
                   f"{r['seconds']:.0f}s", file=sys.stderr, flush=True)
+            if args.csv:  # partial results survive an interrupted run
+                calibration_table(rows).to_csv(args.csv, index=False)
+    order = {(pre, k, n): i for i, (pre, k, n) in enumerate(grid)}
+    rows.sort(key=lambda r: order[(r["seed_effects"], r["n_seeds"], r["n_items"])])
     table = calibration_table(rows)
     text = markdown(table)
     text += f"\nwall time {time.perf_counter() - t0:.0f} s, {args.workers} workers\n"
