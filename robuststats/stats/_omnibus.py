@@ -56,7 +56,8 @@ class CochranQResult:
         Blocks (matched sets) in the data, informative or not.
     n_conditions : int
     method : str
-        ``"chi-squared"``: the p-value uses the χ² approximation.
+        The test and its reference distribution, ``"Cochran's Q (chi-squared)"``: the
+        name for a table's ``test`` column.
     """
 
     statistic: float
@@ -64,19 +65,14 @@ class CochranQResult:
     pvalue: float
     n_blocks: int
     n_conditions: int
-    method: str = "chi-squared"
-
-    @property
-    def test(self) -> str:
-        """The test's name, as in the ``test`` column."""
-        return "Cochran's Q"
+    method: str = "Cochran's Q (chi-squared)"
 
     def to_frame(self) -> pd.DataFrame:
         """One row in the glossary's ``omnibus`` columns that the test knows
         (``n_conditions, question, test, statistic, dof, pvalue``), then ``n_blocks``."""
         row = tidy_row(self, drop=("method",))
         row["question"] = f"do the {self.n_conditions} conditions differ in accuracy?"
-        row["test"] = f"{self.test} ({self.method})"
+        row["test"] = self.method
         declared = ("n_conditions", "question", "test", "statistic", "dof", "pvalue")
         return pd.DataFrame([{**{c: row[c] for c in declared}, "n_blocks": row["n_blocks"]}])
 

@@ -104,7 +104,7 @@ def test_to_frame_uses_the_omnibus_columns():
     declared = [c for c in TABLE_COLUMNS["omnibus"] if c in frame.columns]
     assert list(frame.columns) == [*declared, "n_blocks"]
     assert declared == ["n_conditions", "question", "test", "statistic", "dof", "pvalue"]
-    assert frame.loc[0, "test"] == "Cochran's Q (chi-squared)"
+    assert frame.loc[0, "test"] == "Cochran's Q (chi-squared)" == cochran_q(_drugs()).method
 
 
 @pytest.mark.parametrize(
