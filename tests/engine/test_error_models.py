@@ -122,11 +122,16 @@ _garbage = st.one_of(
        st.one_of(st.just(torch.randn(2, 40)), _garbage),
        st.one_of(st.floats(0, 1), _garbage), st.one_of(st.none(), _garbage))
 def test_fuzz_only_input_errors(kind, y, scale, generator) -> None:
-    for call in (lambda: quantize(y, kind), lambda: compute_error(kind, y, scale, generator)):
-        try:
-            out = call()
-        except InputError:
-            continue
-        assert out.shape == y.shape
-        if kind in ("fp8_e4m3", "int8", "mxfp4") or 0 <= scale <= 1:  # no float overflow
-            assert torch.isfinite(out).all()
+    try:
+        q = quantize(y, kind)
+    except InputError:
+        pass
+    else:
+        assert q.shape == y.shape and torch.isfinite(q).all()
+    try:
+        e = compute_error(kind, y, scale, generator)
+    except InputError:
+        return
+    assert e.shape == y.shape
+    if scale <= 1:  # larger scales may overflow float32, which is not a bad input
+        assert torch.isfinite(e).all()
