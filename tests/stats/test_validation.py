@@ -216,9 +216,13 @@ def test_fuzz_adjust_pvalues(pvalues, method, alpha):
 
 @_FUZZ
 @given(st.one_of(arrays(np.int64, st.tuples(st.integers(1, 4), st.integers(1, 12)),
-                        elements=st.integers(0, 1)), garbage))
-def test_fuzz_cochran_q(x):
-    _only_input_errors(cochran_q, x)
+                        elements=st.integers(0, 1)),
+                 arrays(np.int64, st.tuples(st.integers(1, 4), st.integers(1, 3),
+                                            st.integers(1, 6)), elements=st.integers(0, 1)),
+                 garbage),
+       _arg(st.booleans()))
+def test_fuzz_cochran_q(x, clustered):
+    _only_input_errors(cochran_q, x, clustered=clustered)
 
 
 def _small_outcomes() -> pd.DataFrame:
