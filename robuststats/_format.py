@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["fmt_ci", "fmt_level", "fmt_noise", "fmt_p", "fmt_pct", "is_missing"]
+__all__ = ["fmt_ci", "fmt_level", "fmt_noise", "fmt_p", "fmt_pct", "fmt_value", "is_missing"]
 
 
 def is_missing(value: Any) -> bool:
@@ -73,3 +73,12 @@ def fmt_noise(level: Any) -> str:
     if is_missing(level):
         return "-"
     return f"{100 * float(level):g}%"
+
+
+def fmt_value(value: Any) -> str:
+    """Any other cell: ``-`` if missing, floats to 4 significant digits, else ``str``."""
+    if is_missing(value):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

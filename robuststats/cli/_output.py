@@ -20,8 +20,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from robuststats._format import fmt_ci, fmt_level, fmt_noise, fmt_p, fmt_pct
-from robuststats._format import is_missing as _missing
+from robuststats._format import fmt_ci, fmt_level, fmt_noise, fmt_p, fmt_pct, fmt_value
 
 __all__ = [
     "FORMATS",
@@ -32,6 +31,7 @@ __all__ = [
     "fmt_noise",
     "fmt_p",
     "fmt_pct",
+    "fmt_value",
     "render_table",
     "to_jsonable",
 ]
@@ -54,7 +54,7 @@ def render_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str], *
         return "(no rows)"
     formats = formats or {}
     headers = headers or {}
-    cells = [[formats.get(c, _default)(r.get(c)) for c in columns] for r in records]
+    cells = [[formats.get(c, fmt_value)(r.get(c)) for c in columns] for r in records]
     head = [headers.get(c, c) for c in columns]
     widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(head)]
     numeric = [all(_looks_numeric(row[i]) for row in cells) for i in range(len(columns))]
@@ -64,14 +64,6 @@ def render_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str], *
                          for v, w, num in zip(values, widths, numeric)).rstrip()
 
     return "\n".join([line(head), *(line(row) for row in cells)])
-
-
-def _default(value: Any) -> str:
-    if _missing(value):
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
 
 
 def _looks_numeric(text: str) -> bool:

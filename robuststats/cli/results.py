@@ -12,7 +12,7 @@ __all__ = ["add_parser", "run"]
 #: manifest facts that ``results show`` prints, in order
 _FACTS = ("sealed", "source", "spec_hash", "seeds", "noise_seeds", "n_items", "cells_planned",
           "cells_finished", "cells_failed", "device", "seconds", "alpha", "confidence_level",
-          "multiplicity")
+          "multiplicity", "analysis")
 
 _ROOT_HELP = "result store root (default results/)"
 
@@ -62,9 +62,23 @@ def _kind(manifest: dict[str, Any]) -> str:
 
 
 def _list(store: Any, args: argparse.Namespace) -> int:
+    from robuststats.errors import InputError
+    from robuststats.results import MANIFEST, ResultVersion
+
     rows = []
     for study in store.studies():
-        for v in store.versions(study):
+        for number in store.numbers(study):
+            path = store.root / study / f"v{number}"
+            if not (path / MANIFEST).is_file():
+                continue  # reserved but not sealed (in progress or crashed)
+            try:
+                v = ResultVersion.load(path)
+            except InputError as exc:  # one damaged manifest must not hide the others
+                rows.append({"version": f"{study}/v{number}", "study": study,
+                             "number": number, "kind": "unreadable", "sealed": None,
+                             "spec_hash": None, "outcomes": None, "cells_finished": None,
+                             "cells_planned": None, "path": str(path), "error": str(exc)})
+                continue
             m = v.manifest
             rows.append({"version": v.label, "study": v.study, "number": v.number,
                          "kind": _kind(m), "sealed": m.get("sealed"),
@@ -79,7 +93,9 @@ def _list(store: Any, args: argparse.Namespace) -> int:
         shown = [{**r, "spec": str(r["spec_hash"] or "-")[:12],
                   "cells": (f"{r['cells_finished']}/{r['cells_planned']}"
                             if r["cells_planned"] is not None else "-")} for r in rows]
-        return render_table(shown, ["version", "kind", "sealed", "spec", "outcomes", "cells"])
+        table = render_table(shown, ["version", "kind", "sealed", "spec", "outcomes", "cells"])
+        errors = [f"{r['version']}: {r['error']}" for r in rows if r.get("error")]
+        return "\n".join([table, *errors])
 
     emit(args.format, data={"root": str(args.root), "versions": rows}, text=text)
     return 0

@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
             "cells_run": result.cells_run, "cells_failed": result.cells_failed,
             "models_trained": result.models_trained, "seconds": round(result.seconds, 1),
             "run_dir": str(result.run_dir),
+            "settings": getattr(result.analysis, "settings", None),
             "hypotheses": [{**h, "claim": claim(h)} for h in records(hyp)]}
     emit(args.format, data=data, text=lambda: _text(spec.name, result, hyp))
     if not result.ok:

@@ -18,8 +18,9 @@ See ``docs/engine.md`` for the spec fields, ops, error models and guarantees.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from robuststats._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     # torch-free
@@ -60,15 +61,4 @@ if TYPE_CHECKING:  # static analysers see the real names
     from robuststats.engine._spec import ALL_OPS, KINDS, OP_PRESETS, PHASES, NoiseSpec  # noqa: F401
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module_name = _EXPORTS[name]
-    except KeyError:
-        raise AttributeError(f"module 'robuststats.engine' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports('robuststats.engine', _EXPORTS, globals())

@@ -25,7 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from robuststats.errors import InputError, closest_match
+from robuststats._validation import check_keys
+from robuststats.errors import InputError
 
 if TYPE_CHECKING:
     import torch
@@ -117,15 +118,8 @@ class AQNSchedule:
     def from_dict(cls, data: Mapping[str, Any]) -> AQNSchedule:
         """Build from a mapping (e.g. a study file); unknown keys are errors. ``total_steps``
         may be omitted: a trainer fills it in with ``dataclasses.replace``."""
-        if not isinstance(data, Mapping):
-            raise InputError(f"an AQN schedule must be a mapping, got {type(data).__name__}.")
         names = [f.name for f in dataclasses.fields(cls)]
-        for key in data:
-            if key not in names:
-                close = closest_match(key, names)
-                hint = f" Did you mean {close!r}?" if close else ""
-                raise InputError(f"unknown AQN key {key!r}; known keys: {names}.{hint}")
-        return cls(**dict(data))
+        return cls(**check_keys(data, "AQN schedule", names))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON/YAML-ready mapping; ``AQNSchedule.from_dict(s.to_dict()) == s``."""

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from robuststats.errors import InputError, closest_match
+from robuststats._validation import check_choice, check_keys
+from robuststats.errors import InputError, did_you_mean
 
 __all__ = ["ALL_OPS", "KINDS", "OP_PRESETS", "PHASES", "NoiseSpec"]
 
@@ -57,11 +58,6 @@ KINDS: tuple[str, ...] = (
 PHASES: tuple[str, ...] = ("forward", "backward")
 _PHASE_NAMES = ("forward", "backward", "both")
 _SPEC_KEYS = ("scale", "kind", "phases", "ops", "layers", "layer_scales", "seed")
-
-
-def _did_you_mean(value: str, choices: Iterable[str]) -> str:
-    close = closest_match(value, choices, cutoff=0.5)
-    return f" Did you mean {close!r}?" if close else ""
 
 
 def _check_scale(value: Any, name: str) -> float:
@@ -159,8 +155,8 @@ def _parse_ops(ops: Any) -> str | tuple[str, ...]:
         if ops in ALL_OPS:
             return (ops,)
         raise InputError(
-            f"`ops` must be an op name or one of the presets {sorted(OP_PRESETS)}, got {ops!r}."
-            + _did_you_mean(ops, [*ALL_OPS, *OP_PRESETS])
+            f"`ops` must be an op name or one of the presets {sorted(OP_PRESETS)}, got {ops!r}"
+            f"{did_you_mean(ops, [*ALL_OPS, *OP_PRESETS])}."
         )
     if isinstance(ops, Iterable) and not isinstance(ops, Mapping):
         names = list(ops)
@@ -169,8 +165,8 @@ def _parse_ops(ops: Any) -> str | tuple[str, ...]:
         for name in names:
             if name not in ALL_OPS:
                 raise InputError(
-                    f"`ops` contains an unknown op {name!r}; known ops: {list(ALL_OPS)}."
-                    + _did_you_mean(str(name), ALL_OPS)
+                    f"`ops` contains an unknown op {name!r}{did_you_mean(name, ALL_OPS)}; "
+                    f"known ops: {list(ALL_OPS)}."
                 )
         return tuple(op for op in ALL_OPS if op in set(names))
     raise InputError(f"`ops` must be a preset name or a list of op names, got {ops!r}.")
@@ -181,7 +177,7 @@ def _parse_phases(phases: Any) -> str | dict[str, float]:
         if phases not in _PHASE_NAMES:
             raise InputError(
                 f"`phases` must be 'forward', 'backward', 'both' or a mapping phase → scale, "
-                f"got {phases!r}." + _did_you_mean(phases, _PHASE_NAMES)
+                f"got {phases!r}{did_you_mean(phases, _PHASE_NAMES)}."
             )
         return phases
     if isinstance(phases, Mapping):
@@ -189,8 +185,8 @@ def _parse_phases(phases: Any) -> str | dict[str, float]:
         for key, value in phases.items():
             if key not in PHASES:
                 raise InputError(
-                    f"`phases` mapping keys must be 'forward' or 'backward', got {key!r}."
-                    + _did_you_mean(str(key), PHASES)
+                    f"`phases` mapping keys must be 'forward' or 'backward', got {key!r}"
+                    f"{did_you_mean(key, PHASES)}."
                 )
             out[key] = _check_scale(value, f"phases[{key!r}]")
         if not out:
@@ -253,11 +249,7 @@ class NoiseSpec:
             if self.scale is None:
                 raise InputError("`scale` is required (a non-negative number), got None.")
             scale = _check_scale(self.scale, "scale")
-        if self.kind not in KINDS:
-            raise InputError(
-                f"`kind` must be one of {list(KINDS)}, got {self.kind!r}."
-                + _did_you_mean(str(self.kind), KINDS)
-            )
+        check_choice(self.kind, "kind", KINDS)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise InputError(f"`seed` must be a non-negative integer, got {self.seed!r}.")
         layers = self.layers
@@ -314,7 +306,7 @@ class NoiseSpec:
         if unknown:
             name = sorted(unknown)[0]
             raise InputError(
-                f"NoiseSpec has no field {name!r}." + _did_you_mean(name, _SPEC_KEYS)
+                f"NoiseSpec has no field {name!r}{did_you_mean(name, _SPEC_KEYS)}."
             )
         if isinstance(self.phases, dict) and "scale" in changes and "phases" not in changes:
             new = _check_scale(changes["scale"], "scale")
@@ -346,15 +338,7 @@ class NoiseSpec:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> NoiseSpec:
         """Build from a mapping; unknown keys are errors (with a suggestion)."""
-        if not isinstance(data, Mapping):
-            raise InputError(f"a noise spec must be a mapping, got {type(data).__name__}.")
-        for key in data:
-            if key not in _SPEC_KEYS:
-                raise InputError(
-                    f"unknown noise-spec key {key!r}; known keys: {list(_SPEC_KEYS)}."
-                    + _did_you_mean(str(key), _SPEC_KEYS)
-                )
-        return cls(**dict(data))
+        return cls(**check_keys(data, "noise spec", _SPEC_KEYS))
 
     @classmethod
     def from_file(cls, path: str | Path) -> NoiseSpec:

@@ -33,7 +33,7 @@ def _pyplot() -> tuple[Any, Any]:  # lazily: matplotlib is slow to import, neede
 
 
 def interval_label(table: pd.DataFrame | None) -> str:
-    """How to name the intervals of ``table``: ``95% CI``, ``CI, levels 95%–99%`` or
+    """How to name the intervals of ``table``: ``95% CI``, ``CI, level per row: 95%–99%`` or
     ``CI (level not recorded)``; taken from its ``ci_level`` column."""
     if table is None or "ci_level" not in table.columns:
         return "CI (level not recorded)"
@@ -42,7 +42,7 @@ def interval_label(table: pd.DataFrame | None) -> str:
         return "CI (level not recorded)"
     if len(levels) == 1:
         return f"{fmt_level(levels[0])} CI"
-    return f"CI, levels {fmt_level(levels[0])}–{fmt_level(levels[-1])}"
+    return f"CI, level per row: {fmt_level(levels[0])}–{fmt_level(levels[-1])}"
 
 
 def _conditions(*tables: pd.DataFrame | None) -> list[str]:
@@ -71,6 +71,20 @@ def _legend_below(fig: Any, handles: list[Any], labels: list[str]) -> None:
     ncols = 2 if len(labels) > 1 else 1
     fig.legend(handles, labels, loc="lower center", ncols=ncols, fontsize="small",
                frameon=False, title="training condition", title_fontsize="small")
+
+
+def _intervals(ax: Any, x: np.ndarray, low: np.ndarray, high: np.ndarray, color: Any,
+               cap: float) -> None:
+    """Vertical intervals with caps, drawn from their bounds alone: a bootstrap interval
+    need not contain its point estimate (BCa can exclude it), which error bars relative to
+    the estimate cannot show. Rows with an unknown bound are skipped."""
+    ok = np.isfinite(low) & np.isfinite(high)
+    if not ok.any():
+        return
+    x, low, high = x[ok], low[ok], high[ok]
+    ax.vlines(x, low, high, color=color, linewidth=1.2, zorder=3)
+    ax.hlines(np.concatenate([low, high]), np.tile(x - cap, 2), np.tile(x + cap, 2),
+              color=color, linewidth=1.2, zorder=3)
 
 
 def _seed_points(ax: Any, x0: float, values: np.ndarray, width: float, color: Any) -> None:
@@ -114,12 +128,10 @@ def _accuracy(summary: pd.DataFrame, seeds: pd.DataFrame | None,
         x = _num(d["eval_noise"]) * 100 + offset
         y = _num(d["accuracy"]) * 100
         if {"ci_low", "ci_high"} <= set(d.columns):
-            err = np.vstack([y - _num(d["ci_low"]) * 100,
-                             _num(d["ci_high"]) * 100 - y])
-        else:
-            err = None
-        h = ax.errorbar(x, y, yerr=err, marker="o", markersize=6, capsize=3, linewidth=1.6,
-                        color=palette[cond], zorder=4)
+            _intervals(ax, x, _num(d["ci_low"]) * 100, _num(d["ci_high"]) * 100,
+                       palette[cond], 0.15 * step)
+        (h,) = ax.plot(x, y, marker="o", markersize=6, linewidth=1.6, color=palette[cond],
+                       zorder=4)
         handles.append(h)
         if seeds is not None and {"condition", "eval_noise", "accuracy"} <= set(seeds.columns):
             s = seeds[seeds["condition"] == cond]
@@ -192,9 +204,8 @@ def _retention(retention: pd.DataFrame, summary: pd.DataFrame | None,
         y = row["accuracy"] * 100
         bar = left.bar(i, y, width=0.8, color=palette[cond])
         handles.append(bar)
-        if not np.isnan(row["ci_low"]):
-            left.errorbar(i, y, yerr=[[y - row["ci_low"] * 100], [row["ci_high"] * 100 - y]],
-                          fmt="none", ecolor="black", capsize=3, linewidth=1)
+        _intervals(left, np.array([i]), np.array([row["ci_low"] * 100]),
+                   np.array([row["ci_high"] * 100]), "black", 0.12)
         if seeds is not None and {"condition", "eval_noise", "accuracy"} <= set(seeds.columns):
             s = seeds[(seeds["condition"] == cond) & (seeds["eval_noise"].astype(float) == 0)]
             _seed_points(left, i, _num(s["accuracy"]) * 100, 0.35, "black")
@@ -210,9 +221,8 @@ def _retention(retention: pd.DataFrame, summary: pd.DataFrame | None,
         y = _num(d["retention"]) * 100
         right.bar(x, y, width=width * 0.92, color=palette[cond])
         if {"ci_low", "ci_high"} <= set(d.columns):
-            err = np.vstack([y - _num(d["ci_low"]) * 100,
-                             _num(d["ci_high"]) * 100 - y])
-            right.errorbar(x, y, yerr=err, fmt="none", ecolor="black", capsize=3, linewidth=1)
+            _intervals(right, x, _num(d["ci_low"]) * 100, _num(d["ci_high"]) * 100, "black",
+                       0.15 * width)
         if seeds is not None and "retention" in seeds.columns:
             s = seeds[seeds["condition"] == cond]
             for level, xs in zip(levels, x):

@@ -55,8 +55,8 @@ def _forest(hypotheses: pd.DataFrame) -> Any:
         else:
             lo, hi = (100 * float(h[k]) if not is_missing(h.get(k)) else np.nan
                       for k in ("ci_low", "ci_high"))
-            ax.hlines(y, lo, hi, color=color, linewidth=2.4, zorder=3,
-                      gid=f"{h.get('id')}:interval")
+            if not (np.isnan(lo) or np.isnan(hi)):  # an unknown bound draws no interval
+                _interval(ax, h, y, lo, hi, span, color)
             ax.plot(100 * float(h["estimate"]), y, marker=marker, markersize=9, color=color,
                     markeredgecolor="white", zorder=4, linestyle="none",
                     gid=f"{h.get('id')}:estimate")
@@ -83,14 +83,25 @@ def _forest(hypotheses: pd.DataFrame) -> Any:
     return fig
 
 
+def _interval(ax: Any, h: dict[str, Any], y: float, lo: float, hi: float,
+              span: tuple[float, float], color: str) -> None:
+    """The interval as a thick line; an unbounded side runs to the edge with an arrow."""
+    left, right = max(lo, span[0]), min(hi, span[1])
+    ax.hlines(y, left, right, color=color, linewidth=2.4, zorder=3,
+              gid=f"{h.get('id')}:interval")
+    for bound, edge, marker in ((lo, left, "<"), (hi, right, ">")):
+        if not np.isfinite(bound):
+            ax.plot(edge, y, marker=marker, color=color, markersize=8, zorder=3)
+
+
 def _span(rows: list[dict[str, Any]]) -> tuple[float, float]:
     """x limits (pp) covering every interval, estimate and margin, with some air."""
     values = [0.0]
     for h in rows:
         for k in ("ci_low", "ci_high", "estimate"):
-            if not is_missing(h.get(k)):
+            if not is_missing(h.get(k)) and np.isfinite(float(h[k])):
                 values.append(100 * float(h[k]))
-        if not is_missing(h.get("margin")):
+        if not is_missing(h.get("margin")) and np.isfinite(float(h["margin"])):
             m = 100 * float(h["margin"])
             values += [m, -m] if h.get("relation") == "equivalent" else [m]
     lo, hi = min(values), max(values)

@@ -14,7 +14,15 @@ from typing import Any
 
 import pandas as pd
 
-from robuststats._format import fmt_ci, fmt_level, fmt_noise, fmt_p, fmt_pct, is_missing
+from robuststats._format import (
+    fmt_ci,
+    fmt_level,
+    fmt_noise,
+    fmt_p,
+    fmt_pct,
+    fmt_value,
+    is_missing,
+)
 from robuststats.report._views import (
     HYPOTHESIS_HEADERS,
     condition_descriptions,
@@ -33,14 +41,6 @@ MAX_DROPPED_ROWS = 50
 Row = Mapping[str, Any]
 
 
-def _cell(v: Any) -> str:
-    if is_missing(v):
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    return str(v)
-
-
 def markdown_table(df: pd.DataFrame, columns: Sequence[str] | None = None, *,
                    formats: Mapping[str, Callable[[Row], str]] | None = None) -> str:
     """A GitHub-flavoured markdown table of ``df``.
@@ -51,7 +51,7 @@ def markdown_table(df: pd.DataFrame, columns: Sequence[str] | None = None, *,
     """
     if formats is None:
         cols = [c for c in (columns or list(df.columns)) if c in df.columns]
-        formats = {c: (lambda r, c=c: _cell(r.get(c))) for c in cols}
+        formats = {c: (lambda r, c=c: fmt_value(r.get(c))) for c in cols}
     if df.empty:
         return "_(no rows)_\n"
     heads = list(formats)
@@ -67,7 +67,7 @@ def _pct(col: str, *, signed: bool = False) -> Callable[[Row], str]:
 
 
 def _raw(col: str) -> Callable[[Row], str]:
-    return lambda r: _cell(r.get(col))
+    return lambda r: fmt_value(r.get(col))
 
 
 def _ci(r: Row) -> str:
@@ -117,6 +117,19 @@ VIEWS: Mapping[str, Mapping[str, Callable[[Row], str]]] = {
 }
 
 
+#: (table, heading with its introduction, figure title) of the per-condition sections
+_CONDITION_SECTIONS = (
+    ("summary", "## Accuracy per condition and noise level\n\nMean over seeds, noise seeds "
+                "and items, in percent; the interval resamples seeds and items; seed SD and "
+                "range are those of the per-seed accuracies.\n",
+     "Accuracy vs inference noise"),
+    ("retention", "## Retention (noisy / clean accuracy on the same items)\n\nRead each "
+                  "retention beside its clean accuracy: a condition with little clean "
+                  "accuracy has little to lose.\n",
+     "Clean accuracy and retention"),
+)
+
+
 def write_report(outdir: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping[str, Any]
                  ) -> Path:
     """Write figures (``figures/*.png``) and ``report.md`` into ``outdir``.
@@ -146,23 +159,17 @@ def write_report(outdir: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping
         parts.append("\n".join(f"- **{c}**: {d}" for c, d in descriptions.items()) + "\n")
     parts += _gaps(t)
     parts += _hypotheses(t.get("hypotheses"), figs.get("hypotheses"))
-    if "summary" in t:
-        parts.append("## Accuracy per condition and noise level\n\nMean over seeds, noise "
-                     "seeds and items, in percent; the interval resamples seeds and items; "
-                     "seed SD and range are those of the per-seed accuracies.\n")
-        parts.append(markdown_table(t["summary"], formats=VIEWS["summary"]))
-        parts += _figure("Accuracy vs inference noise", figs.get("accuracy"))
-    if "retention" in t:
-        parts.append("## Retention (noisy / clean accuracy on the same items)\n\nRead each "
-                     "retention beside its clean accuracy: a condition with little clean "
-                     "accuracy has little to lose.\n")
-        parts.append(markdown_table(t["retention"], formats=VIEWS["retention"]))
-        parts += _figure("Clean accuracy and retention", figs.get("retention"))
+    for table, heading, figure in _CONDITION_SECTIONS:
+        if table in t:
+            parts.append(heading)
+            parts.append(markdown_table(t[table], formats=VIEWS[table]))
+            parts += _figure(figure, figs.get(table))
     omnibus = t.get("omnibus")
     if omnibus is not None and not omnibus.empty:
+        question, view = _one_question(omnibus, VIEWS["omnibus"])
         parts.append("## Omnibus test per noise level\n\nDo the conditions differ at all, "
-                     "before any pairwise comparison?\n")
-        parts.append(markdown_table(omnibus, formats=VIEWS["omnibus"]))
+                     f"before any pairwise comparison?{question}\n")
+        parts.append(markdown_table(omnibus, formats=view))
     if "tests" in t:
         parts += _tests(t["tests"])
     path = outdir / "report.md"
@@ -180,7 +187,7 @@ def _figures(figdir: Path, t: Mapping[str, pd.DataFrame],
     if summary is not None and not summary.empty:
         accuracy_figure(summary, figdir / "accuracy_vs_noise.png", seeds=seeds,
                         descriptions=descriptions)
-        out["accuracy"] = "figures/accuracy_vs_noise.png"
+        out["summary"] = "figures/accuracy_vs_noise.png"
     if retention is not None and not retention.empty:
         retention_figure(retention, figdir / "retention.png", summary=summary, seeds=seeds,
                          descriptions=descriptions)
@@ -272,13 +279,22 @@ def _hypotheses(hyp: pd.DataFrame | None, figure: str | None) -> list[str]:
     return parts
 
 
-def _tests(tests: pd.DataFrame) -> list[str]:
-    questions = [q for q in dict.fromkeys(tests.get("question", pd.Series(dtype=object)))
+def _one_question(df: pd.DataFrame, view: Mapping[str, Callable[[Row], str]]
+                  ) -> tuple[str, dict[str, Callable[[Row], str]]]:
+    """A question shared by every row goes into the prose once; otherwise each row shows
+    its own. Returns the sentence (or "") and the view to use."""
+    questions = [q for q in dict.fromkeys(df.get("question", pd.Series(dtype=object)))
                  if not is_missing(q)]
-    ask = f" Each row answers: _{questions[0]}_" if len(questions) == 1 else ""
-    view = dict(VIEWS["tests"])
-    if len(questions) > 1:
-        view = {"question": _raw("question"), **view}
+    rest = {h: f for h, f in view.items() if h != "question"}
+    if len(questions) == 1:
+        return f" Each row answers: _{questions[0]}_", rest
+    if questions:
+        return "", {"question": _raw("question"), **rest}
+    return "", rest
+
+
+def _tests(tests: pd.DataFrame) -> list[str]:
+    ask, view = _one_question(tests, VIEWS["tests"])
     methods = sorted({str(m) for m in tests.get("multiplicity", pd.Series(dtype=object))
                       if not is_missing(m)})
     procedure = f" ({', '.join(methods)})" if methods else ""

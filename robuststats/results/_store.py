@@ -61,6 +61,9 @@ class ResultVersion:
             manifest = json.loads(mfile.read_text())
         except ValueError as exc:
             raise InputError(f"{str(mfile)!r} is not valid JSON: {exc}") from None
+        if not isinstance(manifest, dict):
+            raise InputError(f"{str(mfile)!r} must hold a JSON object, got "
+                             f"{type(manifest).__name__}.")
         return cls(path.parent.name, int(m.group(1)), path, manifest)
 
 
@@ -98,23 +101,24 @@ class ResultStore:
         if (as_path / MANIFEST).is_file() or ref.count("/") > 1 or as_path.is_absolute():
             return ResultVersion.load(as_path)  # a path: names what is wrong with it
         study, _, tag = ref.partition("/")
-        versions = self.versions(study)
-        if not versions:
+        # only the version asked for is loaded: a damaged sibling must not hide it
+        sealed = [n for n in self.numbers(study)
+                  if (self.root / study / f"v{n}" / MANIFEST).is_file()]
+        if not sealed:
             studies = self.studies()
             hint = closest_match(study, studies)
             tail = (f"; did you mean {hint!r}?" if hint else
                     f" (studies with results: {', '.join(studies) or 'none'}).")
             raise InputError(f"no results for study {study!r} under {str(self.root)!r}{tail}")
         if tag in ("", "latest"):
-            return versions[-1]
+            return ResultVersion.load(self.root / study / f"v{sealed[-1]}")
         m = _VERSION_DIR.match(tag)
         if m is None:
             raise InputError(f"version {tag!r} must look like v3 or latest.")
-        for v in versions:
-            if v.number == int(m.group(1)):
-                return v
+        if int(m.group(1)) in sealed:
+            return ResultVersion.load(self.root / study / f"v{int(m.group(1))}")
         raise InputError(f"{study}/{tag} does not exist; versions: "
-                         f"{', '.join(f'v{v.number}' for v in versions)}.")
+                         f"{', '.join(f'v{n}' for n in sealed)}.")
 
     def reserve(self, study: str) -> tuple[int, Path]:
         """Create and return the next free ``v<N>`` directory (safe under concurrency)."""

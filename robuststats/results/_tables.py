@@ -69,11 +69,18 @@ def read_table(version: ResultVersion, name: str) -> pd.DataFrame | None:
     """Table ``name`` of ``version`` under glossary names, or None if the version lacks it."""
     import pandas as pd
 
+    from robuststats.errors import InputError
+
     path = version.path / f"{name}.parquet"
     if not path.is_file():
         return None
-    return normalize_table(name, pd.read_parquet(path),
-                           confidence_level=confidence_level(version.manifest))
+    try:
+        df = pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises several types for damaged files
+        raise InputError(f"{path}: cannot be read ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}); "
+                         f"`robuststats results verify` tells whether it changed.") from None
+    return normalize_table(name, df, confidence_level=confidence_level(version.manifest))
 
 
 def read_tables(version: ResultVersion) -> dict[str, pd.DataFrame]:

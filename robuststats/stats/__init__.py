@@ -7,19 +7,22 @@ import).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from robuststats._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "BootstrapResult": "robuststats.stats._bootstrap",
     "CochranQResult": "robuststats.stats._omnibus",
     "ConfidenceInterval": "robuststats.stats._common",
     "DegenerateDataWarning": "robuststats.stats._common",
-    "DiscordanceEstimate": "robuststats.stats._pilot",
+    "DiscordanceEstimate": "robuststats.stats._discordance",
     "Hypothesis": "robuststats.stats._hypotheses",
     "HypothesisResult": "robuststats.stats._hypotheses",
     "MULTIPLICITY_METHODS": "robuststats.stats._multiplicity",
     "McNemarResult": "robuststats.stats._mcnemar",
+    "POWER_METHODS": "robuststats.stats._power",
+    "PilotPairs": "robuststats.stats._discordance",
     "PoolSizeWarning": "robuststats.stats._power",
     "PowerResult": "robuststats.stats._power",
     "adjust_pvalues": "robuststats.stats._multiplicity",
@@ -28,13 +31,17 @@ _EXPORTS: dict[str, str] = {
     "bootstrap_retention": "robuststats.stats._bootstrap",
     "bootstrap_retention_difference": "robuststats.stats._bootstrap",
     "cochran_q": "robuststats.stats._omnibus",
-    "estimate_discordance": "robuststats.stats._pilot",
+    "estimate_discordance": "robuststats.stats._discordance",
+    "estimate_icc": "robuststats.stats._discordance",
     "evaluate_hypotheses": "robuststats.stats._hypotheses",
     "evaluate_hypothesis": "robuststats.stats._hypotheses",
     "mcnemar": "robuststats.stats._mcnemar",
     "mcnemar_stratified": "robuststats.stats._mcnemar_stratified",
     "power_mcnemar": "robuststats.stats._power",
-    "power_two_proportions": "robuststats.stats._power_unpaired",
+    "power_curve": "robuststats.stats._power_table",
+    "power_table": "robuststats.stats._power_table",
+    "power_two_proportions": "robuststats.stats._power",
+    "read_pilot": "robuststats.stats._discordance",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -48,6 +55,13 @@ if TYPE_CHECKING:  # static analysers see the real names
         bootstrap_retention_difference,
     )
     from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning  # noqa: F401
+    from robuststats.stats._discordance import (  # noqa: F401
+        DiscordanceEstimate,
+        PilotPairs,
+        estimate_discordance,
+        estimate_icc,
+        read_pilot,
+    )
     from robuststats.stats._hypotheses import (  # noqa: F401
         Hypothesis,
         HypothesisResult,
@@ -58,20 +72,14 @@ if TYPE_CHECKING:  # static analysers see the real names
     from robuststats.stats._mcnemar_stratified import mcnemar_stratified  # noqa: F401
     from robuststats.stats._multiplicity import MULTIPLICITY_METHODS, adjust_pvalues  # noqa: F401
     from robuststats.stats._omnibus import CochranQResult, cochran_q  # noqa: F401
-    from robuststats.stats._pilot import DiscordanceEstimate, estimate_discordance  # noqa: F401
-    from robuststats.stats._power import PoolSizeWarning, PowerResult, power_mcnemar  # noqa: F401
-    from robuststats.stats._power_unpaired import power_two_proportions  # noqa: F401
+    from robuststats.stats._power import (  # noqa: F401
+        POWER_METHODS,
+        PoolSizeWarning,
+        PowerResult,
+        power_mcnemar,
+        power_two_proportions,
+    )
+    from robuststats.stats._power_table import power_curve, power_table  # noqa: F401
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        module_name = _EXPORTS[name]
-    except KeyError:
-        raise AttributeError(f"module 'robuststats.stats' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module_name), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports('robuststats.stats', _EXPORTS, globals())

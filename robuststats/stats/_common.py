@@ -6,20 +6,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from robuststats import _validation
-from robuststats.errors import InputError, RobuststatsWarning
+from robuststats.errors import RobuststatsWarning
 from robuststats.glossary import TABLE_COLUMNS
 
 __all__ = [
     "ConfidenceInterval",
     "DegenerateDataWarning",
-    "InputError",
-    # re-exported checkers of robuststats._validation, imported from here by other modules
-    "as_outcomes",
-    "check_choice",
-    "check_confidence_level",
-    "check_n_resamples",
-    "check_rng",
     "tidy_row",
 ]
 
@@ -46,15 +38,6 @@ class ConfidenceInterval:
 
     def contains(self, value: float) -> bool:
         return self.low <= value <= self.high
-
-
-# The checkers live in robuststats._validation; these names are re-exported because modules
-# of this package import them from here (_outcomes: check_choice; others: InputError).
-check_choice = _validation.check_choice
-check_confidence_level = _validation.check_confidence_level
-check_n_resamples = _validation.check_n_resamples
-check_rng = _validation.check_rng
-as_outcomes = _validation.as_outcomes
 
 
 #: result attribute -> glossary column, for every result (attributes keep scipy's option

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from robuststats.errors import InputError
 from robuststats.outcomes import align, align_series
 from robuststats.stats._bootstrap import degenerate_interval, fit_bootstrap
-from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning, InputError
+from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning
 from robuststats.stats._evidence import (
     Evidence,
     bootstrap_evidence,

@@ -1,39 +1,56 @@
-"""Power and sample size for comparing two conditions on the same items (McNemar).
+"""Power and sample size: the public functions for one design.
 
-See ``docs/power.md`` for the formulas and their sources.
+``power_mcnemar`` (paired: both conditions on the same items) and
+``power_two_proportions`` (unpaired, for comparison) solve for whichever of ``effect``,
+``n`` and ``power`` is left ``None``. Sign rule, *first minus second*: the effect is
+``acc(a) − acc(b)``, ``baseline`` is acc(b), and ``alternative="greater"`` claims that
+the first condition is the more accurate. Formulas and sources: ``docs/power.md``.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from robuststats.errors import InputError, closest_match
+from robuststats._validation import check_choice, check_int, check_probability
+from robuststats.errors import InputError
 from robuststats.stats._power_design import (
     PairedDesign,
     PoolSizeWarning,
-    check_alpha,
-    check_exactly_one_none,
-    check_positive_int,
-    check_probability,
+    check_effect,
     design_effect,
     paired_design,
-    sides_of,
-    solve_increasing,
+    pool_check,
+    unpaired_accuracies,
 )
-from robuststats.stats._power_methods import connor_n, connor_power, exact_n, exact_power
+from robuststats.stats._power_formulas import (
+    connor_n,
+    connor_power,
+    exact_n,
+    exact_power,
+    solve_increasing,
+    two_proportions_n,
+    two_proportions_power,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["PoolSizeWarning", "PowerResult", "power_mcnemar"]
+__all__ = ["POWER_METHODS", "PoolSizeWarning", "PowerResult", "power_mcnemar",
+           "power_two_proportions"]
 
+ALTERNATIVES = ("two-sided", "greater", "less")
 MCNEMAR_METHODS = ("connor", "exact", "midp", "asymptotic", "asymptotic-cc")
+UNPAIRED_METHODS = ("pooled", "pooled-cc", "unpooled", "arcsine")
+#: largest number of items a solved n may reach; past it the effect is undetectable
+MAX_ITEMS = 10**12
+#: largest effective n the exact sums are computed for: their cost grows with √n (1 s at
+#: 10^7) and the binomial tails of scipy.special lose digits past it; Connor is exact enough there
+MAX_EXACT_N = 10**7
 
-#: what ``method`` means, for tables and reports
-METHOD_DESCRIPTIONS = {
+#: every ``method`` of the power functions and what it means (for tables and reports)
+POWER_METHODS = {
     "connor": "McNemar test, normal approximation (Connor 1987)",
     "exact": "exact McNemar test, exact unconditional power (Suissa & Shuster 1991)",
     "midp": "mid-p McNemar test, exact unconditional power (Fagerland et al. 2013)",
@@ -59,11 +76,12 @@ class PowerResult:
     power : float
         The target power when solving for ``n`` or ``effect``; else the computed power.
     effect : float
-        Difference in accuracy δ (> 0; its direction is set by ``alternative``).
+        Size of the accuracy difference δ = |acc(a) − acc(b)| (> 0); ``alternative``
+        says which condition is the more accurate.
     discordance : float or None
         Discordant-pair rate π_D (paired design only).
     baseline : float or None
-        Accuracy of the baseline condition p1, if given (or assumed, unpaired design).
+        Accuracy of the second condition b, if given (or assumed, unpaired design).
     alpha, alternative, method, design
         Test settings; ``design`` is ``"paired"`` or ``"unpaired"``.
     solved_for : str
@@ -120,20 +138,32 @@ class PowerResult:
         import pandas as pd
 
         row = self.to_dict()
-        row["method_description"] = METHOD_DESCRIPTIONS.get(self.method, self.method)
+        row["method_description"] = POWER_METHODS.get(self.method, self.method)
         return pd.DataFrame([row])
 
 
-def check_method(method: object, allowed: tuple[str, ...]) -> str:
-    if method not in allowed:
-        hint = closest_match(method, allowed)
-        extra = f" Did you mean {hint!r}?" if hint else ""
-        raise InputError(f"`method` must be one of {', '.join(allowed)}, got {method!r}.{extra}")
-    return str(method)
+# ------------------------------------------------------------------------ validation
+def _exactly_one_none(**values: object) -> str:
+    """Name of the single argument left ``None`` (pingouin's solve-for-the-missing pattern)."""
+    missing = [name for name, value in values.items() if value is None]
+    if len(missing) != 1:
+        names = ", ".join(f"`{name}`" for name in values)
+        raise InputError(
+            f"Exactly one of {names} must be None (it is solved for); got {len(missing)} None."
+        )
+    return missing[0]
 
 
-def check_power(power: object, alpha: float, sides: int) -> float:
-    p = check_probability("power", power)
+def _test_settings(alpha: object, alternative: object, method: object,
+                   methods: tuple[str, ...]) -> tuple[float, str, int, str]:
+    alpha_ = check_probability(alpha, "alpha")
+    alternative_ = check_choice(alternative, "alternative", ALTERNATIVES)
+    method_ = check_choice(method, "method", methods)
+    return alpha_, alternative_, 2 if alternative_ == "two-sided" else 1, method_
+
+
+def _check_power(power: object, alpha: float, sides: int) -> float:
+    p = check_probability(power, "power")
     if p <= alpha / sides:
         raise InputError(
             f"`power` must exceed the test's size alpha/sides = {alpha / sides:g}, got {power!r}."
@@ -141,65 +171,18 @@ def check_power(power: object, alpha: float, sides: int) -> float:
     return p
 
 
-def fewest_repeats(pool: int, n_effective: float, icc: float) -> int | None:
-    """Fewest m with ``pool · m / (1 + (m − 1)·icc) ≥ n_effective``; None if none exists.
-
-    Rearranged: ``m · (pool − n_eff·icc) ≥ n_eff·(1 − icc)``; as m → ∞ repeats of
-    ``pool`` items are worth at most ``pool / icc`` independent items.
-    """
-    if n_effective <= pool:
-        return 1
-    if pool - n_effective * icc <= 0:
-        return None
-    return max(1, math.ceil(n_effective * (1.0 - icc) / (pool - n_effective * icc) - 1e-9))
-
-
-def pool_check(n: int, n_effective: float, pool: int | None, icc: float) -> tuple[bool, int | None]:
-    """Warn (:class:`PoolSizeWarning`) when ``n`` items exceed the pool; return the facts."""
-    if pool is None or n <= pool:
-        return False, None
-    m_min = fewest_repeats(pool, n_effective, icc)
-    if m_min is not None:
-        advice = f"with icc = {icc:g}, {m_min} repeats of all {pool} items reach it"
-        if icc == 0:
-            advice += (
-                " (icc = 0 counts each repeat as a new item, which overstates repeats of the "
-                "same items; estimate the ICC from repeated evaluations)"
-            )
-    else:
-        advice = (
-            f"with icc = {icc:g} no number of repeats reaches it: repeats of {pool} items "
-            f"are worth at most {pool / icc:.0f} independent items"
-        )
-    warnings.warn(
-        f"n = {n} items exceeds the item pool of {pool} (effective n needed: "
-        f"{n_effective:.0f}): the rest must come from repeated noisy evaluations or training "
-        f"seeds of the same items (`repeats`, `icc`); {advice}.",
-        PoolSizeWarning,
-        stacklevel=3,
-    )
-    return True, m_min
-
-
-def _effect_upper_bound(
-    baseline: object, discordance: object, correlation: object, alternative: str
-) -> float:
-    """Largest δ worth searching when solving for the effect; validates the other inputs."""
-    if discordance is None and correlation is None:
+def _rounded_n(n_unrounded: float, effect: float) -> int:
+    """Round a solved n up; an n beyond :data:`MAX_ITEMS` means the effect is undetectable."""
+    if not n_unrounded <= MAX_ITEMS:
         raise InputError(
-            "`discordance` (π_D) or `correlation` is required to solve for the effect."
+            f"`effect` = {effect:g} is too small to detect: it needs more than "
+            f"{MAX_ITEMS:.0e} items."
         )
-    upper = 1.0
-    if baseline is not None:
-        p1 = check_probability("baseline", baseline)
-        upper = p1 if alternative == "less" else 1.0 - p1
-    elif correlation is not None:
-        raise InputError("`correlation` needs `baseline` (π_D follows from both accuracies).")
-    if discordance is not None:
-        upper = min(upper, check_probability("discordance", discordance))
-    return upper
+    # 1e-9 guards against 520.0000000001 from floating point becoming 521
+    return max(1, math.ceil(n_unrounded - 1e-9))
 
 
+# ------------------------------------------------------------------------ paired design
 def power_mcnemar(
     effect: float | None = None,
     n: int | None = None,
@@ -218,19 +201,22 @@ def power_mcnemar(
     """Power or sample size of McNemar's test for a paired accuracy difference.
 
     Exactly one of ``effect``, ``n`` and ``power`` must be None; it is solved for.
+    Conditions a (first) and b (second) are compared as ``acc(a) − acc(b)``, the sign
+    rule of :func:`robuststats.stats.mcnemar`.
 
     Parameters
     ----------
     effect : float or None
-        Difference in accuracy δ = p2 − p1 to detect (> 0; for ``alternative='less'`` the
-        second condition is δ *less* accurate).
+        Size δ of the accuracy difference to detect, in (0, 1). ``alternative`` says
+        which condition is the more accurate.
     n : int or None
         Number of items (pairs), each evaluated ``repeats`` times under both conditions.
     power : float or None
-        Target power in (α, 1).
+        Target power in (α/sides, 1).
     baseline : float, optional
-        Accuracy p1 of the first condition. Needed with ``correlation``; otherwise only
-        used to check that the design is possible.
+        Accuracy of the second condition b (the reference); acc(a) = baseline + δ
+        (baseline − δ for ``alternative='less'``). Needed with ``correlation``;
+        otherwise only used to check that the design is possible.
     discordance : float, optional
         π_D, the share of items on which the two conditions disagree (≥ δ). Estimate it
         from pilot outcomes with :func:`estimate_discordance`.
@@ -239,7 +225,8 @@ def power_mcnemar(
     alpha : float
         Significance level.
     alternative : {"two-sided", "greater", "less"}
-        Two-sided test, or one-sided in the direction of the effect.
+        Two-sided test, or one-sided: ``"greater"`` claims acc(a) > acc(b) (a is δ more
+        accurate), ``"less"`` acc(a) < acc(b), as in ``mcnemar(a, b, alternative=...)``.
     method : {"connor", "exact", "midp", "asymptotic", "asymptotic-cc"}
         ``"connor"``: asymptotic McNemar test, Connor (1987) normal approximation
         (closed form; matches R ``MESS::power_mcnemar_test(method="normal")``).
@@ -265,8 +252,9 @@ def power_mcnemar(
     Raises
     ------
     InputError
-        For impossible designs: effect ≤ 0, probabilities outside (0, 1), π_D < δ,
-        ``baseline ± effect`` outside [0, 1], a correlation the margins do not allow.
+        For impossible designs: δ outside (0, 1), probabilities outside (0, 1), π_D < δ,
+        ``baseline ± effect`` outside [0, 1], a correlation the margins do not allow, an
+        effect too small to detect with at most 10¹² items.
 
     Examples
     --------
@@ -274,30 +262,28 @@ def power_mcnemar(
     >>> r.n
     1742
     """
-    solve = check_exactly_one_none(effect=effect, n=n, power=power)
-    alpha_ = check_alpha(alpha)
-    sides = sides_of(alternative)
-    method_ = check_method(method, MCNEMAR_METHODS)
+    solve = _exactly_one_none(effect=effect, n=n, power=power)
+    alpha_, alternative_, sides, method_ = _test_settings(alpha, alternative, method,
+                                                          MCNEMAR_METHODS)
     m, rho, deff = design_effect(repeats, icc)
-    pool = None if pool_size is None else check_positive_int("pool_size", pool_size)
-    target = None if power is None else check_power(power, alpha_, sides)
-    n_items = None if n is None else check_positive_int("n", n)
+    pool = None if pool_size is None else check_int(pool_size, "pool_size", low=1)
+    target = None if power is None else _check_power(power, alpha_, sides)
+    n_items = None if n is None else check_int(n, "n", low=1)
+    if n_items is not None and method_ != "connor" and n_items * m / deff > MAX_EXACT_N:
+        raise InputError(
+            f"`n` = {n_items} is worth {n_items * m / deff:.3g} independent pairs, more than "
+            f"the exact computation handles ({MAX_EXACT_N:.0e}); use method='connor'."
+        )
 
     def design_for(delta: float) -> PairedDesign:
-        return paired_design(
-            delta,
-            baseline=baseline,
-            discordance=discordance,
-            correlation=correlation,
-            alternative=alternative,
-        )
+        return paired_design(delta, baseline=baseline, discordance=discordance,
+                             correlation=correlation, alternative=alternative_)
 
     def power_at(d: PairedDesign, n_eff: float) -> float:
         if method_ == "connor":
             return connor_power(n_eff, d.discordance, d.effect, alpha_, sides)
-        return exact_power(
-            math.floor(n_eff + 1e-9), d.discordance, d.effect, alpha_, sides, method_
-        )
+        return exact_power(math.floor(n_eff + 1e-9), d.discordance, d.effect, alpha_, sides,
+                           method_)
 
     if solve == "n":
         design = design_for(effect)  # type: ignore[arg-type]
@@ -305,12 +291,17 @@ def power_mcnemar(
         if method_ == "connor":
             n_eff_needed = connor_n(target, design.discordance, design.effect, alpha_, sides)
         else:
-            n_eff_needed = float(
-                exact_n(target, design.discordance, design.effect, alpha_, sides, method_)
-            )
+            found = exact_n(target, design.discordance, design.effect, alpha_, sides, method_,
+                            max_n=MAX_EXACT_N)
+            if found is None:
+                raise InputError(
+                    f"`effect` = {design.effect:g} needs more than {MAX_EXACT_N:.0e} "
+                    f"independent pairs, more than the exact computation handles; use "
+                    f"method='connor' (exact enough at that size)."
+                )
+            n_eff_needed = float(found)
         n_unrounded = n_eff_needed * deff / m
-        # 1e-9 guards against 520.0000000001 from floating point becoming 521
-        n_items = max(1, math.ceil(n_unrounded - 1e-9))
+        n_items = _rounded_n(n_unrounded, design.effect)
         achieved = power_at(design, n_items * m / deff)
     else:
         assert n_items is not None
@@ -322,37 +313,113 @@ def power_mcnemar(
             target = achieved
         else:
             assert target is not None
-            upper = _effect_upper_bound(baseline, discordance, correlation, alternative)
-            delta = solve_increasing(
-                lambda dl: power_at(design_for(dl), n_eff),
-                upper,
-                target,
-                what=f"effect up to {upper:g}",
-            )
+            upper = _effect_upper_bound(baseline, discordance, correlation, alternative_)
+            delta = solve_increasing(lambda dl: power_at(design_for(dl), n_eff), upper,
+                                     target, what=f"effect up to {upper:g}")
             design = design_for(delta)
             achieved = power_at(design, n_eff)
         n_eff_needed = n_eff
     exceeds, m_min = pool_check(n_items, n_eff_needed, pool, rho)
     return PowerResult(
-        n=n_items,
-        power=float(target),
-        effect=design.effect,
-        discordance=design.discordance,
-        baseline=design.baseline,
-        alpha=alpha_,
-        alternative=alternative,
-        method=method_,
-        design="paired",
-        solved_for=solve,
-        achieved_power=achieved,
-        n_unrounded=n_unrounded,
-        n_effective=n_items * m / deff,
-        repeats=m,
-        icc=rho,
-        design_effect=deff,
-        n_evaluations=n_items * m,
-        correlation=design.correlation,
-        pool_size=pool,
-        exceeds_pool=exceeds,
-        min_repeats=m_min,
+        n=n_items, power=float(target), effect=design.effect, discordance=design.discordance,
+        baseline=design.baseline, alpha=alpha_, alternative=alternative_, method=method_,
+        design="paired", solved_for=solve, achieved_power=achieved, n_unrounded=n_unrounded,
+        n_effective=n_items * m / deff, repeats=m, icc=rho, design_effect=deff,
+        n_evaluations=n_items * m, correlation=design.correlation, pool_size=pool,
+        exceeds_pool=exceeds, min_repeats=m_min,
+    )
+
+
+def _effect_upper_bound(
+    baseline: object, discordance: object, correlation: object, alternative: str
+) -> float:
+    """Largest δ worth searching when solving for the effect; validates the other inputs."""
+    if discordance is None and correlation is None:
+        raise InputError(
+            "`discordance` (π_D) or `correlation` is required to solve for the effect."
+        )
+    upper = 1.0
+    if baseline is not None:
+        p_b = check_probability(baseline, "baseline")
+        upper = p_b if alternative == "less" else 1.0 - p_b
+    elif correlation is not None:
+        raise InputError("`correlation` needs `baseline` (π_D follows from both accuracies).")
+    if discordance is not None:
+        upper = min(upper, check_probability(discordance, "discordance"))
+    return upper
+
+
+# ---------------------------------------------------------------------- unpaired design
+def power_two_proportions(
+    effect: float | None = None,
+    n: int | None = None,
+    power: float | None = None,
+    *,
+    baseline: float | None = None,
+    alpha: float = 0.05,
+    alternative: str = "two-sided",
+    method: str = "pooled",
+    pool_size: int | None = None,
+) -> PowerResult:
+    """Power or sample size per condition for two independent proportions (unpaired).
+
+    Exactly one of ``effect``, ``n`` and ``power`` must be None. ``n`` is the number of
+    items *per condition* (different items in each). ``baseline`` is acc(b) and acc(a) =
+    baseline ± δ as for :func:`power_mcnemar`; without it the accuracies are centred on ½
+    (``acc(b) = ½ − δ/2`` for ``"greater"``), the largest-variance, most conservative case.
+
+    Methods (z = z_{α/sides}, z_β = Φ⁻¹(power), p̄ = (p_a + p_b)/2):
+
+    - ``"pooled"`` (default): the z-test with pooled variance under H0, no continuity
+      correction; ``n = [z√(2p̄q̄) + z_β√(p_a q_a + p_b q_b)]² / δ²`` (Fleiss, Levin & Paik
+      2003, eq. 4.14).
+    - ``"pooled-cc"``: the same with the continuity correction of Fleiss, Tytun & Ury
+      (1980): ``n_cc = (n/4)·[1 + √(1 + 4/(n·δ))]²``.
+    - ``"unpooled"``: Wald variance under both hypotheses,
+      ``n = (z + z_β)²·(p_a q_a + p_b q_b) / δ²``.
+    - ``"arcsine"``: Cohen's ``h = 2 asin√p_a − 2 asin√p_b``, ``n = 2·((z + z_β)/h)²``
+      (Cohen 1988, ch. 6; statsmodels ``NormalIndPower`` with ``proportion_effectsize``).
+
+    As for McNemar, the far tail of a two-sided test is not counted.
+    """
+    solve = _exactly_one_none(effect=effect, n=n, power=power)
+    alpha_, alternative_, sides, method_ = _test_settings(alpha, alternative, method,
+                                                          UNPAIRED_METHODS)
+    p_b_in = None if baseline is None else check_probability(baseline, "baseline")
+    pool = None if pool_size is None else check_int(pool_size, "pool_size", low=1)
+    target = None if power is None else _check_power(power, alpha_, sides)
+    n_items = None if n is None else check_int(n, "n", low=1)
+
+    if solve == "effect":
+        assert target is not None and n_items is not None
+        if p_b_in is None:
+            upper = 1.0
+        else:
+            upper = p_b_in if alternative_ == "less" else 1.0 - p_b_in
+        delta = solve_increasing(
+            lambda d: two_proportions_power(
+                n_items, *unpaired_accuracies(d, p_b_in, alternative_), alpha_, sides, method_
+            ),
+            upper, target, what=f"effect up to {upper:g}",
+        )
+    else:
+        delta = check_effect(effect)
+    p_a, p_b = unpaired_accuracies(delta, p_b_in, alternative_)
+    if solve == "n":
+        assert target is not None
+        n_unrounded = two_proportions_n(target, p_a, p_b, alpha_, sides, method_)
+        n_items = _rounded_n(n_unrounded, delta)
+    else:
+        assert n_items is not None
+        n_unrounded = float(n_items)
+    achieved = two_proportions_power(n_items, p_a, p_b, alpha_, sides, method_)
+    if target is None:
+        target = achieved
+    exceeds, m_min = pool_check(n_items, float(n_items), pool, 0.0)
+    return PowerResult(
+        n=n_items, power=float(target), effect=delta, discordance=None, baseline=p_b,
+        alpha=alpha_, alternative=alternative_, method=method_, design="unpaired",
+        solved_for=solve, achieved_power=achieved, n_unrounded=n_unrounded,
+        n_effective=float(n_items), n_evaluations=n_items, pool_size=pool,
+        exceeds_pool=exceeds, min_repeats=m_min,
     )

@@ -6,8 +6,7 @@ analyze``) never imports torch; only training and evaluation do.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from robuststats._lazy import lazy_exports
 
 # eager: light (no torch), and the function ``plan`` must shadow the submodule ``plan``
 from robuststats.study.plan import Cell, TrainJob, plan
@@ -49,12 +48,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'robuststats.study' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports("robuststats.study", _LAZY, globals())

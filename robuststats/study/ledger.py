@@ -196,16 +196,25 @@ class RunLedger:
 
     def read_cell(self, cell: Cell) -> pd.DataFrame | None:
         """The stored outcomes of ``cell``, or ``None`` when absent or not valid."""
-        path = self.cell_path(cell)
+        return self._read(self.cell_path(cell), cell, _check_cell_frame)
+
+    def read_injections(self, cell: Cell) -> pd.DataFrame | None:
+        """The stored injection counts of ``cell``, or ``None`` when absent or not valid."""
+        return self._read(self.injections_path(cell), cell, _check_injection_frame)
+
+    def _read(self, path: Path, cell: Cell, check: Any) -> pd.DataFrame | None:
         if not path.exists():
             return None
         try:
             df = pd.read_parquet(path)
-            _check_cell_frame(cell, df)
+            check(cell, df)
         except Exception:
+            # unreadable or another cell's: move it aside (never read as a result), so the
+            # cell runs again (cells) or is named as lacking a record (injections)
             quarantine = self.root / "corrupt"
             quarantine.mkdir(exist_ok=True)
-            os.replace(path, quarantine / f"{path.name}.{int(time.time() * 1000)}")
+            os.replace(path, quarantine / f"{path.parent.name}-{path.name}."
+                                          f"{int(time.time() * 1000)}")
             return None
         return df
 
@@ -241,15 +250,17 @@ class RunLedger:
         without an injection file (evaluated by an external model's own ``evaluate``) are
         absent.
         """
-        frames = []
-        for cell in cells:
-            path = self.injections_path(cell)
-            if self.cell_path(cell).exists() and path.exists():
-                frames.append(pd.read_parquet(path))
-        frames = [f for f in frames if not f.empty]
+        frames = [df for c in cells if self.cell_path(c).exists()
+                  and (df := self.read_injections(c)) is not None and not df.empty]
         if not frames:
             return injection_frame(None, [])
         return pd.concat(frames, ignore_index=True)
+
+    def without_injections(self, cells: Iterable[Cell]) -> list[Cell]:
+        """Finished noisy cells with no valid injection record (an evaluator that reports
+        no counts, or a cell finished before such records were kept)."""
+        return [c for c in cells if not c.is_clean and self.cell_path(c).exists()
+                and self.read_injections(c) is None]
 
     # ------------------------------------------------------------------ models
     def model_dir(self, job: TrainJob) -> Path:
@@ -341,6 +352,17 @@ def injection_frame(cell: Cell | None,
             df.insert(list(_CELL_KEYS).index(column), column, pd.Series(dtype=dtype))
     extra = [c for c in df.columns if c not in INJECTION_COLUMNS]
     return df[INJECTION_COLUMNS + extra].astype({**_CELL_KEYS, **_STATS_DTYPES})
+
+
+def _check_injection_frame(cell: Cell, df: pd.DataFrame) -> None:
+    missing = [c for c in INJECTION_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"injection file lacks columns {missing}")
+    if not df.empty and not ((df["condition"] == cell.condition).all()
+                             and (df["seed"] == cell.seed).all()
+                             and (df["eval_noise"] == cell.eval_noise).all()
+                             and (df["noise_seed"] == cell.noise_seed).all()):
+        raise ValueError("injection file belongs to another cell")
 
 
 def _check_cell_frame(cell: Cell, df: pd.DataFrame) -> None:

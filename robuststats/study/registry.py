@@ -20,7 +20,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
-from robuststats.errors import InputError, closest_match
+from robuststats.errors import InputError, closest_match, did_you_mean
 
 __all__ = ["ParamsSpec", "Registry", "is_reference", "resolve_params"]
 
@@ -41,9 +41,8 @@ def resolve_params(kind: str, name: str, spec: ParamsSpec,
     """
     for key in params:
         if key not in spec:
-            close = closest_match(key, spec)
-            hint = f" (did you mean {close!r}?)" if close else ""
-            raise InputError(f"unknown parameter {key!r} for {kind} {name!r}{hint}; "
+            raise InputError(f"unknown parameter {key!r} for {kind} {name!r}"
+                             f"{did_you_mean(key, spec)}; "
                              f"accepted: {', '.join(sorted(spec))}.")
     return {key: (check(key, params[key]) if key in params else default)
             for key, (check, default) in spec.items()}
@@ -110,9 +109,8 @@ class Registry(Generic[T]):
         if is_reference(name):
             return _load(name)
         if name not in self._factories:
-            close = closest_match(name, self._factories)
-            hint = f" (did you mean {close!r}?)" if close else ""
-            raise InputError(f"unknown {self.kind} {name!r}{hint}; available: "
+            raise InputError(f"unknown {self.kind} {name!r}"
+                             f"{did_you_mean(name, self._factories)}; available: "
                              f"{', '.join(self.names())}, or a 'package.module:factory' "
                              "reference.")
         return self._factories[name]

@@ -47,6 +47,11 @@ class StudyRun:
     def ok(self) -> bool:
         return self.cells_failed == 0 and self.analysis.missing.empty
 
+    @property
+    def failures_dir(self) -> Path:
+        """Where the tracebacks of failed cells are (for messages)."""
+        return RunLedger(self.run_dir).failures_dir
+
 
 def _git_commit() -> dict[str, Any]:
     root = Path(__file__).resolve().parents[2]
@@ -154,6 +159,7 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
         "cells_finished": len(cells) - len(analysis.missing), "cells_reused": len(done),
         "cells_run": report.cells_run, "cells_failed": report.cells_failed,
         "models_trained": report.models_trained, "run_dir": str(ledger.root),
+        "cells_without_injection_counts": [c.key for c in ledger.without_injections(cells)],
         "device": _device(), "workers": workers, "started": started,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "seconds": round(time.perf_counter() - t0, 1), "alpha": spec.analysis.alpha,

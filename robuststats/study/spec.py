@@ -17,7 +17,6 @@ when the classes that read them gain a field with a default.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import math
@@ -45,6 +44,7 @@ from robuststats.study.spec_fields import (
     TrainNoise,
     as_written,
     check_seed_field,
+    written_forms,
 )
 from robuststats.study.spec_fields import (
     seed_list as _seeds_of,
@@ -112,7 +112,8 @@ class ConditionSpec(_Strict):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
-        return {**handler(self), **copy.deepcopy(self._written)}
+        values = {"train_noise": self.train_noise, "aqn": self.aqn}
+        return {**handler(self), **written_forms(self._written, values)}
 
 
 class EvaluationSpec(_Strict):
@@ -230,7 +231,8 @@ class StudySpec(_Strict):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
-        return {**handler(self), **copy.deepcopy(self._written)}
+        return {**handler(self), **written_forms(self._written,
+                                                 {"hypotheses": self.hypotheses})}
 
     @model_validator(mode="after")
     def _cross_checks(self) -> StudySpec:

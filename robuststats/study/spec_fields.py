@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any
 
 from pydantic import PlainSerializer, PlainValidator
@@ -22,7 +22,7 @@ from robuststats.stats._hypotheses import Hypothesis
 from robuststats.study.yaml_lines import KeyedError, keyed
 
 __all__ = ["AQN", "HypothesisField", "TrainNoise", "as_written", "check_seed_field",
-           "seed_list"]
+           "seed_list", "written_forms"]
 
 #: keys a study file must give for each hypothesis (``margin`` included: a pre-registered
 #: claim states its margin, even when it is 0)
@@ -82,6 +82,30 @@ def as_written(data: Any, keys: Sequence[str]) -> dict[str, Any]:
         return {}
     return {k: copy.deepcopy(data[k]) for k in keys
             if isinstance(data.get(k), (Mapping, list))}
+
+
+_BUILDERS: dict[str, Callable[[Any], Any]] = {
+    "train_noise": _noise_spec,
+    "aqn": _aqn_schedule,
+    "hypotheses": lambda items: [_hypothesis(h) for h in items],
+}
+
+
+def written_forms(written: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """The written forms that still describe ``values`` (key -> the validated object).
+
+    A model changed without validation (``model_copy(update=...)``) keeps its old written
+    forms; they are used only while they still build the current objects.
+    """
+    out = {}
+    for key, raw in written.items():
+        try:
+            same = _BUILDERS[key](raw) == values[key]
+        except (ValueError, TypeError):
+            same = False
+        if same:
+            out[key] = copy.deepcopy(raw)
+    return out
 
 
 def check_seed_field(v: int | list[int]) -> int | list[int]:

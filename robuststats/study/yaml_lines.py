@@ -40,7 +40,8 @@ class KeyedError(ValueError):
 
 _FIELD = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)")
 _UNKNOWN = re.compile(r"unknown (?:[\w-]+ )?key '([^']+)'")
-_OWNER = re.compile(r"^hypothesis '[^']*': ")
+#: what the engine and statistics put before a message about one of their keys
+_OWNER = re.compile(r"^(?:hypothesis '[^']*'|noise spec|AQN schedule): ")
 
 
 def keyed(exc: Exception, keys: Iterable[str]) -> KeyedError:

@@ -49,7 +49,7 @@ def test_effect_alone_prints_table_over_discordance(main, capsys) -> None:
 
 
 def test_json_has_n_when_solving_for_sample_size(main, capsys) -> None:
-    code, out, err = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--json")
+    code, out, err = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--format", "json")
     assert code == 0
     payload = json.loads(out)
     assert payload["n"] == 1742
@@ -59,7 +59,7 @@ def test_json_has_n_when_solving_for_sample_size(main, capsys) -> None:
 
 
 def test_json_table_mode_keeps_n_key(main, capsys) -> None:
-    code, out, _ = _run(main, capsys, "--effect", "0.03", "--json", "--pool-size", "0")
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--format", "json", "--pool-size", "0")
     payload = json.loads(out)
     assert code == 0 and "n" in payload and payload["n"] is None
     assert [row["n"] for row in payload["table"]][:2] == [260, 434]
@@ -68,7 +68,7 @@ def test_json_table_mode_keeps_n_key(main, capsys) -> None:
 
 def test_power_and_minimum_detectable_effect(main, capsys) -> None:
     code, out, _ = _run(
-        main, capsys, "--effect", "0.03", "--n", "1742", "--discordance", "0.2", "--json"
+        main, capsys, "--effect", "0.03", "--n", "1742", "--discordance", "0.2", "--format", "json"
     )
     assert code == 0 and json.loads(out)["power"] == pytest.approx(0.8, abs=1e-3)
     code, out, _ = _run(main, capsys, "--n", "1319", "--discordance", "0.15")
@@ -78,7 +78,7 @@ def test_power_and_minimum_detectable_effect(main, capsys) -> None:
 
 def test_exact_method_and_repeats(main, capsys) -> None:
     code, out, _ = _run(
-        main, capsys, "--effect", "0.03", "--discordance", "0.2", "--method", "exact", "--json"
+        main, capsys, "--effect", "0.03", "--discordance", "0.2", "--method", "exact", "--format", "json"
     )
     assert code == 0 and json.loads(out)["n"] == 1800
     code, out, _ = _run(
@@ -94,16 +94,16 @@ def test_exact_method_and_repeats(main, capsys) -> None:
         (["--effect", "-0.03"], "`effect` must be > 0"),
         (["--effect", "0"], "`effect` must be > 0"),
         (["--effect", "0.03", "--discordance", "0.02"], "impossible: π_D must be ≥ |δ|"),
-        (["--effect", "0.03", "--discordance", "1.5"], "`discordance` must be a probability"),
+        (["--effect", "0.03", "--discordance", "1.5"], "`discordance` must be a number in (0, 1), got 1.5"),
         (
             ["--effect", "0.03", "--discordance", "0.1", "--alpha", "0"],
-            "`alpha` must be a probability",
+            "`alpha` must be a number in (0, 1), got 0.0",
         ),
         (
             ["--effect", "0.03", "--discordance", "0.1", "--power", "1.2"],
-            "`power` must be a probability",
+            "`power` must be a number in (0, 1), got 1.2",
         ),
-        (["--effect", "0.03", "--baseline", "1.2"], "`baseline` must be a probability"),
+        (["--effect", "0.03", "--baseline", "1.2"], "`baseline` must be a number in (0, 1), got 1.2"),
         (
             ["--effect", "0.03", "--discordance", "0.1", "--baseline", "0.99"],
             "impossible: `baseline` + `effect`",
@@ -115,6 +115,25 @@ def test_exact_method_and_repeats(main, capsys) -> None:
         (["--effect", "0.03", "--pool-size", "-1"], "`--pool-size` must be ≥ 0"),
         (["--effect", "0.03", "--repeats", "0"], "`repeats` must be a positive integer"),
         (["--effect", "0.03", "--pilot", "/nonexistent/pilot.csv"], "does not exist"),
+        (["--effect", "1"], "`effect` must be a number in (0, 1), got 1.0"),
+        (["--effect", "1", "--discordance", "0.5"], "`effect` must be a number in (0, 1), got 1.0"),
+        (["--effect", "1e-320"], "is too small to detect: it needs more than 1e+12 items"),
+        (["--effect", "1e-320", "--discordance", "0.2"], "is too small to detect"),
+        (["--effect", "nan"], "`effect` must be a finite number, got nan"),
+        (["--effect", "inf", "--discordance", "0.2"], "`effect` must be a finite number"),
+        (["--effect", "0.03", "--plot", "x.txt"], "`--plot` must name a figure file ending in"),
+        (["--effect", "0.03", "--plot", "curve"], "got 'curve'"),
+        (["--effect", "0.03", "--icc", "nan"], "`icc` must be a finite number, got nan"),
+        (["--effect", "0.03", "--alpha", "1e-320", "--power", "1e-330"],
+         "`power` must be a number in (0, 1), got 0.0"),
+        (["--effect", "1e-05", "--discordance", "0.5", "--method", "exact"],
+         "more than the exact computation handles"),
+        (["--effect", "0.03", "--n", "100000000", "--discordance", "0.2", "--method", "midp"],
+         "more than the exact computation handles"),
+        (["--effect", "0.03", "--confidence-level", "1", "--pilot", "/nonexistent.csv"],
+         "does not exist"),
+        (["--n", "0", "--discordance", "0.2"], "`n` must be a positive integer, got 0"),
+        (["--effect", "0.03", "--n", "-5"], "`n` must be a positive integer, got -5"),
     ],
 )
 def test_bad_values_exit_2_with_one_line(main, capsys, argv: list[str], message: str) -> None:
@@ -155,7 +174,7 @@ def test_pilot_file(main, capsys, tmp_path: Path, suffix: str) -> None:
     x = table[table.condition == "E8b"]["correct"].to_numpy()
     y = table[table.condition == "E8c"]["correct"].to_numpy()
     pi_d = float(np.mean(x != y))
-    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path), "--json")
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path), "--format", "json")
     assert code == 0
     payload = json.loads(out)
     assert payload["pilot"]["discordance"] == pytest.approx(pi_d)
@@ -225,7 +244,7 @@ def test_real_dispatcher_when_all_subcommands_exist(capsys) -> None:
             importlib.import_module(module)
         except ImportError:
             pytest.skip(f"{module} is not available yet")
-    assert cli.main(["power", "--effect", "0.03", "--discordance", "0.06", "--json"]) == 0
+    assert cli.main(["power", "--effect", "0.03", "--discordance", "0.06", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["n"] == 521
 
 
@@ -243,7 +262,7 @@ def test_pilot_with_repeated_items_reports_icc(main, capsys, tmp_path: Path) -> 
             ]
     path = tmp_path / "pilot.parquet"
     pd.DataFrame(rows).to_parquet(path)
-    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path), "--json")
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path), "--format", "json")
     assert code == 0
     pilot = json.loads(out)["pilot"]
     assert pilot["evaluations_per_item"] == 3.0
@@ -251,3 +270,151 @@ def test_pilot_with_repeated_items_reports_icc(main, capsys, tmp_path: Path) -> 
     assert pilot["design_effect"] > 1.0  # discordance clusters on the hard items
     code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path))
     assert "for repeated items" in out and "--repeats M --icc" in out
+
+
+def test_tiny_alpha_is_legal(main, capsys) -> None:
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--alpha", "1e-300",
+                        "--format", "json")
+    assert code == 0 and json.loads(out)["table"][0]["n"] > 260
+
+
+def test_json_carries_the_inputs(main, capsys) -> None:
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2",
+                        "--method", "exact", "--alternative", "greater", "--format", "json")
+    assert code == 0
+    payload = json.loads(out)
+    inputs = payload["inputs"]
+    assert inputs["effect"] == 0.03 and inputs["discordance"] == 0.2
+    assert inputs["method"] == "exact" and inputs["alternative"] == "greater"
+    assert inputs["alpha"] == 0.05 and inputs["power"] == 0.8
+    assert inputs["pool_size"] == 1319 and "robuststats_version" in inputs
+    # the inputs alone reproduce the result
+    from robuststats.stats import PoolSizeWarning, power_mcnemar
+
+    with pytest.warns(PoolSizeWarning, match=r"exceeds the item pool of 1319"):
+            again = power_mcnemar(inputs["effect"], inputs["n"], inputs["power"],
+                              discordance=inputs["discordance"], baseline=inputs["baseline"],
+                              alpha=inputs["alpha"], alternative=inputs["alternative"],
+                              method=inputs["method"], repeats=inputs["repeats"],
+                              icc=inputs["icc"], pool_size=inputs["pool_size"])
+    assert again.n == payload["n"] == 1433
+
+
+def test_table_json_is_power_table(main, capsys) -> None:
+    from robuststats.stats import power_table
+
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--format", "json")
+    assert code == 0
+    rows = json.loads(out)["table"]
+    expected = power_table(0.03, power=0.8, pool_size=1319, as_frame=False)
+    assert [r["n"] for r in rows] == [r["n"] for r in expected]
+    assert [r["design"] for r in rows][-1] == "unpaired"
+
+
+def test_pool_size_defaults_to_the_pilot_items(main, capsys, tmp_path: Path) -> None:
+    path = tmp_path / "pilot.csv"
+    _pilot_table().to_csv(path, index=False)
+    code, out, err = _run(main, capsys, "--effect", "0.03", "--pilot", str(path),
+                          "--format", "json")
+    payload = json.loads(out)
+    assert code == 0 and payload["inputs"]["pool_size"] == 400 and payload["pool_size"] == 400
+    assert payload["exceeds_pool"] and "exceeds the item pool of 400" in err
+    code, out, err = _run(main, capsys, "--effect", "0.03", "--pilot", str(path),
+                          "--pool-size", "0", "--format", "json")
+    assert code == 0 and json.loads(out)["pool_size"] is None and "item pool" not in err
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--format", "json")
+    assert json.loads(out)["inputs"]["pool_size"] == 1319  # no pilot: GSM8K's test split
+
+
+def test_pilot_sign_and_wording_first_minus_second(main, capsys, tmp_path: Path) -> None:
+    table = _pilot_table()
+    path = tmp_path / "pilot.csv"
+    table.to_csv(path, index=False)
+    acc = table.groupby("condition")["correct"].mean()
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path),
+                        "--conditions", "E8c", "E8b", "--alternative", "greater",
+                        "--format", "json")
+    payload = json.loads(out)
+    assert code == 0
+    assert payload["pilot"]["effect"] == pytest.approx(acc["E8c"] - acc["E8b"])
+    assert payload["baseline"] == pytest.approx(acc["E8b"])  # the second is the baseline
+    assert payload["inputs"]["pilot"]["conditions"] == ["E8c", "E8b"]
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path),
+                        "--conditions", "E8c", "E8b", "--alternative", "greater")
+    assert "one-sided: E8c more accurate than E8b, acc(E8c) − acc(E8b) = +δ" in out
+    assert "observed acc(E8c) − acc(E8b) = " in out and "baseline E8b" in out
+
+
+def test_pilot_holes_are_dropped_and_reported_or_raised(main, capsys, tmp_path: Path) -> None:
+    table = _pilot_table()
+    table = table[~((table.condition == "E8c") & (table.item_id == "q7"))]
+    path = tmp_path / "pilot.csv"
+    table.to_csv(path, index=False)
+    code, out, err = _run(main, capsys, "--effect", "0.03", "--pilot", str(path),
+                          "--format", "json")
+    assert code == 0 and json.loads(out)["pilot"]["n"] == 399
+    assert "1 pilot hole(s) (1 missing item(s), 0 missing evaluation(s)) were dropped" in err
+    code, out, err = _run(main, capsys, "--effect", "0.03", "--pilot", str(path),
+                          "--holes", "raise")
+    assert code == 2 and "item 'q7' is missing for condition 'E8c'" in err
+
+
+def test_power_path_imports_no_heavy_module() -> None:
+    # the plain `--effect` path needs neither scipy.stats (0.6 s), pandas (0.25 s),
+    # statsmodels, matplotlib nor torch: only the power subcommand, in a fresh process
+    code = (
+        "import sys, io, contextlib\n"
+        "import robuststats.cli as cli\n"
+        "cli.COMMANDS = {'power': 'robuststats.cli.power'}\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert cli.main(['power', '--effect', '0.03']) == 0\n"
+        "    assert cli.main(['power', '--effect', '0.03', '--discordance', '0.1',"
+        " '--format', 'json']) == 0\n"
+        "heavy = ('scipy.stats', 'pandas', 'statsmodels', 'matplotlib', 'torch')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout
+    assert out.strip() == "[]"
+
+
+def test_real_dispatcher_power_path_skips_scipy_stats_and_torch() -> None:
+    # through every subcommand's parser, as `robuststats power --effect 0.03` runs
+    code = (
+        "import sys, io, contextlib\n"
+        "import robuststats.cli as cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert cli.main(['power', '--effect', '0.03']) == 0\n"
+        "print(sorted(m for m in ('scipy.stats', 'statsmodels', 'torch') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout
+    assert out.strip() == "[]"
+
+
+def test_cli_imports_only_public_names() -> None:
+    # the CLI parses, calls the public library and prints: no robuststats.stats._* module
+    import ast
+
+    tree = ast.parse((ROOT / "robuststats" / "cli" / "power.py").read_text(encoding="utf-8"))
+    modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    modules |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for a in node.names}
+    ours = {m for m in modules if m and m.split(".")[0] == "robuststats"}
+    assert ours == {"robuststats", "robuststats.errors", "robuststats.stats",
+                    "robuststats.cli._output"}
+
+
+def test_json_inputs_reproduce_the_power_mode(main, capsys) -> None:
+    from robuststats.stats import power_mcnemar
+
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--n", "800", "--discordance",
+                        "0.15", "--method", "midp", "--format", "json")
+    payload = json.loads(out)
+    inputs = payload["inputs"]
+    assert code == 0 and inputs["power"] is None and inputs["n"] == 800
+    again = power_mcnemar(inputs["effect"], inputs["n"], inputs["power"],
+                          discordance=inputs["discordance"], method=inputs["method"])
+    assert again.power == pytest.approx(payload["power"])

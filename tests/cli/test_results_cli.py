@@ -102,6 +102,8 @@ def test_root_after_the_action(tmp_path: Path, capsys) -> None:
 
 
 def test_json_output(tmp_path: Path, capsys) -> None:
+    assert main(["results", "list", "--root", str(tmp_path), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"root": str(tmp_path), "versions": []}
     _version(tmp_path, 0.8)
     _version(tmp_path, 0.9, analysis_only=True, source="runs/demo")
     root = ["--root", str(tmp_path), "--format", "json"]
@@ -182,3 +184,55 @@ def test_show_reads_the_committed_version_written_before_the_glossary(capsys) ->
                      out, re.M)
     assert re.search(r"^E8a +0% +85\.5 +\[81\.6, 88\.7\] 95% +- +-$", out, re.M)
     assert {p: p.stat().st_mtime_ns for p in V1.rglob("*")} == before
+
+
+def test_analysis_only_version_end_to_end(tmp_path: Path, capsys) -> None:
+    """`analyze --out` writes an analysis-only version; list, show and report.md mark it, and
+    an item missing from one cell is dropped and listed in the report."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    rows = [{"condition": c, "seed": s, "eval_noise": n, "noise_seed": 0,
+             "item_id": f"i{k}", "correct": int(rng.random() < p - n)}
+            for c, p in (("A", 0.8), ("B", 0.6)) for s in (0, 1) for n in (0.0, 0.1)
+            for k in range(30)]
+    outcomes = pd.DataFrame(rows)
+    outcomes = outcomes.drop(outcomes.index[(outcomes["condition"] == "B")
+                                            & (outcomes["seed"] == 1)
+                                            & (outcomes["item_id"] == "i7")][:1])
+    src = tmp_path / "outcomes.csv"
+    outcomes.to_csv(src, index=False)
+    out = tmp_path / "store"
+    assert main(["analyze", str(src), "--out", str(out), "--n-resamples", "50",
+                 "--confidence-level", "0.9", "--format", "json"]) == 0
+    capsys.readouterr()
+    assert main(["results", "list", "--root", str(out)]) == 0
+    assert re.search(r"^analysis/v1 +analysis-only ", capsys.readouterr().out, re.M)
+    assert main(["results", "show", "analysis", "--root", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "analysis-only version" in shown and f"source: {src}" in shown
+    assert re.search(r"^A +10% +\S+ +\[\S+, \S+\] 90% +\S+ +\[\S+, \S+\] 90%$", shown, re.M)
+    assert re.search(r"^\d+ dropped outcome\(s\): see .*dropped\.csv$", shown, re.M)
+    report = (out / "analysis" / "v1" / "report.md").read_text()
+    assert "**Analysis-only version.**" in report.split("\n## ")[0]
+    assert "## Dropped outcomes" in report and "| i7 |" in report
+    assert "95%" not in report
+
+
+def test_list_survives_a_damaged_manifest(tmp_path: Path, capsys) -> None:
+    _version(tmp_path, 0.8)
+    _version(tmp_path, 0.9)
+    manifest = tmp_path / "demo" / "v1" / "manifest.json"
+    manifest.chmod(0o644)
+    manifest.write_text("{not json")
+    assert main(["results", "list", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^demo/v1 +unreadable ", out, re.M)
+    assert re.search(r"^demo/v1: '.*manifest\.json' is not valid JSON: ", out, re.M)
+    assert re.search(r"^demo/v2 +study ", out, re.M)
+    assert main(["results", "verify", "demo/v1", "--root", str(tmp_path)]) == 2
+    assert "is not valid JSON" in capsys.readouterr().err
+    # the undamaged version stays reachable, as the latest and by number
+    assert main(["results", "show", "demo", "--root", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith("demo/v2  (")
+    assert main(["results", "verify", "demo/v2", "--root", str(tmp_path)]) == 0

@@ -78,6 +78,7 @@ def test_study_runs_prints_verdicts_and_failure_exit_code(tmp_path: Path, monkey
     data = json.loads(captured.out)
     assert (data["study"], data["version"], data["ok"]) == ("fake", "fake/v3", False)
     assert (data["cells_planned"], data["cells_failed"], data["cells_reused"]) == (12, 1, 11)
+    assert data["settings"]["n_resamples"] == 200  # the JSON alone says how it was analysed
     h1 = data["hypotheses"][0]
     assert (h1["id"], h1["verdict"], h1["claim"]) == ("H1", "INCONCLUSIVE",
                                                       "A − B > 0.0 pp (clean accuracy)")

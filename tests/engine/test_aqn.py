@@ -102,7 +102,7 @@ def test_from_dict_and_template_without_steps() -> None:
     import dataclasses
 
     assert dataclasses.replace(template, total_steps=116).sigma(10) == 0.05
-    with pytest.raises(InputError, match=r"unknown AQN key 'sigma_strat'.*Did you mean 'sigma_start'\?"):
+    with pytest.raises(InputError, match=r"AQN schedule: unknown key 'sigma_strat' \(did you mean 'sigma_start'\?\); allowed keys"):
         AQNSchedule.from_dict({"sigma_strat": 0.1})
 
 

@@ -35,6 +35,12 @@ def _texts(fig) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def _close(fig) -> None:
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
 def _by_gid(fig, gid: str) -> list:
     return list(fig.findobj(lambda a: a.get_gid() == gid))
 
@@ -59,7 +65,7 @@ def test_no_figure_or_report_code_hard_codes_a_level() -> None:
 
 
 @pytest.mark.parametrize("levels, expected", [
-    ([0.9, 0.9], "90% CI"), ([0.95, 0.9805, 0.9917], "CI, levels 95%–99.17%"),
+    ([0.9, 0.9], "90% CI"), ([0.95, 0.9805, 0.9917], "CI, level per row: 95%–99.17%"),
     ([float("nan")], "CI (level not recorded)"), (None, "CI (level not recorded)"),
 ])
 def test_interval_label_comes_from_the_data(levels, expected: str) -> None:
@@ -75,7 +81,7 @@ def test_forest_plot_rows_margins_and_verdict_colours(tables) -> None:
         # one row per hypothesis, the claim in words, the level from the data
         assert "H1: fwd − base > 5.0 pp\n(accuracy at 5% noise)" in text
         assert "H4: |fwd − base| < 5.0 pp\n(clean accuracy)" in text
-        assert "CI, levels 90%–97.5%" in text
+        assert "CI, level per row: 90%–97.5%" in text
         assert "+12.0 [7.0, 17.0] 97.5%" in text and "-10.0 [-20.0, 0.0] 90%" in text
         assert "no estimate: 2 needed cell(s) missing" in text
         assert "95%" not in text
@@ -96,14 +102,10 @@ def test_forest_plot_rows_margins_and_verdict_colours(tables) -> None:
                    for c in _by_gid(fig, gid)}
         assert margins == {"H1:margin": [5.0], "H3:margin": [-10.0], "H4:margin": [-5.0, 5.0]}
     finally:
-        import matplotlib.pyplot as plt
-
-        plt.close(fig)
+        _close(fig)
 
 
 def test_accuracy_figure_has_seed_points_descriptions_and_data_levels(tables) -> None:
-    from tests_report_helpers import close
-
     fig = _accuracy(tables["summary"], tables["seeds"],
                     {"base": "no training noise", "fwd": "forward-only noise"})
     try:
@@ -115,12 +117,10 @@ def test_accuracy_figure_has_seed_points_descriptions_and_data_levels(tables) ->
                        if hasattr(c, "get_offsets") and len(c.get_offsets()))
         assert n_points >= len(tables["seeds"])  # every seed drawn
     finally:
-        close(fig)
+        _close(fig)
 
 
 def test_retention_figure_puts_clean_accuracy_beside_retention(tables) -> None:
-    from tests_report_helpers import close
-
     fig = _retention(tables["retention"], tables["summary"], tables["seeds"], None)
     try:
         left, right = fig.axes[:2]
@@ -130,7 +130,7 @@ def test_retention_figure_puts_clean_accuracy_beside_retention(tables) -> None:
         assert heights == [30.0, 70.0, 80.0]  # the clean accuracies of bwd, fwd, base
         assert "95%" not in _texts(fig)
     finally:
-        close(fig)
+        _close(fig)
 
 
 def test_figures_render_without_intervals_levels_or_seeds(tmp_path: Path) -> None:
@@ -153,3 +153,44 @@ def test_figures_from_nullable_columns(tables, tmp_path: Path) -> None:
     forest_figure(hyp, tmp_path / "h.png")
     for name in ("a", "r", "h"):
         assert _png(tmp_path / f"{name}.png")[0] > 300
+
+
+def test_forest_plot_with_unbounded_or_unknown_bounds(tmp_path: Path) -> None:
+    """A one-sided interval (-inf) runs to the axis edge; an unknown bound draws no line;
+    neither breaks the axis limits."""
+    base = {"a": "A", "b": "B", "metric": "accuracy", "eval_noise": 0.05,
+            "relation": "greater", "margin": 0.01, "estimate": 0.1, "ci_level": 0.9,
+            "verdict": "INCONCLUSIVE"}
+    hyp = pd.DataFrame([{**base, "id": "H1", "ci_low": -np.inf, "ci_high": 0.2},
+                        {**base, "id": "H2", "ci_low": np.nan, "ci_high": 0.2}])
+    fig = _forest(hyp)
+    try:
+        lo, hi = fig.axes[0].get_xlim()
+        assert np.isfinite([lo, hi]).all() and lo < 0 < 10 < hi
+        (interval,) = _by_gid(fig, "H1:interval")
+        assert interval.get_segments()[0][0, 0] == pytest.approx(lo)
+        assert not _by_gid(fig, "H2:interval") and _by_gid(fig, "H2:estimate")
+    finally:
+        _close(fig)
+    assert _png(forest_figure(hyp, tmp_path / "h.png"))[0] > 300
+
+
+def test_intervals_that_exclude_their_estimate_are_drawn_from_their_bounds() -> None:
+    """BCa intervals can exclude the point estimate; error bars relative to the estimate
+    would refuse them (negative lengths), so the figures draw bounds directly."""
+    from matplotlib.collections import LineCollection
+
+    summary = pd.DataFrame({"condition": ["A", "A"], "eval_noise": [0.0, 0.1],
+                            "accuracy": [0.8, 0.5], "ci_low": [0.82, 0.4],
+                            "ci_high": [0.9, 0.6], "ci_level": [0.9, 0.9]})
+    retention = pd.DataFrame({"condition": ["A"], "eval_noise": [0.1], "retention": [0.6],
+                              "ci_low": [0.62], "ci_high": [0.7], "ci_level": [0.9],
+                              "clean_accuracy": [0.8]})
+    for fig in (_accuracy(summary, None, None), _retention(retention, summary, None, None)):
+        try:
+            spans = sorted(tuple(np.round(seg[:, 1], 6)) for ax in fig.axes
+                           for c in ax.collections if isinstance(c, LineCollection)
+                           for seg in c.get_segments() if seg[0, 0] == seg[1, 0])
+            assert (82.0, 90.0) in spans
+        finally:
+            _close(fig)

@@ -57,8 +57,8 @@ def test_report_from_synthetic_tables(tables, meta, tmp_path: Path) -> None:
     assert "- 3 × absent under base" in text
     assert "| fwd | 1 | 0.05 | 0 | item2 | absent under base |" in text
     assert "## Omnibus test per noise level" in text
-    assert "| 5% | 3 | 3 | 40 | do the conditions differ at all? | Cochran's Q | 9.5 | 2 | " \
-           "0.00865 |" in text
+    assert "| 5% | 3 | 3 | 40 | Cochran's Q | 9.5 | 2 | 0.00865 |" in text
+    assert "pairwise comparison? Each row answers: _do the conditions differ at all?_" in text
     assert "| 0% | base | fwd | 3 | 40 | 12 | 5 | 70.0 | 60.0 | +10.0 | [2.0, 18.0] 90% |" \
            in text
     assert "_do a and b differ in accuracy on the same items?_" in text

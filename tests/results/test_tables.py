@@ -95,3 +95,18 @@ def test_unknown_study_did_you_mean(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="is not a result version"):
         store.get(str(tmp_path / "e8_matrx" / "v1"))
     assert store.get("e8_matrix/v1/").number == 1
+
+
+def test_damaged_table_or_manifest_is_an_input_error(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path)
+    v = store.write("s", lambda p: OLD_TESTS.to_parquet(p / "tests.parquet"), {})
+    target = v.path / "tests.parquet"
+    target.chmod(0o644)
+    target.write_bytes(b"not parquet")
+    with pytest.raises(InputError, match=r"tests\.parquet: cannot be read .*results verify"):
+        read_table(v, "tests")
+    manifest = v.path / "manifest.json"
+    manifest.chmod(0o644)
+    manifest.write_text("[1, 2]")
+    with pytest.raises(InputError, match="must hold a JSON object, got list"):
+        store.get("s/v1")

@@ -9,8 +9,7 @@ import pandas as pd
 import pytest
 
 from robuststats.errors import InputError
-from robuststats.stats import DegenerateDataWarning, estimate_discordance
-from robuststats.stats._pilot import read_pilot
+from robuststats.stats import DegenerateDataWarning, estimate_discordance, estimate_icc, read_pilot
 
 
 def _agresti_pairs() -> tuple[np.ndarray, np.ndarray]:
@@ -27,10 +26,13 @@ def test_discordance_on_agresti_table() -> None:
     x, y = _agresti_pairs()
     est = estimate_discordance(x, y)
     assert est.n == 1600
-    assert (est.n_x_only, est.n_y_only, est.n_discordant) == (150, 86, 236)
+    assert (est.n_a_only, est.n_b_only, est.n_discordant) == (150, 86, 236)
     assert est.discordance == pytest.approx(236 / 1600)
-    assert est.effect == pytest.approx((86 - 150) / 1600)  # 2nd survey 4 points lower
-    assert est.baseline == pytest.approx(944 / 1600)
+    # first minus second: the 1st survey approves 4 points more than the 2nd
+    assert est.effect == pytest.approx((150 - 86) / 1600)
+    assert est.accuracy_a == pytest.approx(944 / 1600)
+    assert est.accuracy_b == pytest.approx(880 / 1600)
+    assert est.baseline == est.accuracy_b
     # Wilson (1927) score interval, closed form
     # (p + z²/2n ± z·√(p(1 − p)/n + z²/4n²)) / (1 + z²/n), p = 236/1600, z = 1.959964,
     # evaluated by hand: 0.1309693, 0.1657193 (the interval R's
@@ -76,10 +78,14 @@ def test_to_frame_and_dict() -> None:
 @pytest.mark.parametrize(
     ("x", "y", "message"),
     [
-        ([1, 0, 1], [1, 0], r"`x` and `y` must be aligned .* shapes \(3,\) and \(2,\)"),
-        ([], [], r"`x` must hold at least one 0/1 outcome"),
-        ([1, 2, 0], [1, 0, 0], r"`x` must contain only 0/1 outcomes, got values such as \[2\]"),
-        ([1, 0], ["a", "b"], r"`y` must contain only 0/1 outcomes"),
+        ([1, 0, 1], [1, 0], r"`x` and `y` must be aligned outcomes of the same shape "
+                            r"\(n_items,\) or \(n_seeds, n_items\), got \(3,\) and \(2,\)"),
+        ([], [], r"`x` must not be empty, got shape \(0,\)"),
+        ([1, 2, 0], [1, 0, 0], r"`x` must contain values in \[0, 1\], got 2.0"),
+        ([1, 0.5, 0], [1, 0, 0], r"`x` must contain only 0/1 outcomes, got 0.5"),
+        ([1, 0], ["a", "b"], r"`y` must be an array of outcomes in \[0, 1\], got \['a', 'b'\]"),
+        ([1, float("nan")], [1, 0], r"`x` must not contain NaN or infinite values"),
+        ([[[1]]], [[[1]]], r"`x` must be 1-D \(n_items,\) or 2-D \(n_seeds, n_items\)"),
     ],
 )
 def test_invalid_outcomes(x: list, y: list, message: str) -> None:
@@ -88,7 +94,7 @@ def test_invalid_outcomes(x: list, y: list, message: str) -> None:
 
 
 def test_invalid_confidence_level() -> None:
-    with pytest.raises(InputError, match=r"`confidence_level` must be in \(0, 1\), got 95"):
+    with pytest.raises(InputError, match=r"`confidence_level` must be a number in \(0, 1\), got 95"):
         estimate_discordance([1, 0], [0, 1], confidence_level=95)
 
 
@@ -125,8 +131,9 @@ def test_read_pilot_pairs_on_all_keys(tmp_path: Path, suffix: str) -> None:
     table.to_csv(path, index=False) if suffix == ".csv" else table.to_parquet(path)
     pairs = read_pilot(path)
     assert pairs.conditions == ("A", "B")
-    assert pairs.keys == ("seed", "eval_noise", "noise_seed", "item_id")
-    assert pairs.x.size == 100 and pairs.n_unpaired == 0
+    assert pairs.strata == ((0, 1), (1, 1)) and pairs.eval_noise == 0.05
+    assert pairs.x.shape == (2, 50) and pairs.n_pairs == 100 and pairs.dropped.empty
+    assert len(pairs.item_ids) == 50
     a = table[table.condition == "A"]["correct"].to_numpy()
     b = table[table.condition == "B"]["correct"].to_numpy()
     assert int(np.sum(a != b)) == int(np.sum(pairs.x != pairs.y))
@@ -157,28 +164,33 @@ def test_read_pilot_eval_noise_levels(tmp_path: Path) -> None:
 
 
 def test_read_pilot_errors(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match=r"does not exist"):
+    with pytest.raises(InputError, match=r"missing.csv' does not exist"):
         read_pilot(tmp_path / "missing.csv")
     bad = tmp_path / "bad.csv"
     pd.DataFrame({"condition": ["A"], "correct": [1]}).to_csv(bad, index=False)
-    with pytest.raises(InputError, match=r"lacks column\(s\) item_id"):
+    with pytest.raises(InputError, match=r"missing required column\(s\) \['item_id'\]"):
         read_pilot(bad)
     other = tmp_path / "pilot.json"
     other.write_text("{}")
-    with pytest.raises(InputError, match=r"must be .parquet or .csv"):
+    with pytest.raises(InputError, match=r"unknown format '.json'; use .csv, .tsv, .jsonl"):
         read_pilot(other)
     disjoint = tmp_path / "disjoint.csv"
     pd.DataFrame({"condition": ["A", "B"], "item_id": ["i1", "i2"], "correct": [1, 0]}).to_csv(
         disjoint, index=False
     )
-    with pytest.raises(InputError, match=r"share no \(item_id\)"):
+    with pytest.raises(InputError, match=r"no item is shared by the series"):
         read_pilot(disjoint)
+    with pytest.raises(InputError, match=r"item 'i2' is missing for condition 'A', seed 0, "
+                                         r"eval_noise 0, noise_seed 0"):
+        read_pilot(disjoint, holes="raise")
     dup = tmp_path / "dup.csv"
     pd.DataFrame(
         {"condition": ["A", "A", "B"], "item_id": ["i1", "i1", "i1"], "correct": [1, 0, 1]}
     ).to_csv(dup, index=False)
-    with pytest.raises(InputError, match=r"condition 'A' has duplicate rows"):
+    with pytest.raises(InputError, match=r"1 duplicate row\(s\) for the same \(condition, seed"):
         read_pilot(dup)
+    with pytest.raises(InputError, match=r"`holes` must be one of 'raise', 'drop', got 'skip'"):
+        read_pilot(disjoint, holes="skip")
 
 
 # --------------------------------------------------------------- repeats: ICC and deff
@@ -188,8 +200,6 @@ def test_icc_matches_pingouin_icc1_balanced() -> None:
     # pingouin.intraclass_corr(...) row "ICC(1,1)" (Shrout & Fleiss 1979, one-way
     # random effects) on the same data
     import pingouin as pg
-
-    from robuststats.stats._pilot import estimate_icc
 
     rng = np.random.default_rng(0)
     k, m = 200, 4
@@ -206,8 +216,6 @@ def test_icc_unbalanced_by_hand() -> None:
     # groups A = (1, 1, 1), B = (0, 0), C = (1, 0): N = 7, k = 3, grand mean 4/7;
     # MSB = [3(3/7)² + 2(4/7)² + 2(1/14)²]/2 = 0.607143, MSW = 0.5/4 = 0.125,
     # m0 = (7 − 17/7)/2 = 2.285714, ICC = (MSB − MSW)/(MSB + (m0 − 1)MSW) = 0.627907
-    from robuststats.stats._pilot import estimate_icc
-
     icc = estimate_icc([1, 1, 1, 0, 0, 1, 0], ["A", "A", "A", "B", "B", "C", "C"])
     assert icc == pytest.approx(0.627907, abs=1e-6)
     # less agreement within than between groups: the negative estimate is reported as 0
@@ -246,6 +254,66 @@ def test_read_pilot_gives_item_ids_for_repeats(tmp_path: Path) -> None:
     path = tmp_path / "pilot.csv"
     _outcomes(seeds=3).to_csv(path, index=False)
     pairs = read_pilot(path)
-    assert pairs.item_ids is not None and pairs.item_ids.size == 150
+    assert pairs.x.shape == (3, 50) and len(pairs.item_ids) == 50
     icc, per_item = pairs.difference_icc()
     assert per_item == 3.0 and 0.0 <= icc <= 1.0
+
+
+# ------------------------------------------------------- read_pilot on the outcomes spine
+
+
+@pytest.mark.parametrize("kind", ["tsv", "jsonl", "frame"])
+def test_read_pilot_reads_every_outcomes_source(tmp_path: Path, kind: str) -> None:
+    table = _outcomes()
+    if kind == "frame":
+        source: object = table
+    else:
+        source = tmp_path / f"pilot.{kind}"
+        if kind == "tsv":
+            table.to_csv(source, sep="\t", index=False)
+        else:
+            table.to_json(source, orient="records", lines=True)
+    pairs = read_pilot(source)
+    assert pairs.x.shape == (2, 50)
+    est = estimate_discordance(pairs.x, pairs.y)
+    a = table[table.condition == "A"]["correct"].to_numpy()
+    b = table[table.condition == "B"]["correct"].to_numpy()
+    assert est.n_discordant == int(np.sum(a != b))
+    assert est.effect == pytest.approx(a.mean() - b.mean())  # first minus second
+
+
+def test_read_pilot_order_of_conditions_sets_the_sign(tmp_path: Path) -> None:
+    table = _outcomes()
+    forward = estimate_discordance(*_xy(read_pilot(table, conditions=["A", "B"])))
+    backward = estimate_discordance(*_xy(read_pilot(table, conditions=["B", "A"])))
+    assert forward.effect == pytest.approx(-backward.effect)
+    assert (forward.n_a_only, forward.n_b_only) == (backward.n_b_only, backward.n_a_only)
+    assert forward.discordance == backward.discordance
+
+
+def _xy(pairs):
+    return pairs.x, pairs.y
+
+
+def test_read_pilot_drops_holes_with_a_record_or_names_them() -> None:
+    table = _outcomes()
+    hole = (table.condition == "B") & (table.seed == 1) & (table.item_id == "gsm-7")
+    pairs = read_pilot(table[~hole])
+    assert pairs.x.shape == (2, 49) and "gsm-7" not in pairs.item_ids
+    assert pairs.dropped[["condition", "seed", "item_id"]].values.tolist() == [["B", 1, "gsm-7"]]
+    with pytest.raises(InputError, match=r"item 'gsm-7' is missing for condition 'B', seed 1, "
+                                         r"eval_noise 0.05, noise_seed 1"):
+        read_pilot(table[~hole], holes="raise")
+
+
+def test_icc_and_pilot_validation() -> None:
+    with pytest.raises(InputError, match=r"`values` must not contain NaN or infinite values"):
+        estimate_icc([1.0, float("nan"), 0.0, 1.0], ["A", "A", "B", "B"])
+    with pytest.raises(InputError, match=r"`values` must be an array of numbers, got \['a'"):
+        estimate_icc(["a", "b"], ["A", "A"])
+    with pytest.raises(InputError, match=r"`confidence_level` must be a number, got '0.9'"):
+        estimate_discordance([1, 0], [0, 1], confidence_level="0.9")
+    with pytest.raises(InputError, match=r"`eval_noise` must be a number ≥ 0, got -1"):
+        read_pilot(_outcomes(), eval_noise=-1)
+    with pytest.raises(InputError, match=r"`eval_noise` must be a finite number, got nan"):
+        read_pilot(_outcomes(), eval_noise=float("nan"))

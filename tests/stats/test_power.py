@@ -20,7 +20,7 @@ from robuststats.stats import (
     power_two_proportions,
 )
 from robuststats.stats._power_design import discordance_from_correlation
-from robuststats.stats._power_methods import exact_power
+from robuststats.stats._power_formulas import exact_power
 
 # ---------------------------------------------------------------- Connor (1987) / MESS
 
@@ -275,7 +275,7 @@ def test_paired_design_needs_fewer_items_than_unpaired() -> None:
         ),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 1.2},
-            r"`discordance` must be a probability in \(0, 1\), got 1.2",
+            r"`discordance` must be a number in \(0, 1\), got 1.2",
         ),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 0.1, "baseline": 0.99},
@@ -289,11 +289,11 @@ def test_paired_design_needs_fewer_items_than_unpaired() -> None:
                 "baseline": 0.02,
                 "alternative": "less",
             },
-            r"impossible: `baseline` \+ `effect` = 0.02 − 0.03",
+            r"impossible: `baseline` − `effect` = 0.02 − 0.03 = -0.01",
         ),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 0.1, "baseline": -0.1},
-            r"`baseline` must be a probability in \(0, 1\), got -0.1",
+            r"`baseline` must be a number in \(0, 1\), got -0.1",
         ),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 0.5, "baseline": 0.1},
@@ -301,7 +301,7 @@ def test_paired_design_needs_fewer_items_than_unpaired() -> None:
         ),
         (
             {"effect": 0.03, "power": 1.0, "discordance": 0.1},
-            r"`power` must be a probability in \(0, 1\), got 1.0",
+            r"`power` must be a number in \(0, 1\), got 1.0",
         ),
         (
             {"effect": 0.03, "power": 0.01, "discordance": 0.1},
@@ -309,7 +309,7 @@ def test_paired_design_needs_fewer_items_than_unpaired() -> None:
         ),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 0.1, "alpha": 0.0},
-            r"`alpha` must be a probability in \(0, 1\), got 0.0",
+            r"`alpha` must be a number in \(0, 1\), got 0.0",
         ),
         ({"effect": 0.03, "n": 0, "discordance": 0.1}, r"`n` must be a positive integer, got 0"),
         (
@@ -319,12 +319,13 @@ def test_paired_design_needs_fewer_items_than_unpaired() -> None:
         ({"effect": 0.03, "power": 0.8}, r"`discordance` \(π_D, .*\) or `correlation` is required"),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 0.1, "method": "exakt"},
-            r"`method` must be one of connor, exact, midp, asymptotic, asymptotic-cc, got 'exakt'. "
-            r"Did you mean 'exact'\?",
+            r"`method` must be one of 'connor', 'exact', 'midp', 'asymptotic', 'asymptotic-cc', "
+            r"got 'exakt' \(did you mean 'exact'\?\)\.",
         ),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 0.1, "alternative": "two.sided"},
-            r"`alternative` must be one of two-sided, greater, less, got 'two.sided'",
+            r"`alternative` must be one of 'two-sided', 'greater', 'less', got 'two.sided' "
+            r"\(did you mean 'two-sided'\?\)",
         ),
         (
             {"effect": 0.03, "power": 0.8, "discordance": 0.1, "repeats": 0},
@@ -351,11 +352,11 @@ def test_invalid_inputs(kwargs: dict, message: str) -> None:
 
 
 def test_unpaired_invalid_inputs() -> None:
-    with pytest.raises(InputError, match=r"`effect` must be > 0 and < 1, got -0.1"):
+    with pytest.raises(InputError, match=r"`effect` must be > 0 \(the size of the accuracy difference; .*\), got -0.1"):
         power_two_proportions(-0.1, power=0.8)
     with pytest.raises(InputError, match=r"impossible: `baseline` ± `effect` = 1.05"):
         power_two_proportions(0.1, power=0.8, baseline=0.95)
-    with pytest.raises(InputError, match=r"`method` must be one of pooled, pooled-cc"):
+    with pytest.raises(InputError, match=r"`method` must be one of 'pooled', 'pooled-cc', 'unpooled', 'arcsine', got 'fleiss'"):
         power_two_proportions(0.1, power=0.8, method="fleiss")
 
 
@@ -370,29 +371,31 @@ def test_errors_are_value_errors() -> None:
 
 
 @pytest.mark.parametrize("method", ["exact", "midp", "asymptotic", "asymptotic-cc"])
-@pytest.mark.parametrize("alternative", ["two-sided", "less"])
+@pytest.mark.parametrize("alternative", ["two-sided", "greater", "less"])
 def test_critical_counts_agree_with_mcnemar_test(method: str, alternative: str) -> None:
     # The power computation must reject exactly where the test the user runs rejects.
-    # mcnemar's table is [[a, b], [c, d]] with b = x right / y wrong; "less" = acc_x < acc_y,
-    # i.e. the direction of a positive effect of condition B = y.
+    # mcnemar's table is [[both, n_a_only], [n_b_only, neither]] (n_a_only: x right, y
+    # wrong); "greater" = acc_x > acc_y, the direction in which power_mcnemar's
+    # "greater" claims the first condition is better: the worse condition's count is
+    # n_b_only. For "less" it is n_a_only.
     import numpy as np
 
-    import robuststats.stats as rs
-    from robuststats.stats._power_methods import critical_counts
+    from robuststats.stats import mcnemar
+    from robuststats.stats._power_formulas import critical_counts
 
-    mcnemar = getattr(rs, "mcnemar", None)
-    if mcnemar is None:
-        pytest.skip("robuststats.stats.mcnemar is not available")
     sides = 2 if alternative == "two-sided" else 1
     for n_disc in (*range(1, 31), 45, 73, 100):
         bound = critical_counts(np.array([n_disc]), 0.05, sides, method)[0]
-        for b in range(n_disc + 1):
-            c = n_disc - b
+        for a_only in range(n_disc + 1):
+            b_only = n_disc - a_only
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                p = mcnemar([[10, b], [c, 10]], method=method, alternative=alternative).pvalue
-            expected = b <= bound or (sides == 2 and c <= bound)
-            assert (p <= 0.05) == expected, (method, alternative, b, c, p, bound)
+                p = mcnemar([[10, a_only], [b_only, 10]], method=method,
+                            alternative=alternative).pvalue
+            worse = a_only if alternative == "less" else b_only
+            better = b_only if alternative == "less" else a_only
+            expected = worse <= bound or (sides == 2 and better <= bound)
+            assert (p <= 0.05) == expected, (method, alternative, a_only, b_only, p, bound)
 
 
 # ------------------------------------------------------------------ property-based checks
@@ -442,3 +445,182 @@ def test_minimum_detectable_effect_at_the_edge_of_feasibility() -> None:
     r = power_mcnemar(None, 100_000, 0.8, discordance=0.1, baseline=0.02)
     assert r.effect == pytest.approx(0.06, rel=1e-9)
     assert r.achieved_power > 0.8
+
+
+# ---------------------------------------------------------------- sign rule: a − b
+
+
+def test_sign_rule_is_first_minus_second_everywhere() -> None:
+    # mcnemar(x, y).estimate, estimate_discordance(x, y).effect and power_mcnemar's
+    # "greater" all read a − b with a = x, the first condition
+    import numpy as np
+
+    from robuststats.stats import estimate_discordance, mcnemar
+
+    x = np.repeat([1, 1, 0, 0], [500, 90, 30, 380])  # a right, b wrong: 90; b only: 30
+    y = np.repeat([1, 0, 1, 0], [500, 90, 30, 380])
+    test = mcnemar(x, y, method="exact", alternative="greater")
+    est = estimate_discordance(x, y)
+    assert test.estimate == pytest.approx(0.06)
+    assert est.effect == pytest.approx(test.estimate)
+    assert (est.n_a_only, est.n_b_only) == (90, 30)
+    assert est.baseline == est.accuracy_b == pytest.approx(0.53)
+    assert est.accuracy_a - est.accuracy_b == pytest.approx(est.effect)
+    assert test.pvalue < 1e-6  # "greater": a better, as the data say
+    # power_mcnemar's baseline is acc(b): "greater" puts acc(a) = 0.98 + 0.03 above 1 ...
+    with pytest.raises(InputError, match=r"`baseline` \+ `effect` = 0.98 \+ 0.03 = 1.01"):
+        power_mcnemar(0.03, power=0.8, discordance=0.1, baseline=0.98, alternative="greater")
+    # ... while "less" (a worse than b) is possible there
+    r = power_mcnemar(0.03, power=0.8, discordance=0.05, baseline=0.98, alternative="less")
+    assert r.baseline == 0.98 and r.n == power_mcnemar(0.03, power=0.8, discordance=0.05,
+                                                       alternative="greater").n
+
+
+def test_discordance_margins_are_named_by_condition() -> None:
+    # acc(b) = 0.1, acc(a) = 0.13: P(a right, b wrong) = (0.5 + 0.03)/2 = 0.265 > acc(a)
+    with pytest.raises(InputError, match=r"needs P\(a correct, b wrong\) = 0.265 ≤ 0.13"):
+        power_mcnemar(0.03, power=0.8, discordance=0.5, baseline=0.1)
+
+
+# ------------------------------------------------------------------ edge inputs
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"effect": 1.0, "power": 0.8, "discordance": 0.2}, r"`effect` must be a number in \(0, 1\), got 1.0"),
+        ({"effect": 1.5, "power": 0.8, "discordance": 0.2}, r"`effect` must be a number in \(0, 1\), got 1.5"),
+        ({"effect": float("nan"), "power": 0.8, "discordance": 0.2},
+         r"`effect` must be a finite number, got nan"),
+        ({"effect": "0.03", "power": 0.8, "discordance": 0.2},
+         r"`effect` must be a number, got '0.03'"),
+        ({"effect": 1e-320, "power": 0.8, "discordance": 0.2},
+         r"`effect` = .* is too small to detect: it needs more than 1e\+12 items"),
+        ({"effect": 1e-5, "power": 0.8, "discordance": 0.5, "method": "exact"},
+         r"needs more than 1e\+07 independent pairs, more than the exact computation handles"),
+        ({"effect": 0.03, "n": 10**8, "discordance": 0.2, "method": "midp"},
+         r"`n` = 100000000 is worth 1e\+08 independent pairs, more than the exact"),
+        ({"effect": 0.03, "power": 0.8, "discordance": 0.2, "pool_size": True},
+         r"`pool_size` must be a positive integer, got True"),
+        ({"effect": 0.03, "power": 0.8, "discordance": float("inf")},
+         r"`discordance` must be a finite number, got inf"),
+        ({"effect": 0.03, "power": 0.8, "discordance": 0.2, "alpha": "0.05"},
+         r"`alpha` must be a number, got '0.05'"),
+        ({"effect": 0.03, "power": 0.8, "discordance": 0.2, "icc": None},
+         r"`icc` must be a number, got None"),
+        ({"effect": 0.03, "power": 0.8, "baseline": 1.0, "correlation": 0.0},
+         r"`baseline` must be a number in \(0, 1\), got 1.0"),
+    ],
+)
+def test_edge_inputs_are_input_errors(kwargs: dict, message: str) -> None:
+    kwargs = {"effect": None, "n": None, "power": None, **kwargs}
+    with pytest.raises(InputError, match=message):
+        power_mcnemar(**kwargs)
+
+
+def test_extreme_but_legal_inputs_stay_finite() -> None:
+    # a tiny alpha or effect is legal: no OverflowError, ZeroDivisionError or NaN
+    assert power_mcnemar(0.03, power=0.8, discordance=0.2, alpha=1e-300).n > 1742
+    tiny = power_mcnemar(1e-320, 100, None, discordance=0.2)
+    assert 0 <= tiny.power <= 0.025 + 1e-12
+    assert power_two_proportions(0.03, power=0.8, alpha=1e-300).n > 4360
+    with pytest.raises(InputError, match=r"too small to detect"):
+        power_two_proportions(1e-320, power=0.8)
+    big = power_mcnemar(0.03, 10**15, None, discordance=0.2, repeats=10**6, icc=0.5)
+    assert big.power == pytest.approx(1.0)
+
+
+# ------------------------------------------------------------------ power_table / curve
+
+
+def test_power_table_is_the_pi_d_sweep() -> None:
+    from robuststats.stats import power_table
+    from robuststats.stats._power_table import POWER_TABLE_COLUMNS
+
+    table = power_table(0.03, power=0.8, pool_size=1319)
+    assert tuple(table.columns) == POWER_TABLE_COLUMNS
+    paired = table[table.design == "paired"]
+    assert paired.discordance.tolist() == [0.03, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4]
+    assert paired.n.tolist()[:2] == [260, 434]
+    assert paired.loc[paired.discordance == 0.2, "n"].item() == 1742
+    for row in paired.itertuples():
+        assert row.n == power_mcnemar(0.03, power=0.8, discordance=row.discordance).n
+        assert row.exceeds_pool == (row.n > 1319)
+    assert "every discordant item favours the better condition" in paired.note.iloc[0]
+    unpaired = table[table.design == "unpaired"]
+    assert len(unpaired) == 1 and unpaired.n.item() == 4360 and unpaired.method.item() == "pooled"
+    assert unpaired.discordance.isna().all()
+    # records carry the same values and keys, in the declared order, without pandas
+    records = power_table(0.03, power=0.8, pool_size=1319, as_frame=False)
+    assert [list(r) for r in records] == [list(POWER_TABLE_COLUMNS)] * len(records)
+    assert [r["n"] for r in records] == table.n.tolist()
+
+
+def test_power_table_power_at_n_and_options() -> None:
+    from robuststats.stats import power_table
+
+    table = power_table(0.03, 500, discordances=[0.05, 0.15], method="exact", unpaired=False)
+    assert table.solved_for.tolist() == ["power", "power"]
+    expected = power_mcnemar(0.03, 500, None, discordance=0.15, method="exact").power
+    assert table.power.iloc[1] == pytest.approx(expected)
+    assert table.power.iloc[0] > table.power.iloc[1]
+    with pytest.raises(InputError, match=r"Exactly one of `n`, `power` must be None"):
+        power_table(0.03, 500, 0.8)
+    with pytest.raises(InputError, match=r"`effect` must be a number in \(0, 1\), got 1"):
+        power_table(1, power=0.8)
+    with pytest.raises(InputError, match=r"impossible: π_D must be ≥ \|δ\|"):
+        power_table(0.03, power=0.8, discordances=[0.02, 0.1])
+    with pytest.raises(InputError, match=r"`discordances` must be a number in \(0, 1\), got 1.2"):
+        power_table(0.03, power=0.8, discordances=[1.2])
+    # the default grid skips π_D the baseline makes impossible, and says so if none is left
+    feasible = power_table(0.03, power=0.8, baseline=0.05, unpaired=False)
+    assert feasible.discordance.max() <= 0.13 + 1e-12
+    with pytest.raises(InputError, match=r"impossible: `baseline` \+ `effect` = 0.6 \+ 0.5"):
+        power_table(0.5, power=0.8, baseline=0.6)
+
+
+def test_power_curve_is_tidy_and_increasing() -> None:
+    from robuststats.stats import power_curve
+
+    curve = power_curve(0.03, discordances=[0.02, 0.1, 0.2], n_values=[100, 500, 1000])
+    assert list(curve.columns) == ["discordance", "n", "power"]
+    assert sorted(set(curve.discordance)) == [0.1, 0.2]  # π_D < δ is left out
+    for _, part in curve.groupby("discordance"):
+        assert part.power.is_monotonic_increasing
+    with pytest.raises(InputError, match=r"`n_values` must be a positive integer, got 0"):
+        power_curve(0.03, discordances=[0.1], n_values=[0])
+    with pytest.raises(InputError, match=r"`discordances` must be a number in \(0, 1\), got 1.5"):
+        power_curve(0.03, discordances=[0.1, 1.5], n_values=[10])
+    with pytest.raises(InputError, match=r"`n_values` and `discordances` must not be empty"):
+        power_curve(0.03, discordances=[], n_values=[10])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"effect": 1.0, "power": 0.8}, r"`effect` must be a number in \(0, 1\), got 1.0"),
+        ({"effect": 0.03, "n": 500.0}, r"`n` must be a positive integer, got 500.0"),
+        ({"effect": 0.03, "power": 0.8, "alpha": "0.05"}, r"`alpha` must be a number, got '0.05'"),
+        ({"effect": 0.03, "power": 0.8, "baseline": float("nan")},
+         r"`baseline` must be a finite number, got nan"),
+        ({"effect": 0.03, "power": 0.8, "alternative": "larger"},
+         r"`alternative` must be one of 'two-sided', 'greater', 'less', got 'larger'"),
+        ({"effect": 0.03, "power": 0.8, "pool_size": 0}, r"`pool_size` must be a positive integer"),
+        ({"effect": None, "n": 10, "power": 0.99, "baseline": 0.999},
+         r"no effect up to 0.001 reaches power 0.99"),
+    ],
+)
+def test_unpaired_validation(kwargs: dict, message: str) -> None:
+    kwargs = {"effect": None, "n": None, "power": None, **kwargs}
+    with pytest.raises(InputError, match=message):
+        power_two_proportions(**kwargs)
+
+
+def test_unpaired_sign_rule() -> None:
+    # baseline = acc(b); "greater": acc(a) = acc(b) + δ, "less": acc(a) = acc(b) − δ
+    up = power_two_proportions(0.1, power=0.8, baseline=0.3, alternative="greater")
+    down = power_two_proportions(0.1, power=0.8, baseline=0.4, alternative="less")
+    assert up.baseline == 0.3 and down.baseline == 0.4
+    assert up.n == down.n  # the same two accuracies, 0.3 and 0.4, in either role
+    centred = power_two_proportions(0.03, power=0.8, alternative="less")
+    assert centred.baseline == pytest.approx(0.515)  # a = 0.485 below b

@@ -6,8 +6,11 @@ applies the test the prediction is for:
 - ``method="exact"`` predicts the conditional exact (binomial) McNemar test; its
   prediction is exact, so the simulated rejection rate must match within Monte-Carlo error;
 - ``method="connor"`` predicts the asymptotic McNemar z-test without continuity
-  correction, ``z = (c − b)/√(b + c)``; an approximation, allowed 0.02 on top of the
-  Monte-Carlo error.
+  correction, ``z = (n_a_only − n_b_only)/√(n_a_only + n_b_only)``; an approximation,
+  allowed 0.02 on top of the Monte-Carlo error.
+
+Sign rule, first minus second: the effect is acc(a) − acc(b), and ``"greater"`` claims
+that the first condition a is the more accurate.
 """
 
 from __future__ import annotations
@@ -34,9 +37,12 @@ DESIGNS = [
 def _simulate_counts(
     n: int, discordance: float, effect: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """b = (A right, B wrong), c = (A wrong, B right) for N_SIM simulated studies."""
-    p10 = (discordance - effect) / 2
-    p01 = (discordance + effect) / 2
+    """(n_a_only, n_b_only) of N_SIM simulated studies with acc(a) − acc(b) = effect.
+
+    n_a_only: a right, b wrong, probability p10 = (π_D + δ)/2; n_b_only: p01 = (π_D − δ)/2.
+    """
+    p10 = (discordance + effect) / 2
+    p01 = (discordance - effect) / 2
     counts = rng.multinomial(n, [p10, p01, 1 - discordance], size=N_SIM)
     return counts[:, 0], counts[:, 1]
 
@@ -44,15 +50,18 @@ def _simulate_counts(
 def _exact_rejects(
     b: np.ndarray, c: np.ndarray, alpha: float, alternative: str, *, mid: bool = False
 ) -> np.ndarray:
-    """Binomial (or mid-p) McNemar test on each simulated table, written independently."""
+    """Binomial (or mid-p) McNemar test on each simulated table, written independently.
+
+    ``b`` = n_a_only, ``c`` = n_b_only.
+    """
     d = b + c
 
     def tail(k: np.ndarray) -> np.ndarray:
         lower = stats.binom.cdf(k, d, 0.5)
         return lower - 0.5 * stats.binom.pmf(k, d, 0.5) if mid else lower
 
-    if alternative == "greater":  # H1: B more accurate, i.e. few b among the d
-        p = tail(b)
+    if alternative == "greater":  # H1: a more accurate, i.e. few n_b_only among the d
+        p = tail(c)
     else:
         p = np.minimum(1.0, 2 * tail(np.minimum(b, c)))
     return (d > 0) & (p <= alpha)
@@ -62,7 +71,7 @@ def _asymptotic_rejects(
     b: np.ndarray, c: np.ndarray, alpha: float, alternative: str, *, cc: bool = False
 ) -> np.ndarray:
     d = b + c
-    diff = (c - b) if alternative == "greater" else np.abs(c - b)
+    diff = (b - c) if alternative == "greater" else np.abs(b - c)
     z = np.where(d > 0, (diff - (1.0 if cc else 0.0)) / np.sqrt(np.maximum(d, 1)), 0.0)
     if alternative == "greater":
         return (d > 0) & (z >= stats.norm.isf(alpha))

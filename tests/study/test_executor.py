@@ -43,6 +43,7 @@ def test_failed_cell_makes_study_not_ok_and_rerun_retries_it(tmp_path: Path) -> 
     first = run_study(spec, out=tmp_path / "res", runs=tmp_path / "runs", workers=1,
                       progress=False)
     assert not first.ok and first.cells_failed == 1
+    assert (first.failures_dir / "B__s0__n0.1__ns0.txt").is_file()
     missing = first.analysis.missing
     assert missing[["condition", "seed", "eval_noise", "noise_seed"]].values.tolist() == [
         ["B", 0, 0.1, 0]]

@@ -46,6 +46,10 @@ def test_ledger_stores_injections_per_cell_before_the_cell(tmp_path: Path) -> No
         ledger.write_cell(bad, _outcomes(), seconds=0.1,
                           injections=[{"layer": 0, "op": "linear", "phase": "forward"}])
     assert not ledger.cell_path(bad).exists()
+    # a noisy cell finished without a record is named
+    other = plan(spec)[3]
+    ledger.write_cell(other, _outcomes(), seconds=0.1)
+    assert ledger.without_injections(plan(spec)) == [other]
     # no cell file, no injections row (a file left by a killed attempt is not a result)
     ledger.cell_path(noisy).unlink()
     assert ledger.injections(plan(spec)).empty
@@ -61,6 +65,7 @@ def test_versions_carry_the_injections_of_an_external_evaluator(tmp_path: Path) 
     assert (table["eval_noise"] > 0).all() and (table["count"] == 6).all()
     assert pd.read_csv(run.version.path / "injections.csv").shape == table.shape
     assert run.version.manifest["row_counts"]["injections"] == len(table)
+    assert run.version.manifest["cells_without_injection_counts"] == []
     assert verify(run.version).ok
 
 
@@ -105,3 +110,22 @@ def test_every_noisy_cell_was_noisy_and_every_clean_cell_clean(tmp_path: Path) -
         assert set(rows["phase"]) == {"forward"}
         assert (rows["target_scale"] == cell.eval_noise).all()
         assert (rows["rms_noise_ratio"] > 0).all()
+
+
+def test_a_damaged_injection_file_is_set_aside_and_named(tmp_path: Path) -> None:
+    spec = StudySpec.from_dict(fake_study())
+    ledger = RunLedger.open(tmp_path / "run", spec)
+    a, b = [c for c in plan(spec) if not c.is_clean][:2]
+    for cell in (a, b):
+        ledger.write_cell(cell, _outcomes(), seconds=0.1, injections=_records(cell.eval_noise))
+    path = ledger.injections_path(a)
+    path.write_bytes(path.read_bytes()[:30])  # as if damaged on disk
+    table = ledger.injections(plan(spec))
+    assert set(table["noise_seed"].astype(str) + table["eval_noise"].astype(str)) == {
+        f"{b.noise_seed}{b.eval_noise}"}
+    assert ledger.without_injections(plan(spec)) == [a]
+    assert [p.name.split(".parquet")[0] for p in (ledger.root / "corrupt").iterdir()] == [
+        f"injections-{a.key}"]
+    # another cell's record under this cell's name is not taken either
+    ledger.injections_path(b).rename(ledger.injections_path(a))
+    assert ledger.read_injections(a) is None and ledger.without_injections([a, b]) == [a, b]

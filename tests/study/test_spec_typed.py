@@ -40,15 +40,15 @@ def test_conditions_and_hypotheses_are_the_engine_and_stats_classes(tmp_path: Pa
     ("{scale: 0.05, phases: forward}", "{scale: 0.05, phases: sideways}",
      r"conditions\.B\.train_noise\.phases \(line 10\): `phases` must be"),
     ("{scale: 0.05, phases: forward}", "{scale: 0.05, opz: linear}",
-     r"conditions\.B\.train_noise\.opz \(line 10\): unknown noise-spec key 'opz'.*"
-     r"Did you mean 'ops'\?$"),
+     r"conditions\.B\.train_noise\.opz \(line 10\): unknown key 'opz' \(did you mean "
+     r"'ops'\?\); allowed keys: 'scale', .*'seed'\.$"),
     ("{scale: 0.05, phases: forward}", "{scale: 0.05, ops: [linear, matmull]}",
      r"conditions\.B\.train_noise\.ops \(line 10\): .*unknown op 'matmull'.*'matmul'"),
     ("{scale: 0.05, phases: forward}", "[0.05]",
-     r"conditions\.B\.train_noise \(line 10\): a noise spec must be a mapping"),
+     r"conditions\.B\.train_noise \(line 10\): noise spec must be a mapping, got list\.$"),
     ("sigma_start: 0.02", "sigma_strat: 0.02",
-     r"conditions\.B\.aqn\.sigma_strat \(line 11\): unknown AQN key 'sigma_strat'.*"
-     r"Did you mean 'sigma_start'\?"),
+     r"conditions\.B\.aqn\.sigma_strat \(line 11\): unknown key 'sigma_strat' \(did you "
+     r"mean 'sigma_start'\?\); allowed keys"),
     ("sigma_start: 0.02", "sigma_start: 0",
      r"conditions\.B\.aqn\.sigma_start \(line 11\): `sigma_start` must be a positive number"),
 ])
@@ -61,9 +61,10 @@ def test_noise_and_aqn_errors_name_the_nested_key_and_line(tmp_path: Path, old: 
 @pytest.mark.parametrize("old, new, message", [
     ("    metric: retention\n", "    metric: retension\n",
      r"hypotheses\.0\.metric \(line 17\): `metric` must be one of 'accuracy', 'retention', "
-         r"got 'retension' \(did you mean 'retention'\?\)"),
+     r"got 'retension' \(did you mean 'retention'\?\)\.$"),
     ("    relation: greater\n", "    relation: greater\n    margn: 0.1\n",
-     r"hypotheses\.0\.margn \(line 22\): unknown key 'margn' \(did you mean 'margin'\?\)"),
+     r"hypotheses\.0\.margn \(line 22\): unknown key 'margn' \(did you mean 'margin'\?\); "
+     r"allowed keys"),
     ("    margin: 0\n", "    margin: -0.01\n",
      r"hypotheses\.0\.margin \(line 22\): must be a number >= 0, got -0\.01\."),
     ("    eval_noise: 0.05\n", "    eval_noise: 0\n",
@@ -90,7 +91,7 @@ def test_duplicate_hypothesis_id_and_retention_without_clean_level(tmp_path: Pat
 def test_evaluation_kind_and_ops_are_checked_by_the_engine(tmp_path: Path) -> None:
     text = GOOD.replace("  noise_seeds: 3\n", "  noise_seeds: 3\n  kind: fp8_e4m4\n")
     with pytest.raises(InputError, match=r"evaluation\.kind \(line 14\): `kind` must be one of "
-                                         r".*Did you mean 'fp8_e4m3'\?"):
+                                         r".*, got 'fp8_e4m4' \(did you mean 'fp8_e4m3'\?\)\.$"):
         StudySpec.from_file(write(tmp_path, text))
     text = GOOD.replace("  noise_seeds: 3\n", "  noise_seeds: 3\n  ops: matmul_onyl\n")
     with pytest.raises(InputError, match=r"evaluation\.ops \(line 14\): `ops` must be"):
@@ -164,3 +165,19 @@ def test_loading_a_study_never_imports_torch() -> None:
                           timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_written_forms_never_outlive_the_objects_they_describe(tmp_path: Path) -> None:
+    import dataclasses
+
+    spec = StudySpec.from_file(write(tmp_path, AQN_GOOD))
+    assert spec.resolved()["hypotheses"][0]["margin"] == 0  # as written (an int)
+    changed = spec.model_copy(update={
+        "hypotheses": [dataclasses.replace(spec.hypotheses[0], margin=0.02)]})
+    assert changed.resolved()["hypotheses"][0]["margin"] == 0.02
+    assert changed.spec_hash() != spec.spec_hash()
+    b = spec.conditions["B"]
+    louder = b.model_copy(update={"train_noise": b.train_noise.replace(scale=0.1)})
+    dumped = louder.model_dump()
+    assert dumped["train_noise"]["scale"] == 0.1
+    assert dumped["aqn"] == {"sigma_start": 0.02, "sigma_end": 0.001}  # still as written

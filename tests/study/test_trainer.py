@@ -135,7 +135,8 @@ def test_aqn_perturbs_norm_weights_on_its_schedule(small_task):
     sched = AQNSchedule(total_steps=116, sigma_start=0.05, sigma_end=0.0005)
     info = trainer.train(small_task, TrainingCondition("E5a", None, sched), seed=0).info["aqn"]
     assert info["schedule"]["total_steps"] == 12 and info["requested"]["total_steps"] == 116
-    with pytest.raises(InputError, match=r"unknown AQN key 'sigma'"):
+    with pytest.raises(InputError, match=r"AQN schedule: unknown key 'sigma' "
+                                         r"\(did you mean 'sigma_end'\?\)"):
         trainer.train(small_task, TrainingCondition("E5x", None, {"sigma": 0.1}), seed=0)
 
 
