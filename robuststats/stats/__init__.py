@@ -15,6 +15,7 @@ _EXPORTS: dict[str, str] = {
     "BootstrapResult": "robuststats.stats._bootstrap",
     "CochranQResult": "robuststats.stats._omnibus",
     "ConfidenceInterval": "robuststats.stats._common",
+    "CrossedVariance": "robuststats.stats._seed_random",
     "DegenerateDataWarning": "robuststats.stats._common",
     "DiscordanceEstimate": "robuststats.stats._discordance",
     "Hypothesis": "robuststats.stats._hypotheses",
@@ -25,12 +26,14 @@ _EXPORTS: dict[str, str] = {
     "PilotPairs": "robuststats.stats._discordance",
     "PoolSizeWarning": "robuststats.stats._power",
     "PowerResult": "robuststats.stats._power",
+    "SeedRandomResult": "robuststats.stats._seed_random",
     "adjust_pvalues": "robuststats.stats._multiplicity",
     "bootstrap_accuracy": "robuststats.stats._bootstrap",
     "bootstrap_difference": "robuststats.stats._bootstrap",
     "bootstrap_retention": "robuststats.stats._bootstrap",
     "bootstrap_retention_difference": "robuststats.stats._bootstrap",
     "cochran_q": "robuststats.stats._omnibus",
+    "crossed_variance": "robuststats.stats._seed_random",
     "estimate_discordance": "robuststats.stats._discordance",
     "estimate_icc": "robuststats.stats._discordance",
     "evaluate_hypotheses": "robuststats.stats._hypotheses",
@@ -42,6 +45,12 @@ _EXPORTS: dict[str, str] = {
     "power_table": "robuststats.stats._power_table",
     "power_two_proportions": "robuststats.stats._power",
     "read_pilot": "robuststats.stats._discordance",
+    "seed_random_accuracy": "robuststats.stats._seed_random",
+    "seed_random_retention": "robuststats.stats._seed_random",
+    "seed_random_retention_test": "robuststats.stats._seed_random",
+    "seed_random_test": "robuststats.stats._seed_random",
+    "simulate_outcomes": "robuststats.stats._simulate",
+    "true_effects": "robuststats.stats._simulate",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -80,6 +89,16 @@ if TYPE_CHECKING:  # static analysers see the real names
         power_two_proportions,
     )
     from robuststats.stats._power_table import power_curve, power_table  # noqa: F401
+    from robuststats.stats._seed_random import (  # noqa: F401
+        CrossedVariance,
+        SeedRandomResult,
+        crossed_variance,
+        seed_random_accuracy,
+        seed_random_retention,
+        seed_random_retention_test,
+        seed_random_test,
+    )
+    from robuststats.stats._simulate import simulate_outcomes, true_effects  # noqa: F401
 
 
 __getattr__, __dir__ = lazy_exports('robuststats.stats', _EXPORTS, globals())

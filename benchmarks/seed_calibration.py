@@ -1,0 +1,122 @@
+"""Calibration of seed-random intervals and tests over the grid of the seeds design.
+
+Grid: seed effects {none, small, moderate, large} × seeds {3, 5, 10} × items
+{100, 300, 1319}; accuracy difference and retention difference at the noisy level
+(simulator: ``robuststats.stats._simulate``; methods: ``robuststats.stats._seed_calibration``).
+Every cell has its own random stream (``SeedSequence(ROOT).spawn``), so a cell's numbers do
+not depend on which other cells run or on the number of workers.
+
+    python benchmarks/seed_calibration.py --reps 2000 --boot-reps 200 --workers 2 \\
+        --out benchmarks/seed_calibration.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+
+import numpy as np
+import pandas as pd
+
+from robuststats.stats._seed_calibration import calibrate_cell, calibration_table
+
+ROOT = 20250808
+PRESETS = ("none", "small", "moderate", "large")
+SEEDS = (3, 5, 10)
+ITEMS = (100, 300, 1319)
+
+
+def _cell(args):
+    index, preset, k, n, reps, boot_reps, methods, n_resamples = args
+    rng = np.random.default_rng(np.random.SeedSequence(ROOT).spawn(index + 1)[index])
+    return calibrate_cell(preset, k, n, reps=reps, boot_reps=boot_reps, rng=rng,
+                          methods=methods, n_resamples=n_resamples)
+
+
+def markdown(table: pd.DataFrame) -> str:
+    """Wide markdown tables: one row per cell, one column group per method."""
+    out = []
+    for quantity in ("difference", "retention_difference"):
+        sub = table[table["quantity"] == quantity]
+        methods = [m for m in ("satterthwaite", "seed-boot-t", "two-way-bca",
+                               "clustered-mcnemar") if m in set(sub["method"])]
+        head = ["seed effects", "k", "n"]
+        for m in methods:
+            head += [f"{m} size"] if m == "clustered-mcnemar" else [f"{m} cov", f"{m} width"]
+        if "satterthwaite" in methods:
+            head += ["satterthwaite size", "satterthwaite power"]
+        if "clustered-mcnemar" in methods:
+            head += ["clustered-mcnemar power"]
+        out.append(f"\n{quantity.replace('_', ' ')} (a − b at the noisy level)\n")
+        out.append("| " + " | ".join(head) + " |")
+        out.append("|" + "---|" * len(head))
+        for (preset, k, n), cell in sub.groupby(["seed_effects", "n_seeds", "n_items"],
+                                                sort=False):
+            by = cell.set_index("method")
+            vals = [preset, str(k), str(n)]
+            for m in methods:
+                r = by.loc[m]
+                if m == "clustered-mcnemar":
+                    vals.append(f"{r['size']:.3f}")
+                else:
+                    vals += [f"{r['coverage']:.3f}", f"{r['mean_width']:.3f}"]
+            if "satterthwaite" in methods:
+                s = by.loc["satterthwaite"]
+                vals += [f"{s['size']:.3f}", f"{s['power']:.3f}"]
+            if "clustered-mcnemar" in methods:
+                vals.append(f"{by.loc['clustered-mcnemar', 'power']:.3f}")
+            out.append("| " + " | ".join(vals) + " |")
+        reps = sub.groupby("method")["reps"].first().to_dict()
+        out.append("\nreplications per cell: " + ", ".join(f"{m} {r}" for m, r in reps.items()))
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reps", type=int, default=2000, help="replications (t methods)")
+    p.add_argument("--boot-reps", type=int, default=200, help="replications (bootstraps)")
+    p.add_argument("--n-resamples", type=int, default=1000)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--presets", nargs="+", default=list(PRESETS))
+    p.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
+    p.add_argument("--items", nargs="+", type=int, default=list(ITEMS))
+    p.add_argument("--methods", nargs="+",
+                   default=["satterthwaite", "seed-boot-t", "two-way-bca"])
+    p.add_argument("--out", default=None, help="markdown file (default: stdout only)")
+    p.add_argument("--csv", default=None, help="also write the long table as CSV")
+    args = p.parse_args(argv)
+    grid = list(itertools.product(PRESETS, SEEDS, ITEMS))
+    jobs = [(i, pre, k, n, args.reps, args.boot_reps, tuple(args.methods), args.n_resamples)
+            for i, (pre, k, n) in enumerate(grid)
+            if pre in args.presets and k in args.seeds and n in args.items]
+    t0 = time.perf_counter()
+    rows = []
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        futures = [pool.submit(_cell, job) for job in jobs]
+        for future in as_completed(futures):
+            cell = future.result()
+            rows += cell
+            r = cell[0]
+            print(f"{r['seed_effects']:>8} k={r['n_seeds']:<2} n={r['n_items']:<4} "
+                  f"{r['seconds']:.0f}s", file=sys.stderr, flush=True)
+            if args.csv:  # partial results survive an interrupted run
+                calibration_table(rows).to_csv(args.csv, index=False)
+    order = {(pre, k, n): i for i, (pre, k, n) in enumerate(grid)}
+    rows.sort(key=lambda r: order[(r["seed_effects"], r["n_seeds"], r["n_items"])])
+    table = calibration_table(rows)
+    text = markdown(table)
+    text += f"\nwall time {time.perf_counter() - t0:.0f} s, {args.workers} workers\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(text)
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
