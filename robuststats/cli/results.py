@@ -31,9 +31,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_format_option(common)
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     sub.add_parser("list", parents=[common], help="every study and its versions")
-    show = sub.add_parser("show", parents=[common],
-                          help="hypothesis verdicts, accuracy and retention of a version")
-    show.add_argument("version", metavar="VERSION")
+    show = sub.add_parser(
+        "show", parents=[common],
+        help="hypothesis verdicts, accuracy and retention of a version",
+        description="One line per pre-registered hypothesis (the claim in words, a − b, its "
+                    "interval with level and method, adjusted p-value, verdict), then "
+                    "accuracy and retention in percent per condition and noise level. "
+                    "--format json gives the same records under glossary column names.")
+    show.add_argument("version", metavar="VERSION",
+                      help="STUDY (latest), STUDY/vN or a version directory")
     ver = sub.add_parser("verify", parents=[common],
                          help="recompute checksums; exit 1 on any change")
     ver.add_argument("version", metavar="VERSION", nargs="+",

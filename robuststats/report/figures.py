@@ -124,7 +124,7 @@ def _accuracy(summary: pd.DataFrame, seeds: pd.DataFrame | None,
     handles = []
     for i, cond in enumerate(conditions):
         offset = (i - (len(conditions) - 1) / 2) * step
-        d = summary[summary["condition"] == cond].sort_values("eval_noise")
+        d = _of(summary, cond).sort_values("eval_noise")
         x = _num(d["eval_noise"]) * 100 + offset
         y = _num(d["accuracy"]) * 100
         if {"ci_low", "ci_high"} <= set(d.columns):
@@ -134,7 +134,7 @@ def _accuracy(summary: pd.DataFrame, seeds: pd.DataFrame | None,
                        zorder=4)
         handles.append(h)
         if seeds is not None and {"condition", "eval_noise", "accuracy"} <= set(seeds.columns):
-            s = seeds[seeds["condition"] == cond]
+            s = _of(seeds, cond)
             for level, xs in zip(d["eval_noise"], x):
                 v = s.loc[np.isclose(s["eval_noise"].astype(float), float(level)), "accuracy"]
                 _seed_points(ax, xs, _num(v) * 100, 0.7 * step, palette[cond])
@@ -207,7 +207,7 @@ def _retention(retention: pd.DataFrame, summary: pd.DataFrame | None,
         _intervals(left, np.array([i]), np.array([row["ci_low"] * 100]),
                    np.array([row["ci_high"] * 100]), "black", 0.12)
         if seeds is not None and {"condition", "eval_noise", "accuracy"} <= set(seeds.columns):
-            s = seeds[(seeds["condition"] == cond) & (seeds["eval_noise"].astype(float) == 0)]
+            s = _of(seeds, cond, eval_noise=0.0)
             _seed_points(left, i, _num(s["accuracy"]) * 100, 0.35, "black")
     left.set_xticks(range(len(conditions)), conditions)
     left.set_ylabel("clean accuracy (%)")
@@ -216,7 +216,7 @@ def _retention(retention: pd.DataFrame, summary: pd.DataFrame | None,
     left.set_title(f"Clean accuracy\n({clean_ci})", fontsize="medium")
 
     for i, cond in enumerate(conditions):
-        d = retention[retention["condition"] == cond].set_index("eval_noise").reindex(levels)
+        d = _of(retention, cond).set_index("eval_noise").reindex(levels)
         x = np.arange(len(levels)) + (i - (len(conditions) - 1) / 2) * width
         y = _num(d["retention"]) * 100
         right.bar(x, y, width=width * 0.92, color=palette[cond])
@@ -224,7 +224,7 @@ def _retention(retention: pd.DataFrame, summary: pd.DataFrame | None,
             _intervals(right, x, _num(d["ci_low"]) * 100, _num(d["ci_high"]) * 100, "black",
                        0.15 * width)
         if seeds is not None and "retention" in seeds.columns:
-            s = seeds[seeds["condition"] == cond]
+            s = _of(seeds, cond)
             for level, xs in zip(levels, x):
                 v = s.loc[np.isclose(s["eval_noise"].astype(float), level), "retention"]
                 _seed_points(right, xs, _num(v) * 100, 0.5 * width, "black")
@@ -267,6 +267,16 @@ def _clean_accuracy(summary: pd.DataFrame | None, retention: pd.DataFrame
 
 def _float(value: Any) -> float:
     return np.nan if is_missing(value) else float(value)
+
+
+def _of(table: pd.DataFrame, condition: str, *, eval_noise: float | None = None
+        ) -> pd.DataFrame:
+    """The rows of ``condition`` (compared as text: names read from a CSV may be numbers),
+    optionally at one noise level."""
+    keep = table["condition"].astype(str) == condition
+    if eval_noise is not None:
+        keep &= np.isclose(_num(table["eval_noise"]), eval_noise)
+    return table[keep]
 
 
 def _num(values: pd.Series) -> np.ndarray:

@@ -183,6 +183,11 @@ def test_show_reads_the_committed_version_written_before_the_glossary(capsys) ->
                      r"\[-30\.1, -13\.5\] 99\.17% +BCa bootstrap interval +0\.0218 +VERIFIED$",
                      out, re.M)
     assert re.search(r"^E8a +0% +85\.5 +\[81\.6, 88\.7\] 95% +- +-$", out, re.M)
+    assert main(["results", "show", str(V1), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out,  # strict JSON: NaN must have become null
+                      parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert [h["ci_method"] for h in data["hypotheses"]] == ["BCa bootstrap interval"] * 6
+    assert {r["ci_level"] for r in data["summary"]} == {0.95}
     assert {p: p.stat().st_mtime_ns for p in V1.rglob("*")} == before
 
 

@@ -194,3 +194,25 @@ def test_intervals_that_exclude_their_estimate_are_drawn_from_their_bounds() -> 
             assert (82.0, 90.0) in spans
         finally:
             _close(fig)
+
+
+def test_condition_names_that_are_numbers() -> None:
+    """Names read back from a CSV may be integers; every condition is still drawn."""
+    summary = pd.DataFrame({"condition": [1, 1, 2, 2], "eval_noise": [0.0, 0.1] * 2,
+                            "accuracy": [0.8, 0.5, 0.7, 0.6]})
+    retention = pd.DataFrame({"condition": [1, 2], "eval_noise": [0.1, 0.1],
+                              "retention": [0.625, 0.857], "clean_accuracy": [0.8, 0.7]})
+    seeds = pd.DataFrame({"condition": [1, 2], "seed": [0, 0], "eval_noise": [0.0, 0.0],
+                          "accuracy": [0.8, 0.7], "retention": [1.0, 1.0]})
+    fig = _accuracy(summary, seeds, {"1": "first"})
+    try:
+        assert [len(line.get_xdata()) for line in fig.axes[0].lines] == [2, 2]
+        assert "1: first" in _texts(fig)
+    finally:
+        _close(fig)
+    fig = _retention(retention, summary, seeds, None)
+    try:
+        assert [round(p.get_height(), 6) for p in fig.axes[0].patches] == [80.0, 70.0]
+        assert [round(p.get_height(), 3) for p in fig.axes[1].patches] == [62.5, 85.7]
+    finally:
+        _close(fig)
