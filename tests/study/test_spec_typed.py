@@ -78,6 +78,17 @@ def test_hypothesis_errors_name_the_key_and_line(tmp_path: Path, old: str, new: 
         StudySpec.from_file(write(tmp_path, GOOD.replace(old, new)))
 
 
+def test_unknown_condition_names_get_a_did_you_mean(tmp_path: Path) -> None:
+    text = GOOD.replace("    a: B\n", "    a: BB\n")
+    with pytest.raises(InputError, match=r"hypotheses\.0\.a \(line 18\): unknown condition 'BB' "
+                                         r"\(did you mean 'B'\?\); the study defines \['A', 'B'\]"):
+        StudySpec.from_file(write(tmp_path, text))
+    text = GOOD.replace("multiplicity: fdr_bh", "multiplicity: fdr_bh\n  reference: AA")
+    with pytest.raises(InputError, match=r"analysis\.reference \(line 25\): unknown condition "
+                                         r"'AA' \(did you mean 'A'\?\)"):
+        StudySpec.from_file(write(tmp_path, text))
+
+
 def test_duplicate_hypothesis_id_and_retention_without_clean_level(tmp_path: Path) -> None:
     hyp = GOOD[GOOD.index("  - id: H1"):GOOD.index("analysis:")]
     with pytest.raises(InputError, match=r"hypotheses\.1\.id \(line 23\): duplicate hypothesis "
