@@ -71,6 +71,8 @@ def test_noise_and_aqn_errors_name_the_nested_key_and_line(tmp_path: Path, old: 
      r"hypotheses\.0\.eval_noise \(line 20\): retention needs a noisy level"),
     ("    b: A\n", "    b: B\n", r"hypotheses\.0\.a \(line 18\): `a` and `b` must differ"),
     ("    margin: 0\n", "", r"hypotheses\.0 \(line 16\): missing required key 'margin'"),
+    ("    margin: 0\n", "    margn: 0\n",
+     r"hypotheses\.0\.margn \(line 22\): unknown key 'margn' \(did you mean 'margin'\?\)"),
 ])
 def test_hypothesis_errors_name_the_key_and_line(tmp_path: Path, old: str, new: str,
                                                  message: str) -> None:
