@@ -447,8 +447,8 @@ def run(args: argparse.Namespace) -> int:
         discordance = est.discordance
         if args.baseline is None:
             args.baseline = est.baseline
-        if args.pool_size is None:
-            args.pool_size = len(pairs.item_ids)
+        if args.pool_size is None:  # the pilot's items, those dropped for holes included
+            args.pool_size = len(pairs.item_ids) + int(pairs.dropped["item_id"].nunique())
     if args.pool_size is None:
         args.pool_size = DEFAULT_POOL_SIZE
 

@@ -20,8 +20,16 @@ table of those blocks. When no block is informative, Q is 0/0: a
 
 Like the Mantel–Haenszel McNemar test, Q treats blocks as independent. In a study the
 same item recurs under every seed and noise seed, so blocks that share an item are
-correlated and the p-value is then somewhat too small; the clustered pairwise McNemar
-tests account for that.
+correlated, and when the conditions differ item by item (but not on average) Q rejects far
+too often. ``clustered=True`` answers the question with items as clusters, as the
+clustered McNemar test does for two conditions: with ``Y_ji`` the successes of condition j
+on item i summed over strata and ``D_i = Y_·i − mean_j Y_ji`` (centred across conditions),
+
+    Q_cl = Tᵀ V⁺ T,   T = Σ_i D_i,   V = Σ_i D_i D_iᵀ,
+
+the cluster-robust (sandwich) score statistic for equal condition totals (Liang & Zeger
+1986), χ² on rank(V) (= k − 1 unless conditions coincide) degrees of freedom. For k = 2 it
+is Durkalski et al.'s (2003) ``(Σ_i d_i)² / Σ_i d_i²``, the clustered McNemar statistic.
 """
 
 from __future__ import annotations
@@ -38,6 +46,8 @@ from robuststats.errors import InputError
 from robuststats.stats._common import DegenerateDataWarning, tidy_row
 
 __all__ = ["CochranQResult", "cochran_q"]
+
+CLUSTERED_METHOD = "item-clustered Cochran's Q (chi-squared)"
 
 
 @dataclass(frozen=True)
@@ -56,7 +66,9 @@ class CochranQResult:
         Blocks (matched sets) in the data, informative or not.
     n_conditions : int
     method : str
-        ``"chi-squared"``: the p-value uses the χ² approximation.
+        The test and its reference distribution, ``"Cochran's Q (chi-squared)"`` or
+        ``"item-clustered Cochran's Q (chi-squared)"``: the name for a table's ``test``
+        column.
     """
 
     statistic: float
@@ -64,36 +76,33 @@ class CochranQResult:
     pvalue: float
     n_blocks: int
     n_conditions: int
-    method: str = "chi-squared"
-
-    @property
-    def test(self) -> str:
-        """The test's name, as in the ``test`` column."""
-        return "Cochran's Q"
+    method: str = "Cochran's Q (chi-squared)"
 
     def to_frame(self) -> pd.DataFrame:
         """One row in the glossary's ``omnibus`` columns that the test knows
         (``n_conditions, question, test, statistic, dof, pvalue``), then ``n_blocks``."""
         row = tidy_row(self, drop=("method",))
         row["question"] = f"do the {self.n_conditions} conditions differ in accuracy?"
-        row["test"] = f"{self.test} ({self.method})"
+        row["test"] = self.method
         declared = ("n_conditions", "question", "test", "statistic", "dof", "pvalue")
         return pd.DataFrame([{**{c: row[c] for c in declared}, "n_blocks": row["n_blocks"]}])
 
 
-def _cochran_q_iv(x: object) -> np.ndarray:
+def _cochran_q_iv(x: object, clustered: object) -> np.ndarray:
+    """``x`` as ``(n_conditions, n_strata, n_items)`` 0/1 outcomes (2-D: one stratum)."""
+    if not isinstance(clustered, (bool, np.bool_)):
+        raise InputError(f"`clustered` must be True or False, got {clustered!r}.")
     arr = as_float_array(
         x, "x", ndim=(2, 3), shapes=("(n_conditions, n_blocks)",
                                      "(n_conditions, n_strata, n_items)"),
         what="an array of 0/1 outcomes", low=0.0, high=1.0,
     )
-    arr = arr.reshape(arr.shape[0], -1)
     bad = (arr != 0) & (arr != 1)
     if bad.any():
         raise InputError(f"`x` must contain only 0/1 outcomes, got {float(arr[bad][0])!r}.")
     if arr.shape[0] < 2:
         raise InputError(f"`x` must hold at least 2 conditions (rows), got {arr.shape[0]}.")
-    return arr
+    return arr if arr.ndim == 3 else arr[:, None, :]
 
 
 def q_statistic(x: np.ndarray) -> float:
@@ -122,7 +131,20 @@ def _pingouin_q(x: np.ndarray) -> float:
     return float(table["Q"].iloc[0])
 
 
-def cochran_q(x: object) -> CochranQResult:
+def _clustered_q(x3: np.ndarray) -> tuple[float, int]:
+    """Item-clustered statistic and its degrees of freedom (module docstring); (0, 0)
+    when no item's totals differ between conditions."""
+    y = x3.sum(axis=1)  # (k, n_items): successes per condition and item over strata
+    d = y - y.mean(axis=0, keepdims=True)  # D_i, centred across conditions
+    t = d.sum(axis=1)
+    v = d @ d.T
+    rank = int(np.linalg.matrix_rank(v))
+    if rank == 0:
+        return 0.0, 0
+    return float(max(t @ np.linalg.pinv(v) @ t, 0.0)), rank
+
+
+def cochran_q(x: object, *, clustered: bool = False) -> CochranQResult:
     """Cochran's Q test of equal accuracy of k conditions on the same blocks.
 
     Parameters
@@ -130,20 +152,42 @@ def cochran_q(x: object) -> CochranQResult:
     x : array_like, shape (n_conditions, n_blocks) or (n_conditions, n_strata, n_items)
         0/1 outcomes; column i holds the same block (item, seed and noise seed) under
         every condition. A 3-D array is read as ``n_strata × n_items`` blocks.
+    clustered : bool
+        Treat items as clusters (3-D ``x``: an item's blocks in every stratum are one
+        cluster; 2-D ``x``: every block is its own cluster), with the cluster-robust
+        statistic of the module docstring. Use it when the strata share items, as they
+        always do in a study.
 
     Returns
     -------
     CochranQResult
-        ``statistic`` Q, ``dof = n_conditions − 1``, the χ² ``pvalue``.
+        ``statistic`` Q, ``dof = n_conditions − 1`` (clustered: the rank of the cluster
+        covariance, normally the same), the χ² ``pvalue``.
 
     Notes
     -----
-    See the module docstring for the formula and sources. When every block is constant
-    (no condition differs from another on any block) a :class:`DegenerateDataWarning` is
-    issued and the result has statistic 0 and p = 1, never NaN.
+    See the module docstring for the formulas and sources. When every block is constant
+    (no condition differs from another on any block; clustered: on any item's totals) a
+    :class:`DegenerateDataWarning` is issued and the result has statistic 0 and p = 1,
+    never NaN.
     """
-    arr = _cochran_q_iv(x)
-    k, n_blocks = arr.shape
+    x3 = _cochran_q_iv(x, clustered)
+    k = x3.shape[0]
+    arr = x3.reshape(k, -1)
+    n_blocks = arr.shape[1]
+    if clustered:
+        q, dof = _clustered_q(x3)
+        if dof == 0:
+            warnings.warn(
+                f"no item's outcomes differ between the {k} conditions: the clustered "
+                "Cochran's Q has no information; returning statistic 0 and p = 1.",
+                DegenerateDataWarning,
+                stacklevel=2,
+            )
+            return CochranQResult(statistic=0.0, dof=k - 1, pvalue=1.0, n_blocks=n_blocks,
+                                  n_conditions=k, method=CLUSTERED_METHOD)
+        return CochranQResult(statistic=q, dof=dof, pvalue=float(special.chdtrc(dof, q)),
+                              n_blocks=n_blocks, n_conditions=k, method=CLUSTERED_METHOD)
     informative = arr.min(axis=0) != arr.max(axis=0)
     if not informative.any():
         warnings.warn(

@@ -209,10 +209,9 @@ class SeedRandomResult:
     def to_frame(self) -> pd.DataFrame:
         """One-row tidy table with ``ci_low``, ``ci_high``, ``ci_level`` and ``ci_method``."""
         row = tidy_row(self)
-        row["ci_level"] = row.pop("confidence_level")
-        row["ci_method"] = self.method
+        row["ci_method"] = self.method  # the t interval and the t test are one method
         order = ["n_seeds", "n_items", "estimate", "ci_low", "ci_high", "ci_level",
-                 "ci_method", "method", "statistic", "dof", "pvalue", "alternative", "margin",
+                 "ci_method", "statistic", "dof", "pvalue", "alternative", "margin",
                  "standard_error"]
         return pd.DataFrame([{key: row[key] for key in order}])
 

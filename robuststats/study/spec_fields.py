@@ -27,7 +27,6 @@ __all__ = ["AQN", "HypothesisField", "TrainNoise", "as_written", "check_seed_fie
 #: keys a study file must give for each hypothesis (``margin`` included: a pre-registered
 #: claim states its margin, even when it is 0)
 _HYPOTHESIS_REQUIRED = ("id", "metric", "a", "b", "eval_noise", "relation", "margin")
-_NOISE_KEYS = ("scale", "kind", "phases", "ops", "layers", "layer_scales", "seed")
 
 
 # ---------------------------------------------------------------------- typed values
@@ -35,22 +34,23 @@ def _field_names(cls: type) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 
 
-def _noise_spec(value: Any) -> NoiseSpec | None:
-    if value is None or isinstance(value, NoiseSpec):
-        return value
-    try:
-        return NoiseSpec.from_dict(value)
-    except InputError as exc:
-        raise keyed(exc, _NOISE_KEYS) from None
+def _built_from_mapping(cls: Any) -> Callable[[Any], Any]:
+    """Validator: ``None`` or an instance as is, a mapping through ``cls.from_dict``."""
+    keys = _field_names(cls)
+
+    def build(value: Any) -> Any:
+        if value is None or isinstance(value, cls):
+            return value
+        try:
+            return cls.from_dict(value)
+        except InputError as exc:
+            raise keyed(exc, keys) from None
+
+    return build
 
 
-def _aqn_schedule(value: Any) -> AQNSchedule | None:
-    if value is None or isinstance(value, AQNSchedule):
-        return value
-    try:
-        return AQNSchedule.from_dict(value)
-    except InputError as exc:
-        raise keyed(exc, _field_names(AQNSchedule)) from None
+_noise_spec = _built_from_mapping(NoiseSpec)
+_aqn_schedule = _built_from_mapping(AQNSchedule)
 
 
 def _hypothesis(value: Any) -> Hypothesis:

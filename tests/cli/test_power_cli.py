@@ -353,6 +353,7 @@ def test_pilot_holes_are_dropped_and_reported_or_raised(main, capsys, tmp_path: 
     code, out, err = _run(main, capsys, "--effect", "0.03", "--pilot", str(path),
                           "--format", "json")
     assert code == 0 and json.loads(out)["pilot"]["n"] == 399
+    assert json.loads(out)["inputs"]["pool_size"] == 400  # the dropped item is in the pool
     assert "1 pilot hole(s) (1 missing item(s), 0 missing evaluation(s)) were dropped" in err
     code, out, err = _run(main, capsys, "--effect", "0.03", "--pilot", str(path),
                           "--holes", "raise")

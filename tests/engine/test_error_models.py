@@ -9,8 +9,11 @@ e5m2 ≈ 2 × e4m3, which the test checks as a ratio.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from robuststats.engine import quantize
 from robuststats.engine._error_models import compute_error
@@ -105,3 +108,30 @@ def test_stochastic_models(gauss) -> None:
 def test_bad_arguments_raise_input_error(call, match) -> None:
     with pytest.raises(InputError, match=match):
         call()
+
+
+_garbage = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.just(10**400), st.floats(), st.text(max_size=6),
+    st.lists(st.floats(), max_size=3), st.just(np.ones(3)), st.just(torch.ones(2, dtype=torch.int32)),
+    st.just(torch.Generator()), st.just(object()),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.one_of(st.sampled_from(["fp8_e4m3", "int8", "mxfp4", "relative_gaussian"]), _garbage),
+       st.one_of(st.just(torch.randn(2, 40)), _garbage),
+       st.one_of(st.floats(0, 1), _garbage), st.one_of(st.none(), _garbage))
+def test_fuzz_only_input_errors(kind, y, scale, generator) -> None:
+    try:
+        q = quantize(y, kind)
+    except InputError:
+        pass
+    else:
+        assert q.shape == y.shape and torch.isfinite(q).all()
+    try:
+        e = compute_error(kind, y, scale, generator)
+    except InputError:
+        return
+    assert e.shape == y.shape
+    if scale <= 1:  # larger scales may overflow float32, which is not a bad input
+        assert torch.isfinite(e).all()

@@ -285,6 +285,18 @@ def test_plain_torch_module_all_ops(tiny_net) -> None:
     assert set(st["phase"]) == {"forward", "backward"}
 
 
+def test_session_count_checks_its_filters(tiny_net) -> None:
+    with inject(tiny_net, NoiseSpec(scale=0.05, ops="all_ops")) as s:
+        tiny_net(torch.randn(2, 5, 16))
+    with pytest.raises(InputError, match=r"`op` must be one of .*got 'linaer' \(did you mean 'linear'\?\)\."):
+        s.count(op="linaer")
+    with pytest.raises(InputError, match=r"`phase` must be one of 'forward', 'backward', got 'fwd'"):
+        s.count(phase="fwd")
+    with pytest.raises(InputError, match=r"`layer` must be an integer, got '0'\."):
+        s.count(layer="0")
+    assert s.count(op="linear", phase="forward") > 0
+
+
 def test_functional_ops_outside_model_are_not_perturbed(tiny_net) -> None:
     x = torch.randn(3, 4)
     with inject(tiny_net, NoiseSpec(scale=0.5, ops=["softmax", "matmul"]), verify=False) as s:

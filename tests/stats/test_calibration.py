@@ -12,6 +12,7 @@ from robuststats.stats import (
     DegenerateDataWarning,
     bootstrap_difference,
     bootstrap_retention,
+    cochran_q,
     mcnemar,
 )
 
@@ -124,3 +125,23 @@ def test_holm_family_of_verdicts_controls_wrong_decisions():
         decided += bool((out["verdict"] != "INCONCLUSIVE").any())
     fwer = decided / reps
     assert fwer <= ALPHA + 2 * np.sqrt(ALPHA * (1 - ALPHA) / reps), fwer
+
+
+def test_cochran_q_type_one_error_with_items_shared_by_strata():
+    # 3 conditions, 5 strata x 200 items; item difficulty (SD 1.5 on the logit scale) and an
+    # item x condition interaction (SD 1, centred per item) shared by every stratum: the
+    # conditions are equal on average over items but not item by item. Measured (seed 1,
+    # 400 replications): clustered 0.053, plain Cochran's Q 0.168.
+    rng = np.random.default_rng(1)
+    k, strata, items, reps = 3, 5, 200, 400
+    rejected = {True: 0, False: 0}
+    for _ in range(reps):
+        difficulty = rng.normal(0.0, 1.5, items)
+        interaction = rng.normal(0.0, 1.0, (k, items))
+        interaction -= interaction.mean(axis=0)
+        logit = 0.5 + difficulty[None, None, :] + interaction[:, None, :]
+        x = (rng.random((k, strata, items)) < 1.0 / (1.0 + np.exp(-logit))).astype(int)
+        for clustered in (True, False):
+            rejected[clustered] += cochran_q(x, clustered=clustered).pvalue < ALPHA
+    assert 0.03 <= rejected[True] / reps <= 0.075
+    assert rejected[False] / reps > 0.12  # blocks treated as independent: far too many

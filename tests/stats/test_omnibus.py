@@ -15,7 +15,7 @@ from statsmodels.stats.contingency_tables import cochrans_q
 
 from robuststats.errors import InputError
 from robuststats.glossary import TABLE_COLUMNS
-from robuststats.stats import DegenerateDataWarning, cochran_q, mcnemar
+from robuststats.stats import DegenerateDataWarning, cochran_q, mcnemar, mcnemar_stratified
 from robuststats.stats._omnibus import q_statistic
 
 # SAS/STAT User's Guide, PROC FREQ, example "Cochran's Q Test": responses (F favourable,
@@ -78,6 +78,45 @@ def test_agrees_with_statsmodels_and_closed_form(x):
     assert res.statistic == pytest.approx(closed, rel=1e-12, abs=1e-12)
 
 
+@settings(max_examples=60, deadline=None)
+@given(arrays(np.int8, st.tuples(st.just(2), st.integers(1, 4), st.integers(2, 15)),
+              elements=st.integers(0, 1)))
+def test_clustered_with_two_conditions_is_clustered_mcnemar(x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        res = cochran_q(x, clustered=True)
+        ref = mcnemar_stratified(x[0], x[1], method="clustered")
+    assert res.statistic == pytest.approx(ref.statistic, rel=1e-9, abs=1e-12)
+    assert res.pvalue == pytest.approx(ref.pvalue, rel=1e-9, abs=1e-12)
+
+
+def test_clustered_by_hand():
+    # 3 conditions, 2 strata, 3 items. Totals over strata Y (condition x item):
+    #   c0: [2, 1, 0], c1: [1, 1, 1], c2: [0, 1, 0]
+    # item means [1, 1, 1/3]; D = Y − mean: c0 [1, 0, −1/3], c1 [0, 0, 2/3], c2 [−1, 0, −1/3]
+    # T = (2/3, 2/3, −4/3); V = Σ_i D_i D_iᵀ = [[10/9, −2/9, −8/9], [−2/9, 4/9, −2/9],
+    # [−8/9, −2/9, 10/9]]; on the contrasts L = [(1, −1, 0), (0, 1, −1)]: T' = L T = (0, 2),
+    # V' = L V Lᵀ = [[2, 0], [0, 2]], Q = T'ᵀ V'⁻¹ T' = 2² / 2 = 2, on 2 df
+    x = np.array([
+        [[1, 1, 0], [1, 0, 0]],
+        [[1, 0, 1], [0, 1, 0]],
+        [[0, 1, 0], [0, 0, 0]],
+    ])
+    res = cochran_q(x, clustered=True)
+    assert res.statistic == pytest.approx(2.0)
+    assert res.dof == 2
+    assert res.method == "item-clustered Cochran's Q (chi-squared)"
+    assert res.n_blocks == 6
+
+
+def test_clustered_without_item_level_differences_is_degenerate():
+    # condition totals per item are equal although single blocks differ
+    x = np.array([[[1, 0], [0, 1]], [[0, 1], [1, 0]]])
+    with pytest.warns(DegenerateDataWarning, match="no item's outcomes differ"):
+        res = cochran_q(x, clustered=True)
+    assert (res.statistic, res.pvalue) == (0.0, 1.0)
+
+
 def test_constant_blocks_do_not_change_q():
     x = _drugs()
     padded = np.hstack([x, np.ones((3, 50), int), np.zeros((3, 20), int)])
@@ -104,7 +143,7 @@ def test_to_frame_uses_the_omnibus_columns():
     declared = [c for c in TABLE_COLUMNS["omnibus"] if c in frame.columns]
     assert list(frame.columns) == [*declared, "n_blocks"]
     assert declared == ["n_conditions", "question", "test", "statistic", "dof", "pvalue"]
-    assert frame.loc[0, "test"] == "Cochran's Q (chi-squared)"
+    assert frame.loc[0, "test"] == "Cochran's Q (chi-squared)" == cochran_q(_drugs()).method
 
 
 @pytest.mark.parametrize(
@@ -123,3 +162,8 @@ def test_to_frame_uses_the_omnibus_columns():
 def test_bad_input(x, match):
     with pytest.raises(InputError, match=match):
         cochran_q(x)
+
+
+def test_clustered_must_be_a_bool():
+    with pytest.raises(InputError, match=r"`clustered` must be True or False, got 'yes'\."):
+        cochran_q(_drugs(), clustered="yes")

@@ -178,7 +178,7 @@ def test_evidence_inverts_the_same_t():
     [
         (dict(alternative="greatr"), r"`alternative` must be one of .*did you mean 'greater'"),
         (dict(margin=math.nan), r"`margin` must be a finite number"),
-        (dict(confidence_level=1.0), r"`confidence_level` must lie in \(0, 1\)"),
+        (dict(confidence_level=1.0), r"`confidence_level` must be a number in \(0, 1\)"),
     ],
 )
 def test_option_errors(kwargs, match):
@@ -374,7 +374,7 @@ def test_simulate_outcomes_table():
 def test_simulator_validation():
     with pytest.raises(InputError, match=r"`seed_effects` must be one of .*did you mean"):
         simulate_outcomes(seed_effects="moderat")
-    with pytest.raises(InputError, match=r"`item_sd` must lie in \[0, inf\]"):
+    with pytest.raises(InputError, match=r"`item_sd` must be a number ≥ 0, got -1\.0"):
         simulate_outcomes(item_sd=-1.0)
     with pytest.raises(InputError, match=r"`eval_noise` must start with 0"):
         simulate_outcomes(eval_noise=(0.05, 0.1))

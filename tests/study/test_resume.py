@@ -81,6 +81,12 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path: Path, monkeypat
     b = pd.read_parquet(v2.path / "outcomes.parquet")
     assert len(a) == N_CELLS * 30
     pd.testing.assert_frame_equal(a, b)
+    # and the same injection record: every noisy cell has its counts, killed or not
+    ia = pd.read_parquet(v1.path / "injections.parquet")
+    ib = pd.read_parquet(v2.path / "injections.parquet")
+    pd.testing.assert_frame_equal(ia, ib)
+    assert len(ia.groupby(["condition", "seed", "eval_noise", "noise_seed"])) == 2 * 2 * 2 * 2
+    assert v1.manifest["cells_without_injection_counts"] == []
 
 
 def test_changed_study_file_is_refused_unless_fresh(tmp_path: Path, monkeypatch, capsys) -> None:
