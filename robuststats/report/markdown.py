@@ -279,12 +279,17 @@ def _hypotheses(hyp: pd.DataFrame | None, figure: str | None) -> list[str]:
     return parts
 
 
+def _distinct(df: pd.DataFrame, column: str) -> list[str]:
+    """The distinct known values of ``column``, in order of appearance."""
+    values = df[column] if column in df.columns else pd.Series(dtype=object)
+    return [str(v) for v in dict.fromkeys(values) if not is_missing(v)]
+
+
 def _one_question(df: pd.DataFrame, view: Mapping[str, Callable[[Row], str]]
                   ) -> tuple[str, dict[str, Callable[[Row], str]]]:
     """A question shared by every row goes into the prose once; otherwise each row shows
     its own. Returns the sentence (or "") and the view to use."""
-    questions = [q for q in dict.fromkeys(df.get("question", pd.Series(dtype=object)))
-                 if not is_missing(q)]
+    questions = _distinct(df, "question")
     rest = {h: f for h, f in view.items() if h != "question"}
     if len(questions) == 1:
         return f" Each row answers: _{questions[0]}_", rest
@@ -295,9 +300,15 @@ def _one_question(df: pd.DataFrame, view: Mapping[str, Callable[[Row], str]]
 
 def _tests(tests: pd.DataFrame) -> list[str]:
     ask, view = _one_question(tests, VIEWS["tests"])
-    methods = sorted({str(m) for m in tests.get("multiplicity", pd.Series(dtype=object))
-                      if not is_missing(m)})
+    methods = _distinct(tests, "multiplicity")
     procedure = f" ({', '.join(methods)})" if methods else ""
+    intervals = _distinct(tests, "ci_method")
+    if len(intervals) == 1:
+        ask += f" Intervals of a − b: {intervals[0]}."
+    elif intervals:
+        at = list(view).index("interval") + 1
+        items = list(view.items())
+        view = dict([*items[:at], ("interval method", _raw("ci_method")), *items[at:]])
     return [
         "## Paired comparisons (McNemar, stratified over seeds and noise seeds)\n\n"
         f"`a only`: discordant pairs right under `a` and wrong under `b`; `b only`: the "

@@ -61,7 +61,8 @@ def test_report_from_synthetic_tables(tables, meta, tmp_path: Path) -> None:
     assert "pairwise comparison? Each row answers: _do the conditions differ at all?_" in text
     assert "| 0% | base | fwd | 3 | 40 | 12 | 5 | 70.0 | 60.0 | +10.0 | [2.0, 18.0] 90% |" \
            in text
-    assert "_do a and b differ in accuracy on the same items?_" in text
+    assert ("_do a and b differ in accuracy on the same items?_ Intervals of a − b: seeds x "
+            "items bootstrap (bca).") in text
 
 
 def test_analysis_only_version_is_marked_in_the_header(tables, meta, tmp_path: Path,
