@@ -144,3 +144,16 @@ def test_report_from_the_committed_version(tmp_path: Path) -> None:
         assert (tmp_path / rel).stat().st_size > 10_000
     assert {p: p.stat().st_mtime_ns for p in V1.rglob("*")} == before
     assert verify(version).ok
+
+
+def test_per_row_questions_and_interval_methods_when_they_differ(tables, meta, tmp_path: Path,
+                                                                  no_figures: None) -> None:
+    tests = tables["tests"].copy()
+    tests.loc[0, ["question", "ci_method"]] = ["another question", "percentile"]
+    text = write_report(tmp_path, {**tables, "tests": tests}, meta).read_text()
+    section = text.split("## Paired comparisons")[1]
+    assert "Each row answers" not in section and "Intervals of a − b" not in section
+    assert ("| question | noise | a | b | strata | items | a only | b only | acc a % | "
+            "acc b % | a − b (pp) | interval | interval method | test |") in section
+    assert "| another question | 0% | base | fwd |" in section
+    assert "| [2.0, 18.0] 90% | percentile | stratified McNemar (clustered) |" in section
