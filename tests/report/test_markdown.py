@@ -43,7 +43,7 @@ def test_report_from_synthetic_tables(tables, meta, tmp_path: Path) -> None:
     assert "95%" not in text
     assert "- **interval levels**: 90% (hypotheses, multiplicity-adjusted: 90%–97.5%)" in text
     assert ("| H1 | claim H1 | fwd − base > 5.0 pp (accuracy at 5% noise) | +12.0 | "
-            "[7.0, 17.0] 97.5% | seeds x items bootstrap (bca) | 0.03 | VERIFIED |") in text
+            "[7.0, 17.0] 97.5% | seeds x items bootstrap (bca) | 0.0300 | VERIFIED |") in text
     assert "| H4 | claim H4 | \\|fwd − base\\| < 5.0 pp (clean accuracy) |" in text
     assert "| H5 | claim H5 | bwd − base > 0.0 pp (accuracy at 10% noise) | - | " \
            "(2 needed cell(s) missing) |" in text
