@@ -263,7 +263,7 @@ def _hypotheses(hyp: pd.DataFrame | None, figure: str | None) -> list[str]:
     rows = hypothesis_rows(hyp)
     view = pd.DataFrame(rows)
     stmts = {str(h.get("id")): h.get("statement") for h in records(hyp)}
-    view["statement"] = [stmts.get(r["id"]) for r in rows]
+    view["statement"] = [stmts.get(r["id"]) or None for r in rows]  # "" shows as "-"
     formats = {"id": _raw("id"), "statement": _raw("statement"),
                **{head: _raw(key) for key, head in HYPOTHESIS_HEADERS.items()
                   if key not in ("id",)}}
