@@ -23,6 +23,7 @@ from robuststats._format import (
     fmt_value,
     is_missing,
 )
+from robuststats.report._injections import injection_section
 from robuststats.report._views import (
     HYPOTHESIS_HEADERS,
     condition_descriptions,
@@ -172,6 +173,7 @@ def write_report(outdir: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping
         parts.append(markdown_table(omnibus, formats=view))
     if "tests" in t:
         parts += _tests(t["tests"])
+    parts += injection_section(outdir)
     path = outdir / "report.md"
     path.write_text("\n".join(parts), encoding="utf-8")
     return path

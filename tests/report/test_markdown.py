@@ -157,3 +157,30 @@ def test_per_row_questions_and_interval_methods_when_they_differ(tables, meta, t
             "acc b % | a − b (pp) | interval | interval method | test |") in section
     assert "| another question | 0% | base | fwd |" in section
     assert "| [2.0, 18.0] 90% | percentile | stratified McNemar (clustered) |" in section
+
+
+def test_injected_noise_is_reported_and_silent_cells_are_named(tables, meta, tmp_path: Path,
+                                                               no_figures: None) -> None:
+    cells = [(c, s, n, ns) for c in ("base", "fwd") for s in (0, 1)
+             for n, ns in ((0.0, 0), (0.05, 0), (0.05, 1))]
+    outcomes = pd.DataFrame([{"condition": c, "seed": s, "eval_noise": n, "noise_seed": ns,
+                              "item_id": "i0", "correct": 1} for c, s, n, ns in cells])
+    outcomes.to_parquet(tmp_path / "outcomes.parquet")
+    injected = [cell for cell in cells if cell[2] > 0 and cell != ("fwd", 1, 0.05, 1)]
+    pd.DataFrame([{"condition": c, "seed": s, "eval_noise": n, "noise_seed": ns, "layer": layer,
+                   "op": "linear", "phase": "forward", "count": count,
+                   "rms_noise_ratio": ratio, "target_scale": 0.05}
+                  for c, s, n, ns in injected
+                  for layer, count, ratio in ((0, 10, 0.04), (1, 30, 0.06))]
+                 ).to_parquet(tmp_path / "injections.parquet")
+    text = write_report(tmp_path, tables, meta).read_text()
+    assert "## Inference noise as injected" in text
+    # 8 noisy cells, 7 with injections of 40 each; ratio weighted by counts: 0.055
+    assert "| 5% | 8 | 7 | 280 | 0.055 | 0.05 |" in text
+    assert ("**1 noisy cell(s) recorded no injection**: fwd seed 1 at 5% noise (noise seed 1)"
+            in text)
+
+
+def test_no_injection_section_without_injection_counts(tables, meta, tmp_path: Path,
+                                                       no_figures: None) -> None:
+    assert "Inference noise as injected" not in write_report(tmp_path, tables, meta).read_text()
