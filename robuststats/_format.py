@@ -36,13 +36,14 @@ def fmt_pct(value: Any, *, signed: bool = False) -> str:
 
 
 def fmt_p(value: Any) -> str:
-    """A p-value to 3 significant digits; ``-`` if missing."""
+    """A p-value to 3 significant digits, trailing zeros kept (``0.0300``, ``1.00``,
+    ``2.80e-29``); ``-`` if missing."""
     if is_missing(value):
         return "-"
     v = float(value)
     if v == 0:
         return "0"
-    return f"{v:.3g}" if v >= 1e-4 else f"{v:.2e}"
+    return f"{v:#.3g}" if v >= 1e-4 else f"{v:.2e}"
 
 
 def fmt_level(level: Any) -> str:

@@ -5,7 +5,7 @@ number formats); ``json`` is for programs and carries the same records plus what
 settings make the output reproducible. Number formats, everywhere:
 
 * accuracies, retentions and their differences in percent (``85.5``), one decimal;
-* p-values to 3 significant digits (``0.0412``, ``3.1e-05``);
+* p-values to 3 significant digits (``0.0412``, ``1.00``, ``3.10e-05``);
 * intervals as ``[low, high]`` followed by their level (``[-13.5, 10.3] 95%``).
 
 The number formats live in :mod:`robuststats._format` (shared with ``report.md``) and are

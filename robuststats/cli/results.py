@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from robuststats.cli._output import add_format_option, emit, render_table
+from robuststats.cli._output import add_format_option, emit, fmt_noise, fmt_p, render_table
 
 __all__ = ["add_parser", "run"]
 
@@ -122,8 +122,8 @@ def _show(store: Any, args: argparse.Namespace) -> int:
         **{k: m[k] for k in _FACTS if k in m},
         "package_version": env.get("package_version"), "git_commit": env.get("git_commit"),
         "hypotheses": hyp,
-        **{name: records(tables.get(name)) for name in ("summary", "retention", "missing",
-                                                        "dropped")},
+        **{name: records(tables.get(name)) for name in ("summary", "retention", "omnibus",
+                                                        "missing", "dropped")},
     }
 
     def text() -> str:
@@ -147,6 +147,14 @@ def _show(store: Any, args: argparse.Namespace) -> int:
         if cond:
             lines += ["", "Accuracy and retention (%) per condition and noise level",
                       render_table(cond, list(CONDITION_HEADERS), headers=CONDITION_HEADERS)]
+        omnibus = records(tables.get("omnibus"))
+        if omnibus:
+            lines += ["", "Omnibus test per noise level (do the conditions differ at all?)",
+                      render_table(omnibus, ["eval_noise", "n_conditions", "test", "statistic",
+                                             "dof", "pvalue"],
+                                   formats={"eval_noise": fmt_noise, "pvalue": fmt_p},
+                                   headers={"eval_noise": "noise", "n_conditions": "conditions",
+                                            "pvalue": "p"})]
         for name, what in (("missing", "missing cell(s)"), ("dropped", "dropped outcome(s)")):
             n = len(tables.get(name, ()))
             if n:

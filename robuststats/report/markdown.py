@@ -23,6 +23,7 @@ from robuststats._format import (
     fmt_value,
     is_missing,
 )
+from robuststats.report._injections import injection_section
 from robuststats.report._views import (
     HYPOTHESIS_HEADERS,
     condition_descriptions,
@@ -172,6 +173,7 @@ def write_report(outdir: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping
         parts.append(markdown_table(omnibus, formats=view))
     if "tests" in t:
         parts += _tests(t["tests"])
+    parts += injection_section(outdir)
     path = outdir / "report.md"
     path.write_text("\n".join(parts), encoding="utf-8")
     return path
@@ -263,7 +265,7 @@ def _hypotheses(hyp: pd.DataFrame | None, figure: str | None) -> list[str]:
     rows = hypothesis_rows(hyp)
     view = pd.DataFrame(rows)
     stmts = {str(h.get("id")): h.get("statement") for h in records(hyp)}
-    view["statement"] = [stmts.get(r["id"]) for r in rows]
+    view["statement"] = [stmts.get(r["id"]) or None for r in rows]  # "" shows as "-"
     formats = {"id": _raw("id"), "statement": _raw("statement"),
                **{head: _raw(key) for key, head in HYPOTHESIS_HEADERS.items()
                   if key not in ("id",)}}
@@ -279,12 +281,17 @@ def _hypotheses(hyp: pd.DataFrame | None, figure: str | None) -> list[str]:
     return parts
 
 
+def _distinct(df: pd.DataFrame, column: str) -> list[str]:
+    """The distinct known values of ``column``, in order of appearance."""
+    values = df[column] if column in df.columns else pd.Series(dtype=object)
+    return [str(v) for v in dict.fromkeys(values) if not is_missing(v)]
+
+
 def _one_question(df: pd.DataFrame, view: Mapping[str, Callable[[Row], str]]
                   ) -> tuple[str, dict[str, Callable[[Row], str]]]:
     """A question shared by every row goes into the prose once; otherwise each row shows
     its own. Returns the sentence (or "") and the view to use."""
-    questions = [q for q in dict.fromkeys(df.get("question", pd.Series(dtype=object)))
-                 if not is_missing(q)]
+    questions = _distinct(df, "question")
     rest = {h: f for h, f in view.items() if h != "question"}
     if len(questions) == 1:
         return f" Each row answers: _{questions[0]}_", rest
@@ -295,9 +302,15 @@ def _one_question(df: pd.DataFrame, view: Mapping[str, Callable[[Row], str]]
 
 def _tests(tests: pd.DataFrame) -> list[str]:
     ask, view = _one_question(tests, VIEWS["tests"])
-    methods = sorted({str(m) for m in tests.get("multiplicity", pd.Series(dtype=object))
-                      if not is_missing(m)})
+    methods = _distinct(tests, "multiplicity")
     procedure = f" ({', '.join(methods)})" if methods else ""
+    intervals = _distinct(tests, "ci_method")
+    if len(intervals) == 1:
+        ask += f" Intervals of a − b: {intervals[0]}."
+    elif intervals:
+        at = list(view).index("interval") + 1
+        items = list(view.items())
+        view = dict([*items[:at], ("interval method", _raw("ci_method")), *items[at:]])
     return [
         "## Paired comparisons (McNemar, stratified over seeds and noise seeds)\n\n"
         f"`a only`: discordant pairs right under `a` and wrong under `b`; `b only`: the "

@@ -155,7 +155,7 @@ def estimate_discordance(
     b_only = int(np.sum((xa == 0) & (ya == 1)))
     icc, deff = None, 1.0
     if groups is not None:
-        g = np.asarray(groups).ravel()
+        g = _item_ids(groups)
         if g.size != n:
             raise InputError(f"`groups` must give one item id per pair ({n}), got {g.size}.")
         _, sizes = np.unique(g, return_counts=True)
@@ -186,6 +186,14 @@ def estimate_discordance(
     )
 
 
+def _item_ids(groups: object) -> np.ndarray:
+    try:
+        return np.asarray(groups).ravel()
+    except ValueError:  # ragged nesting
+        raise InputError(f"`groups` must be a flat sequence of item ids, got "
+                         f"{groups!r:.60}.") from None
+
+
 def estimate_icc(values: object, groups: object) -> float:
     """One-way random-effects ANOVA estimate of the intra-class correlation, in [0, 1].
 
@@ -201,7 +209,7 @@ def estimate_icc(values: object, groups: object) -> float:
     differences of an item with m evaluations is ``m·σ²·(1 + (m − 1)·ICC)``.
     """
     y = as_float_array(values, "values", empty=True).ravel()
-    g = np.asarray(groups).ravel()
+    g = _item_ids(groups)
     if y.size != g.size or y.size == 0:
         raise InputError(
             f"`values` and `groups` must be non-empty and of equal length, got {y.size} "

@@ -180,6 +180,9 @@ def power_curve(
     import pandas as pd
 
     delta = check_effect(effect)
+    for name, values in (("n_values", n_values), ("discordances", discordances)):
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+            raise InputError(f"`{name}` must be a sequence of numbers, got {values!r:.60}.")
     if len(n_values) == 0 or len(discordances) == 0:
         raise InputError("`n_values` and `discordances` must not be empty.")
     ns = [check_int(v, "n_values", low=1) for v in n_values]

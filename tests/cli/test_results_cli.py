@@ -199,7 +199,8 @@ def test_analysis_only_version_end_to_end(tmp_path: Path, capsys) -> None:
     rng = np.random.default_rng(3)
     rows = [{"condition": c, "seed": s, "eval_noise": n, "noise_seed": 0,
              "item_id": f"i{k}", "correct": int(rng.random() < p - n)}
-            for c, p in (("A", 0.8), ("B", 0.6)) for s in (0, 1) for n in (0.0, 0.1)
+            for c, p in (("A", 0.8), ("B", 0.6), ("C", 0.5)) for s in (0, 1)
+            for n in (0.0, 0.1)
             for k in range(30)]
     outcomes = pd.DataFrame(rows)
     outcomes = outcomes.drop(outcomes.index[(outcomes["condition"] == "B")
@@ -218,6 +219,9 @@ def test_analysis_only_version_end_to_end(tmp_path: Path, capsys) -> None:
     assert "analysis-only version" in shown and f"source: {src}" in shown
     assert re.search(r"^A +10% +\S+ +\[\S+, \S+\] 90% +\S+ +\[\S+, \S+\] 90%$", shown, re.M)
     assert re.search(r"^\d+ dropped outcome\(s\): see .*dropped\.csv$", shown, re.M)
+    # three conditions: the omnibus test has 2 degrees of freedom
+    assert re.search(r"^ +10% +3 +\S.* +\d+(\.\d+)? +2 +\S+$", shown.split(
+        "Omnibus test per noise level")[1], re.M)
     report = (out / "analysis" / "v1" / "report.md").read_text()
     assert "**Analysis-only version.**" in report.split("\n## ")[0]
     assert "## Dropped outcomes" in report and "| i7 |" in report

@@ -43,7 +43,7 @@ def test_report_from_synthetic_tables(tables, meta, tmp_path: Path) -> None:
     assert "95%" not in text
     assert "- **interval levels**: 90% (hypotheses, multiplicity-adjusted: 90%–97.5%)" in text
     assert ("| H1 | claim H1 | fwd − base > 5.0 pp (accuracy at 5% noise) | +12.0 | "
-            "[7.0, 17.0] 97.5% | seeds x items bootstrap (bca) | 0.03 | VERIFIED |") in text
+            "[7.0, 17.0] 97.5% | seeds x items bootstrap (bca) | 0.0300 | VERIFIED |") in text
     assert "| H4 | claim H4 | \\|fwd − base\\| < 5.0 pp (clean accuracy) |" in text
     assert "| H5 | claim H5 | bwd − base > 0.0 pp (accuracy at 10% noise) | - | " \
            "(2 needed cell(s) missing) |" in text
@@ -61,7 +61,8 @@ def test_report_from_synthetic_tables(tables, meta, tmp_path: Path) -> None:
     assert "pairwise comparison? Each row answers: _do the conditions differ at all?_" in text
     assert "| 0% | base | fwd | 3 | 40 | 12 | 5 | 70.0 | 60.0 | +10.0 | [2.0, 18.0] 90% |" \
            in text
-    assert "_do a and b differ in accuracy on the same items?_" in text
+    assert ("_do a and b differ in accuracy on the same items?_ Intervals of a − b: seeds x "
+            "items bootstrap (bca).") in text
 
 
 def test_analysis_only_version_is_marked_in_the_header(tables, meta, tmp_path: Path,
@@ -143,3 +144,43 @@ def test_report_from_the_committed_version(tmp_path: Path) -> None:
         assert (tmp_path / rel).stat().st_size > 10_000
     assert {p: p.stat().st_mtime_ns for p in V1.rglob("*")} == before
     assert verify(version).ok
+
+
+def test_per_row_questions_and_interval_methods_when_they_differ(tables, meta, tmp_path: Path,
+                                                                  no_figures: None) -> None:
+    tests = tables["tests"].copy()
+    tests.loc[0, ["question", "ci_method"]] = ["another question", "percentile"]
+    text = write_report(tmp_path, {**tables, "tests": tests}, meta).read_text()
+    section = text.split("## Paired comparisons")[1]
+    assert "Each row answers" not in section and "Intervals of a − b" not in section
+    assert ("| question | noise | a | b | strata | items | a only | b only | acc a % | "
+            "acc b % | a − b (pp) | interval | interval method | test |") in section
+    assert "| another question | 0% | base | fwd |" in section
+    assert "| [2.0, 18.0] 90% | percentile | stratified McNemar (clustered) |" in section
+
+
+def test_injected_noise_is_reported_and_silent_cells_are_named(tables, meta, tmp_path: Path,
+                                                               no_figures: None) -> None:
+    cells = [(c, s, n, ns) for c in ("base", "fwd") for s in (0, 1)
+             for n, ns in ((0.0, 0), (0.05, 0), (0.05, 1))]
+    outcomes = pd.DataFrame([{"condition": c, "seed": s, "eval_noise": n, "noise_seed": ns,
+                              "item_id": "i0", "correct": 1} for c, s, n, ns in cells])
+    outcomes.to_parquet(tmp_path / "outcomes.parquet")
+    injected = [cell for cell in cells if cell[2] > 0 and cell != ("fwd", 1, 0.05, 1)]
+    pd.DataFrame([{"condition": c, "seed": s, "eval_noise": n, "noise_seed": ns, "layer": layer,
+                   "op": "linear", "phase": "forward", "count": count,
+                   "rms_noise_ratio": ratio, "target_scale": 0.05}
+                  for c, s, n, ns in injected
+                  for layer, count, ratio in ((0, 10, 0.04), (1, 30, 0.06))]
+                 ).to_parquet(tmp_path / "injections.parquet")
+    text = write_report(tmp_path, tables, meta).read_text()
+    assert "## Inference noise as injected" in text
+    # 8 noisy cells, 7 with injections of 40 each; ratio weighted by counts: 0.055
+    assert "| 5% | 8 | 7 | 280 | 0.055 | 0.05 |" in text
+    assert ("**1 noisy cell(s) recorded no injection**: fwd seed 1 at 5% noise (noise seed 1)"
+            in text)
+
+
+def test_no_injection_section_without_injection_counts(tables, meta, tmp_path: Path,
+                                                       no_figures: None) -> None:
+    assert "Inference noise as injected" not in write_report(tmp_path, tables, meta).read_text()

@@ -27,7 +27,7 @@ def test_hypothesis_rows_format_and_explain_missing_estimates(tables) -> None:
     assert rows["H1"] == {
         "id": "H1", "claim": "fwd − base > 5.0 pp (accuracy at 5% noise)", "estimate": "+12.0",
         "interval": "[7.0, 17.0] 97.5%", "ci_method": "seeds x items bootstrap (bca)",
-        "pvalue_adjusted": "0.03", "verdict": "VERIFIED", "reason": "decided by the interval"}
+        "pvalue_adjusted": "0.0300", "verdict": "VERIFIED", "reason": "decided by the interval"}
     assert rows["H5"]["estimate"] == "-"
     assert rows["H5"]["interval"] == "(2 needed cell(s) missing)"
     assert hypothesis_rows(None) == []
@@ -61,3 +61,12 @@ def test_views_tolerate_pandas_na() -> None:
                                                                         dtype="string")})
     (row,) = hypothesis_rows(hyp)
     assert (row["estimate"], row["interval"], row["reason"]) == ("-", "-", "-")
+
+
+@pytest.mark.parametrize("p, text", [(0.03, "0.0300"), (1.0, "1.00"), (0.5, "0.500"),
+                                     (0.0218, "0.0218"), (2.8e-29, "2.80e-29"),
+                                     (0.0, "0"), (float("nan"), "-")])
+def test_pvalues_keep_three_significant_digits(p: float, text: str) -> None:
+    from robuststats._format import fmt_p
+
+    assert fmt_p(p) == text

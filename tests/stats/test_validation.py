@@ -308,8 +308,6 @@ def test_fuzz_estimate_discordance(x, y):
             pass
 
 
-@pytest.mark.xfail(reason="power_curve takes non-sequences (TypeError) and estimate_icc "
-                          "ragged lists (ValueError) without InputError", strict=False)
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_prob, st.one_of(st.lists(st.floats(0, 1), max_size=3), garbage),
        st.one_of(st.lists(st.integers(1, 3000), max_size=3), garbage))

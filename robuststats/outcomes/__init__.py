@@ -1,0 +1,55 @@
+"""The outcomes table: the one schema every experiment ends in, and every statistic reads.
+
+One row per ``(condition, seed, eval_noise, noise_seed, item_id)`` with ``correct`` in
+{0, 1} and an optional ``score`` (``docs/architecture.md``). This module is the only place
+that knows the schema. It reads the table from any source, validates it, finds its holes
+and aligns conditions item by item. Torch-free, and it never imports the statistics.
+
+Holes come in two kinds:
+
+* a *missing cell*: a whole ``(condition, seed, eval_noise, noise_seed)`` evaluation is
+  absent (it failed or was never run). Expected cells come from the study plan or, without
+  one, from the cross product present in the data (:func:`missing_cells`);
+* a *missing item*: a cell exists but lacks an item that other cells have.
+
+:func:`align` has an explicit policy for both: ``holes="raise"`` names the exact
+condition, seed, noise level, noise seed and item; ``holes="drop"`` removes the seed or the
+item from every aligned condition and keeps a record of what it dropped (``Aligned.dropped``,
+columns of the glossary's ``dropped`` table).
+"""
+
+
+from __future__ import annotations
+
+from robuststats.outcomes._align import Aligned, align, align_series
+from robuststats.outcomes._holes import Completed, complete, missing_cells
+from robuststats.outcomes._read import read_outcomes, validate_outcomes
+from robuststats.outcomes._schema import (
+    CELL_KEY,
+    COLUMNS,
+    DEFAULTS,
+    DROPPED_COLUMNS,
+    DTYPES,
+    HOLE_POLICIES,
+    KEY,
+    empty_outcomes,
+)
+
+__all__ = [
+    "CELL_KEY",
+    "COLUMNS",
+    "DEFAULTS",
+    "DROPPED_COLUMNS",
+    "DTYPES",
+    "HOLE_POLICIES",
+    "KEY",
+    "Aligned",
+    "Completed",
+    "align",
+    "align_series",
+    "complete",
+    "empty_outcomes",
+    "missing_cells",
+    "read_outcomes",
+    "validate_outcomes",
+]
