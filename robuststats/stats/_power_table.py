@@ -181,7 +181,12 @@ def power_curve(
 
     delta = check_effect(effect)
     for name, values in (("n_values", n_values), ("discordances", discordances)):
-        if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        # a 0-d array has __len__ yet no length: ask for one, do not guess from attributes
+        try:
+            sized = not isinstance(values, (str, bytes)) and len(values) >= 0
+        except TypeError:
+            sized = False
+        if not sized:
             raise InputError(f"`{name}` must be a sequence of numbers, got {values!r:.60}.")
     if len(n_values) == 0 or len(discordances) == 0:
         raise InputError("`n_values` and `discordances` must not be empty.")
