@@ -24,6 +24,7 @@ import numpy as np
 from robuststats.errors import InputError, did_you_mean
 
 __all__ = [
+    "as_aligned_outcomes",
     "as_float_array",
     "as_outcomes",
     "as_probabilities",
@@ -253,3 +254,17 @@ def check_same_shape(arrays: dict[str, np.ndarray], layout: str) -> None:
         names = " and ".join(f"`{k}`" for k in arrays)
         raise InputError(f"{names} must be aligned outcomes of the same shape {layout}, "
                          f"got {desc}.")
+
+
+def as_aligned_outcomes(arrays: dict[str, object]) -> list[np.ndarray]:
+    """Outcome arrays of the same shape, each as ``(n_seeds, n_items)``.
+
+    ``arrays`` maps each argument's name to its value, so a mismatch names both shapes.
+    """
+    out = [as_outcomes(value, name) for name, value in arrays.items()]
+    if len({a.shape for a in out}) > 1:
+        desc = ", ".join(f"`{k}` {a.shape}" for k, a in zip(arrays, out))
+        raise InputError(
+            f"inputs must be aligned (same seeds and items in the same order), got {desc}."
+        )
+    return [a if a.ndim == 2 else a[None, :] for a in out]

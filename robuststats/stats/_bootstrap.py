@@ -33,7 +33,7 @@ import pandas as pd
 from scipy import special
 
 from robuststats._validation import (
-    as_outcomes,
+    as_aligned_outcomes,
     check_choice,
     check_confidence_level,
     check_n_resamples,
@@ -147,14 +147,7 @@ _QUANTITIES = {
 
 
 def _aligned(arrays: dict[str, object]) -> list[np.ndarray]:
-    out = [as_outcomes(v, k) for k, v in arrays.items()]
-    shapes = {a.shape for a in out}
-    if len(shapes) > 1:
-        desc = ", ".join(f"`{k}` {a.shape}" for k, a in zip(arrays, out))
-        raise InputError(
-            f"inputs must be aligned (same seeds and items in the same order), got {desc}."
-        )
-    return [a if a.ndim == 2 else a[None, :] for a in out]
+    return as_aligned_outcomes(arrays)
 
 
 def _bootstrap_iv(arrays, confidence_level, n_resamples, method, rng, methods):

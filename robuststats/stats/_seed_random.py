@@ -59,7 +59,12 @@ import numpy as np
 import pandas as pd
 from scipy import special, stats
 
-from robuststats._validation import as_outcomes, check_choice, check_confidence_level, check_number
+from robuststats._validation import (
+    as_aligned_outcomes,
+    check_choice,
+    check_confidence_level,
+    check_number,
+)
 from robuststats.errors import InputError
 from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning, tidy_row
 from robuststats.stats._evidence import Evidence, normal_evidence
@@ -219,16 +224,9 @@ class SeedRandomResult:
 # --- input handling ------------------------------------------------------------------
 
 def _matrices(arrays: dict[str, object]) -> list[np.ndarray]:
-    out = [as_outcomes(v, name) for name, v in arrays.items()]
-    shapes = {a.shape for a in out}
-    if len(shapes) > 1:
-        desc = ", ".join(f"`{k}` {a.shape}" for k, a in zip(arrays, out))
-        raise InputError(
-            f"inputs must be aligned (same seeds and items in the same order), got {desc}."
-        )
-    mats = [a if a.ndim == 2 else a[None, :] for a in out]
+    mats = as_aligned_outcomes(arrays)
     if mats[0].shape[1] < 2:
-        raise InputError(f"at least 2 items are needed, got shape {out[0].shape}.")
+        raise InputError(f"at least 2 items are needed, got shape {np.shape(next(iter(arrays.values())))}.")
     return mats
 
 
