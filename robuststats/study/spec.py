@@ -36,7 +36,7 @@ from pydantic import (
 )
 
 from robuststats.engine import NoiseSpec
-from robuststats.errors import InputError, closest_match
+from robuststats.errors import InputError, closest_match, did_you_mean
 from robuststats.stats._multiplicity import MULTIPLICITY_METHODS
 from robuststats.study.spec_fields import (
     AQN,
@@ -236,21 +236,22 @@ class StudySpec(_Strict):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> StudySpec:
-        conds = set(self.conditions)
+        conds = list(self.conditions)
         levels = self.evaluation.noise_levels
-        ref = self.analysis.reference
-        if ref is not None and ref not in conds:
-            raise KeyedError(("analysis", "reference"), f"unknown condition {ref!r}; "
-                             f"the study defines {sorted(conds)}")
+
+        def condition(path: KeyPath, name: str | None) -> None:
+            if name is not None and name not in conds:
+                raise KeyedError(path, f"unknown condition {name!r}{did_you_mean(name, conds)}; "
+                                 f"the study defines {conds}")
+
+        condition(("analysis", "reference"), self.analysis.reference)
         seen: set[str] = set()
         for i, h in enumerate(self.hypotheses):
             if h.id in seen:
                 raise KeyedError(("hypotheses", i, "id"), f"duplicate hypothesis id {h.id!r}")
             seen.add(h.id)
             for key in ("a", "b"):
-                if getattr(h, key) not in conds:
-                    raise KeyedError(("hypotheses", i, key), f"unknown condition "
-                                     f"{getattr(h, key)!r}; the study defines {sorted(conds)}")
+                condition(("hypotheses", i, key), getattr(h, key))
             if h.eval_noise not in levels:
                 raise KeyedError(("hypotheses", i, "eval_noise"), f"{h.eval_noise!r} is not one "
                                  f"of the evaluation noise levels {levels}")

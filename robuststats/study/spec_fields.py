@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import PlainSerializer, PlainValidator
 
+from robuststats._validation import check_keys
 from robuststats.engine import AQNSchedule, NoiseSpec
 from robuststats.errors import InputError
 from robuststats.stats._hypotheses import Hypothesis
@@ -58,13 +59,19 @@ def _hypothesis(value: Any) -> Hypothesis:
         return value
     if not isinstance(value, Mapping):
         raise KeyedError((), f"must be a mapping, got {type(value).__name__}")
+    keys = _field_names(Hypothesis)
+    try:
+        # an unknown key first: a misspelt key also explains a "missing" one
+        check_keys(value, f"hypothesis {value.get('id', '?')!r}", keys)
+    except InputError as exc:
+        raise keyed(exc, keys) from None
     for key in _HYPOTHESIS_REQUIRED:
         if key not in value:
             raise KeyedError((), f"missing required key {key!r}")
     try:
         return Hypothesis.from_dict(value)
     except InputError as exc:
-        raise keyed(exc, _field_names(Hypothesis)) from None
+        raise keyed(exc, keys) from None
 
 
 def _to_dict(value: Any) -> Any:

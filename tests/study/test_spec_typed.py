@@ -71,11 +71,24 @@ def test_noise_and_aqn_errors_name_the_nested_key_and_line(tmp_path: Path, old: 
      r"hypotheses\.0\.eval_noise \(line 20\): retention needs a noisy level"),
     ("    b: A\n", "    b: B\n", r"hypotheses\.0\.a \(line 18\): `a` and `b` must differ"),
     ("    margin: 0\n", "", r"hypotheses\.0 \(line 16\): missing required key 'margin'"),
+    ("    margin: 0\n", "    margn: 0\n",
+     r"hypotheses\.0\.margn \(line 22\): unknown key 'margn' \(did you mean 'margin'\?\)"),
 ])
 def test_hypothesis_errors_name_the_key_and_line(tmp_path: Path, old: str, new: str,
                                                  message: str) -> None:
     with pytest.raises(InputError, match=message):
         StudySpec.from_file(write(tmp_path, GOOD.replace(old, new)))
+
+
+def test_unknown_condition_names_get_a_did_you_mean(tmp_path: Path) -> None:
+    text = GOOD.replace("    a: B\n", "    a: BB\n")
+    with pytest.raises(InputError, match=r"hypotheses\.0\.a \(line 18\): unknown condition 'BB' "
+                                         r"\(did you mean 'B'\?\); the study defines \['A', 'B'\]"):
+        StudySpec.from_file(write(tmp_path, text))
+    text = GOOD.replace("multiplicity: fdr_bh", "multiplicity: fdr_bh\n  reference: AA")
+    with pytest.raises(InputError, match=r"analysis\.reference \(line 25\): unknown condition "
+                                         r"'AA' \(did you mean 'A'\?\)"):
+        StudySpec.from_file(write(tmp_path, text))
 
 
 def test_duplicate_hypothesis_id_and_retention_without_clean_level(tmp_path: Path) -> None:
