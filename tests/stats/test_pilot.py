@@ -317,3 +317,13 @@ def test_icc_and_pilot_validation() -> None:
         read_pilot(_outcomes(), eval_noise=-1)
     with pytest.raises(InputError, match=r"`eval_noise` must be a finite number, got nan"):
         read_pilot(_outcomes(), eval_noise=float("nan"))
+
+
+def test_read_pilot_reads_a_result_version_directory(tmp_path: Path) -> None:
+    version = tmp_path / "v1"
+    version.mkdir()
+    _outcomes(conditions=("E8b", "E8c")).to_parquet(version / "outcomes.parquet")
+    pairs = read_pilot(version, conditions=["E8c", "E8b"])
+    assert pairs.conditions == ("E8c", "E8b") and pairs.x.shape == (2, 50)
+    with pytest.raises(InputError, match=r"holds neither outcomes.parquet"):
+        read_pilot(tmp_path)
