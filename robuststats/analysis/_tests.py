@@ -20,7 +20,7 @@ from robuststats.outcomes import align
 
 QUESTION_MODELS = "do these trained models differ on these items? (models fixed)"
 QUESTION_OMNIBUS = ("do the trained models of these conditions differ at all on these "
-                    "items? (models fixed)")
+                    "items? (models fixed, items as clusters)")
 
 
 def _conditions_at(out: pd.DataFrame, level: float) -> list[str]:
@@ -47,9 +47,10 @@ def omnibus_table(out: pd.DataFrame, opts: Any, drops: list[pd.DataFrame]) -> pd
             continue
         strata = align(out, conditions, level, by="stratum", holes="drop")
         drops.append(strata.dropped)
-        x = np.stack([strata.values[c].ravel() for c in conditions])
+        # items recur in every stratum: clustered by item, like the pairwise McNemar tests
+        x = np.stack([strata.values[c] for c in conditions]).astype(int)
         with quiet_degenerate():
-            res = stats.cochran_q(x)
+            res = stats.cochran_q(x, clustered=True)
         rows.append({"eval_noise": level, "n_conditions": len(conditions),
                      "n_seeds": len({r[0] for r in strata.rows}),
                      "n_items": len(strata.item_ids), "question": QUESTION_OMNIBUS,
@@ -97,11 +98,8 @@ def pairwise_tests(out: pd.DataFrame, opts: Any, drops: list[pd.DataFrame]) -> p
     tests = pd.DataFrame(rows)
     if tests.empty:
         return tests
-    if opts.multiplicity == "none":
-        tests["pvalue_adjusted"] = tests["pvalue"]
-    else:
-        tests["pvalue_adjusted"] = np.asarray(
-            stats.adjust_pvalues(tests["pvalue"].to_numpy(), method=opts.multiplicity), float)
+    tests["pvalue_adjusted"] = np.asarray(
+        stats.adjust_pvalues(tests["pvalue"].to_numpy(), method=opts.multiplicity), float)
     tests["multiplicity"] = opts.multiplicity
     tests["alpha"] = float(opts.alpha)
     tests["reject"] = tests["pvalue_adjusted"] < opts.alpha

@@ -73,8 +73,9 @@ __all__ = [
 #: format of the resolved spec written into run directories and manifests
 SPEC_FORMAT = 1
 
-#: ``analysis.multiplicity``: the methods of :func:`robuststats.stats.adjust_pvalues`, or none
-MULTIPLICITY_CHOICES: tuple[str, ...] = (*MULTIPLICITY_METHODS, "none")
+#: ``analysis.multiplicity``: the methods of :func:`robuststats.stats.adjust_pvalues`
+#: ("none" included)
+MULTIPLICITY_CHOICES: tuple[str, ...] = tuple(MULTIPLICITY_METHODS)
 
 _NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
 
