@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -140,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
                 "confidence_level": opts.confidence_level,
                 "multiplicity": opts.multiplicity}
         version = write_version(args.out, name, outcomes, analysis, meta)
-        print(f"results: {version.path}", file=__import__("sys").stderr)
+        print(f"results: {version.path}", file=sys.stderr)
     return 0
 
 

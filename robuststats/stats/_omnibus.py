@@ -47,6 +47,7 @@ from robuststats.stats._common import DegenerateDataWarning, tidy_row
 
 __all__ = ["CochranQResult", "cochran_q"]
 
+PLAIN_METHOD = "Cochran's Q (chi-squared)"
 CLUSTERED_METHOD = "item-clustered Cochran's Q (chi-squared)"
 
 
@@ -76,7 +77,7 @@ class CochranQResult:
     pvalue: float
     n_blocks: int
     n_conditions: int
-    method: str = "Cochran's Q (chi-squared)"
+    method: str = PLAIN_METHOD
 
     def to_frame(self) -> pd.DataFrame:
         """One row in the glossary's ``omnibus`` columns that the test knows
@@ -144,6 +145,14 @@ def _clustered_q(x3: np.ndarray) -> tuple[float, int]:
     return float(max(t @ np.linalg.pinv(v) @ t, 0.0)), rank
 
 
+def _uninformative(what: str, k: int, n_blocks: int, method: str) -> CochranQResult:
+    """Statistic 0 and p = 1, with a warning, when no block carries information."""
+    warnings.warn(f"{what} has no information; returning statistic 0 and p = 1.",
+                  DegenerateDataWarning, stacklevel=3)
+    return CochranQResult(statistic=0.0, dof=k - 1, pvalue=1.0, n_blocks=n_blocks,
+                          n_conditions=k, method=method)
+
+
 def cochran_q(x: object, *, clustered: bool = False) -> CochranQResult:
     """Cochran's Q test of equal accuracy of k conditions on the same blocks.
 
@@ -178,26 +187,15 @@ def cochran_q(x: object, *, clustered: bool = False) -> CochranQResult:
     if clustered:
         q, dof = _clustered_q(x3)
         if dof == 0:
-            warnings.warn(
-                f"no item's outcomes differ between the {k} conditions: the clustered "
-                "Cochran's Q has no information; returning statistic 0 and p = 1.",
-                DegenerateDataWarning,
-                stacklevel=2,
-            )
-            return CochranQResult(statistic=0.0, dof=k - 1, pvalue=1.0, n_blocks=n_blocks,
-                                  n_conditions=k, method=CLUSTERED_METHOD)
+            return _uninformative(f"no item's outcomes differ between the {k} conditions: "
+                                  "the clustered Cochran's Q", k, n_blocks, CLUSTERED_METHOD)
         return CochranQResult(statistic=q, dof=dof, pvalue=float(special.chdtrc(dof, q)),
                               n_blocks=n_blocks, n_conditions=k, method=CLUSTERED_METHOD)
     informative = arr.min(axis=0) != arr.max(axis=0)
     if not informative.any():
-        warnings.warn(
-            f"no block of the {n_blocks} differs between the {k} conditions: Cochran's Q "
-            "has no information; returning statistic 0 and p = 1.",
-            DegenerateDataWarning,
-            stacklevel=2,
-        )
-        return CochranQResult(statistic=0.0, dof=k - 1, pvalue=1.0, n_blocks=n_blocks,
-                              n_conditions=k)
+        return _uninformative(f"no block of the {n_blocks} differs between the {k} "
+                              "conditions: Cochran's Q", k, n_blocks,
+                              PLAIN_METHOD)
     q = max(_pingouin_q(arr[:, informative]), 0.0)
     return CochranQResult(statistic=q, dof=k - 1, pvalue=float(special.chdtrc(k - 1, q)),
                           n_blocks=n_blocks, n_conditions=k)
