@@ -53,6 +53,9 @@ GLOSSARY: Mapping[str, str] = {
     "ci_method": "how the interval was computed",
     # tests
     "question": "the question the row's test answers",
+    "role": "decision: the test that decides reject (seeds random with several training "
+            "seeds); diagnostic: a test kept for the record that decides nothing (the "
+            "models-fixed McNemar test beside a seed-random decision)",
     "test": "the test that produced statistic and pvalue",
     "statistic": "the test statistic (never an estimate)",
     "dof": "degrees of freedom of the test statistic",
@@ -60,7 +63,7 @@ GLOSSARY: Mapping[str, str] = {
     "pvalue_adjusted": "p-value adjusted for multiplicity within the table's family",
     "multiplicity": "multiplicity procedure applied to the family (holm, fdr_bh, ..., none)",
     "alpha": "significance level of reject",
-    "reject": "pvalue_adjusted < alpha",
+    "reject": "pvalue_adjusted < alpha, on deciding rows (empty on diagnostic rows)",
     # hypotheses
     "id": "hypothesis identifier from the study file",
     "statement": "the hypothesis in words",
@@ -84,10 +87,10 @@ TABLE_COLUMNS: Mapping[str, tuple[str, ...]] = {
     "seeds": ("condition", "seed", "eval_noise", "accuracy", "retention"),
     "omnibus": ("eval_noise", "n_conditions", "n_seeds", "n_items", "question", "test",
                 "statistic", "dof", "pvalue"),
-    "tests": ("eval_noise", "a", "b", "n_strata", "n_items", "n_a_only", "n_b_only",
-              "accuracy_a", "accuracy_b", "estimate", "ci_low", "ci_high", "ci_level",
-              "ci_method", "question", "test", "statistic", "pvalue", "pvalue_adjusted",
-              "multiplicity", "alpha", "reject"),
+    "tests": ("eval_noise", "a", "b", "role", "n_seeds", "n_strata", "n_items", "n_a_only",
+              "n_b_only", "accuracy_a", "accuracy_b", "estimate", "ci_low", "ci_high",
+              "ci_level", "ci_method", "question", "test", "statistic", "dof", "pvalue",
+              "pvalue_adjusted", "multiplicity", "alpha", "reject"),
     "hypotheses": ("id", "statement", "metric", "a", "b", "eval_noise", "relation", "margin",
                    "estimate", "ci_low", "ci_high", "ci_level", "ci_method", "pvalue",
                    "pvalue_adjusted", "multiplicity", "verdict", "reason"),

@@ -61,6 +61,9 @@ def normalize_table(name: str, df: pd.DataFrame, *,
     if ("ci_low" in out.columns and "ci_level" not in out.columns
             and confidence_level is not None):
         out = out.assign(ci_level=float(confidence_level))
+    if name == "tests" and "role" not in out.columns and len(out.columns):
+        # before the seed-random test, every row of the tests table decided `reject`
+        out = out.assign(role="decision")
     declared = [c for c in TABLE_COLUMNS.get(name, ()) if c in out.columns]
     return out[declared + [c for c in out.columns if c not in declared]]
 
