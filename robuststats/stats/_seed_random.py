@@ -32,6 +32,14 @@ Truncating the seed component at 0 as well (``V = MS_item/(kn)`` on ``n − 1`` 
 ``MS_seed < MS_resid``) was tried and rejected: with 3 seeds it rejects 7–8 % at a nominal
 5 %, because the small-``MS_seed`` samples are exactly those with a large t and a large ν.
 
+Floor. ``V`` is never taken below ``MS_item/(kn)``, the variance of the grand mean with the
+trained models fixed and items as clusters (the variance behind the clustered McNemar test):
+the question about procedures carries the models question's uncertainty and more. The floor
+binds only when ``MS_seed < MS_resid``; the degrees of freedom stay those above. Without it,
+the delta-method influence values of a retention difference can have seed sums that cancel
+exactly (a seed without a correct clean item), giving ``V ≈ 0`` and an interval that excludes
+0 on the strength of one discordant pair.
+
 Discordant pairs. For 0/1 outcomes (or means over m noise seeds, scaled by m) the row sums of
 ``L = x − y`` are integers; with ``|Σ L| ≤ 1`` (pooled exact McNemar p-value 1) they give
 ``(kn)² V ≥ kn·MS_seed ≥ 1``, so ``|t| ≤ 1`` and every interval at a level ≥ 68.3 % covers 0.
@@ -165,6 +173,11 @@ def crossed_variance(values: object) -> CrossedVariance:
     # total (a noisy, near-zero item term); the seed-level term alone has k − 1 df, so ν is
     # bounded below there (the t test on per-seed means is the limiting case)
     dof = max(dof, float(k - 1))
+    # floor: never below the models-fixed variance of the mean with items as clusters,
+    # MS_item/(kn) (what the clustered McNemar test uses); the procedures question contains
+    # the models question's uncertainty. It binds only when MS_seed < MS_resid, and keeps
+    # influence values whose seed sums cancel by chance from deciding on one discordant pair
+    total = max(total, ms_item)
     return CrossedVariance(
         variance=total / kn, dof=float(dof), ms_seed=ms_seed, ms_item=ms_item,
         ms_resid=ms_resid, var_seed=max(ms_seed - ms_resid, 0.0) / n,
@@ -482,9 +495,10 @@ def seed_random_evidence(result: SeedRandomResult, detail: str) -> Evidence:
     if result.method == _METHOD_TANGO:
         raise InputError("one seed of 0/1 outcomes: use the Tango evidence of the verdicts.")
     if not se > 0.0:
-        half = result.confidence_interval.high - est
-        if not math.isfinite(half):
-            half = est - result.confidence_interval.low
+        # no spread: the score-type fallback; its interval may be clipped at a bound of the
+        # quantity (e.g. acc_a − acc_b = 1) on one side, never on both
+        ci = result.confidence_interval
+        half = max((h for h in (ci.high - est, est - ci.low) if math.isfinite(h)), default=0.0)
         return normal_evidence(est, half, result.confidence_level, result.method, detail)
 
     def interval(level: float) -> ConfidenceInterval:
