@@ -11,19 +11,22 @@ no Python loop runs over resamples. Outcomes of 0/1 or proportions ``i/L`` are s
 integers (:func:`lattice_scale`), and the totals are then exact integers: statistics built
 from them compare exactly (ties in BCa), whatever the order of summation.
 
-How the totals are drawn, fastest first (each is the same distribution as drawing
-``n_items`` items with replacement):
+How the totals are drawn (each way has exactly the distribution of drawing ``n_items``
+items with replacement, jointly for every input and seed):
 
-* Few distinct item patterns (an item's column of outcomes over every input and seed, at
-  most 2, 4 or 16 for one seed of 0/1 outcomes): the counts of the patterns are one
-  multinomial draw per resample, ``Multinomial(n, f_p / n)``, so the cost does not grow
-  with the number of items.
-* Otherwise item indices are drawn (``rng.integers``) and gathered from tables in which
-  the integer outcomes of several inputs are packed into the bit fields of one ``uint64``
-  (fields are wide enough that the sum over ``n`` draws cannot carry): one gather and one
-  sum per table. With several seeds the seed counts are drawn first; resamples sharing a
-  seed-count vector share one table of ``Σ_s S_s X_si`` (there are ``C(2k−1, k)``
-  vectors, 126 for 5 seeds), otherwise each seed's row is a field of its own.
+* Items with the same pattern (their column of outcomes over every input and seed) are
+  interchangeable. The number of draws landing on each common pattern (at least
+  ``_PATTERN_MIN`` items) and on the remaining items, pooled, is one multinomial draw per
+  resample, ``Multinomial(n, (f_1, …, f_P, n_rest) / n)``; the draws that land on the pool
+  are then drawn uniformly among its items. One seed of 0/1 outcomes has at most 2, 4 or 16
+  patterns, so its cost does not grow with the number of items.
+* Item indices (``rng.integers``, uint16) are gathered from tables in which the integer
+  outcomes of several inputs share one ``uint64``, each in a bit field wide enough that the
+  sum over ``n`` draws cannot carry into the next: one gather and one sum per table.
+* With several seeds the seed counts are drawn first. Resamples with the same seed-count
+  vector share the weighted outcomes ``Σ_s S_s X_si`` (there are ``C(2k − 1, k)`` vectors,
+  126 for 5 seeds), which have few patterns again; with many distinct vectors every seed's
+  row is a field of its own and the seed counts are applied to the per-seed sums.
 """
 
 from __future__ import annotations
@@ -191,7 +194,7 @@ def _mixed_sums(rows: np.ndarray, size: int, rng: np.random.Generator, counting:
     probs = np.append(freq[common], rare.size) / n
     tables = _packed_tables(rows[:, rare], counting, n) if rare.size else []
     out = np.empty((size, f))
-    block = max(1, _BLOCK_DRAWS // max(common.size + 1, rare.size * rare.size // n, 1))
+    block = max(1, _BLOCK_DRAWS // max(common.size + 1, rare.size))  # rare draws: ~rare.size
     for start in range(0, size, block):
         stop = min(size, start + block)
         counts = rng.multinomial(n, probs, size=stop - start)
