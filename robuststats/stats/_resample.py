@@ -276,24 +276,30 @@ def jackknife_influence(matrices: Sequence[np.ndarray], statistic) -> tuple[np.n
     """Jackknife influence values of ``statistic(means)`` over items and over seeds.
 
     ``statistic`` maps an array ``(..., m)`` of means to ``(...)``. Returns ``(U_items,
-    U_seeds)`` with ``U_j = (N − 1)(θ̄_(·) − θ_(j))`` (Efron & Tibshirani 1993, eq. 14.15);
-    ``U_seeds`` is empty for a single seed.
+    U_seeds)`` with ``U_j = (N − 1)(θ̄_(·) − θ_(j))`` (Efron & Tibshirani 1993, eq. 14.15),
+    θ̄_(·) over the defined leave-one-out values; ``U_seeds`` is empty for a single seed.
     """
     stacked = np.stack(matrices)  # (m, k, n)
     _, k, n = stacked.shape
     totals = stacked.sum(axis=(1, 2))  # (m,)
+
+    def influence(theta: np.ndarray, size: int) -> np.ndarray:
+        # a leave-one-out value can be undefined (a ratio over a clean total of 0): it is
+        # left out of the mean and its own influence value is not finite
+        finite = np.isfinite(theta)
+        if not finite.any():
+            return np.full(theta.shape, np.nan)
+        with np.errstate(invalid="ignore"):
+            return (size - 1) * (theta[finite].mean() - theta)
+
     u_items = np.zeros(0)
     if n > 1:
         col = stacked.sum(axis=1).T  # (n, m)
-        loo = (totals[None, :] - col) / (k * (n - 1))
-        theta = statistic(loo)
-        u_items = (n - 1) * (np.nanmean(theta) - theta)
+        u_items = influence(statistic((totals[None, :] - col) / (k * (n - 1))), n)
     u_seeds = np.zeros(0)
     if k > 1:
         row = stacked.sum(axis=2).T  # (k, m)
-        loo = (totals[None, :] - row) / ((k - 1) * n)
-        theta = statistic(loo)
-        u_seeds = (k - 1) * (np.nanmean(theta) - theta)
+        u_seeds = influence(statistic((totals[None, :] - row) / ((k - 1) * n)), k)
     return u_items, u_seeds
 
 

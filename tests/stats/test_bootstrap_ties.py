@@ -9,13 +9,16 @@ integer totals of the very same resamples (``resampled_totals`` with the same se
 
 from __future__ import annotations
 
+import warnings
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from scipy import special
 
-from robuststats.stats import bootstrap_difference
+from robuststats.stats import DegenerateDataWarning, bootstrap_difference
 from robuststats.stats._bootstrap import fit_bootstrap
 from robuststats.stats._bootstrap_ci import BootstrapFit
 from robuststats.stats._resample import jackknife_influence, resampled_totals
@@ -185,3 +188,49 @@ def test_interval_tie_rule_reaches_public_functions():
     res = bootstrap_difference(x, y, n_resamples=B, rng=3)
     assert res.estimate == 0.1
     assert np.count_nonzero(res.bootstrap_distribution == 0.1) > 300
+
+
+# --- any outcome table: the fit's ties and sides equal the exact fraction counts ---------
+
+@st.composite
+def _tables(draw):
+    k = draw(st.integers(1, 4))
+    n = draw(st.integers(2, 12))
+    scale = draw(st.sampled_from([1, 1, 3]))  # 0/1 outcomes, or thirds
+    cells = st.integers(0, scale)
+    mats = [np.array(draw(st.lists(cells, min_size=k * n, max_size=k * n)), dtype=float)
+            .reshape(k, n) / scale for _ in range(4)]
+    assume(mats[0].sum() > 0 and mats[2].sum() > 0)
+    return mats
+
+
+@settings(max_examples=60, deadline=None)
+@given(mats=_tables(), quantity=st.sampled_from(["difference", "retention",
+                                                 "retention_difference"]))
+def test_ties_and_sides_match_exact_fractions_on_any_table(mats, quantity):
+    inputs = {"difference": mats[:2], "retention": mats[:2],
+              "retention_difference": mats}[quantity]
+    k, n = inputs[0].shape
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        fit, _ = fit_bootstrap(quantity, inputs, method="bca", n_resamples=300,
+                               rng=np.random.default_rng(0))
+    scale = 3 if any(np.any((m != 0) & (m != 1)) for m in inputs) else 1
+    scaled = np.rint(np.stack(inputs) * scale)
+    totals = resampled_totals(scaled, 300, np.random.default_rng(0))
+
+    def theta(t):
+        t = [int(v) for v in t]
+        if quantity == "difference":
+            return Fraction(t[0] - t[1], scale * k * n)
+        if 0 in (t[0], t[len(t) - 2]):
+            return None  # undefined ratio: dropped by the fit
+        if quantity == "retention":
+            return Fraction(t[1], t[0])
+        return Fraction(t[1], t[0]) - Fraction(t[3], t[2])
+
+    target = theta(scaled.sum(axis=(1, 2)))
+    vals = [v for v in (theta(t) for t in totals) if v is not None]
+    assert fit.boot.size == len(vals)
+    assert np.count_nonzero(fit.boot == fit.estimate) == sum(v == target for v in vals)
+    assert np.count_nonzero(fit.boot < fit.estimate) == sum(v < target for v in vals)
