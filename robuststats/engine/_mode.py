@@ -1,7 +1,8 @@
 """A `TorchFunctionMode` that reaches functional ops: matmul, bmm, softmax, silu, gelu.
 
 It sees ``torch.matmul``, ``a @ b`` (``Tensor.__matmul__`` arrives as ``Tensor.matmul``),
-``torch.bmm``, ``F.softmax``/``Tensor.softmax``, ``F.silu`` (what ``nn.SiLU`` and
+``torch.mm``, ``torch.addmm`` and ``torch.einsum`` (booked as ``matmul``), ``torch.bmm`` and
+``torch.baddbmm`` (booked as ``bmm``), ``F.softmax``/``Tensor.softmax``, ``F.silu`` (what ``nn.SiLU`` and
 transformers' ``SiLUActivation`` call) and ``F.gelu``. The mode is entered only by a
 session that requests one of these ops, only in that session's thread, and it injects
 only while that session's model is running (so a softmax in user code between forward
@@ -30,8 +31,17 @@ def _funcs() -> dict[Any, str]:
         (torch.Tensor.matmul, "matmul"),
         (torch.Tensor.__matmul__, "matmul"),
         (torch.Tensor.__rmatmul__, "matmul"),
+        # other spellings of the same products (Bloom's attention uses baddbmm; Mamba-2
+        # mixers einsum): a preset that promises every matrix product must see them
+        (torch.mm, "matmul"),
+        (torch.Tensor.mm, "matmul"),
+        (torch.addmm, "matmul"),
+        (torch.Tensor.addmm, "matmul"),
+        (torch.einsum, "matmul"),
         (torch.bmm, "bmm"),
         (torch.Tensor.bmm, "bmm"),
+        (torch.baddbmm, "bmm"),
+        (torch.Tensor.baddbmm, "bmm"),
         (F.softmax, "softmax"),
         (torch.softmax, "softmax"),
         (torch.Tensor.softmax, "softmax"),
@@ -39,7 +49,8 @@ def _funcs() -> dict[Any, str]:
         (F.gelu, "gelu"),
     ]:
         table[obj] = op
-    for name, op in [("matmul", "matmul"), ("bmm", "bmm"), ("softmax", "softmax")]:
+    for name, op in [("matmul", "matmul"), ("mm", "matmul"), ("addmm", "matmul"),
+                     ("bmm", "bmm"), ("baddbmm", "bmm"), ("softmax", "softmax")]:
         base = getattr(torch._C, "TensorBase", None)
         if base is not None and hasattr(base, name):
             table[getattr(base, name)] = op

@@ -80,6 +80,8 @@ class NoiseSession:
         self._draws: dict[int, int] = defaultdict(int)
         self._replay: dict[int, list[Any]] = {}
         self.unreplayed = 0
+        #: product modules whose weights reached no visible matrix product: name → why
+        self.blind: dict[str, str] = {}
         self.mode: Any = None  # the session's TorchFunctionMode, when functional ops are requested
         self._devices = {p.device for p in model.parameters()} or {torch.device("cpu")}
 
@@ -359,12 +361,23 @@ class NoiseSession:
         return missing
 
     def scales_any(self, layer: int, phase: str) -> bool:
-        """Whether some requested op can reach ``layer`` in ``phase`` with a positive scale."""
+        """Whether ``layer`` must receive an injection in ``phase``: some module in it that
+        anchors a requested op (a linear or product module, a norm, an attention module,
+        an activation) has a positive scale there, after multipliers. Functional ops with
+        no module of their own (``matmul``, ``bmm``, a softmax outside attention) make a
+        layer required only when the spec names its ops explicitly: a preset does not
+        promise that every layer computes one (``nn.Sequential(Linear, ReLU, Linear)``)."""
         i = 0 if phase == "forward" else 1
+        for ly, op, name in self.map.sites:
+            if ly == layer and op in self.ops and self.scales(op, ly, name)[i] > 0:
+                return True
+        if isinstance(self.spec.ops, str):
+            return False
         path = self.map.layer_path(layer)
-        return any(self.scales(op, layer, path)[i] > 0 for op in self.ops) or any(
-            v > 0 for k, v in self._module_scales.items() if k.startswith(path + ".")
-        )
+        return any(op in _FUNCTIONAL and self.scales(op, layer, path)[i] > 0 for op in self.ops)
+
+
+_FUNCTIONAL = frozenset({"matmul", "bmm", "softmax", "silu", "gelu"})
 
 
 def _stream_seed(seed: int, phase: str, layer: int) -> int:
