@@ -145,10 +145,10 @@ class Injection:
         missing = session.verification_problems(required)
         if self.verify != "layers":
             ran = {"forward": session.forward_calls > 0, "backward": session.backward_ran}
-            for name, why in session.blind.items():
+            for what, why in session.blind.items():
                 for phase, on in ran.items():
                     if on and session.phase_scales[phase] > 0:
-                        missing.append((f"op 'linear' at module {name!r} ({why})", phase))
+                        missing.append((f"{what} ({why})", phase))
         if self.verify == "ops":
             missing = [m for m in missing if m[0].startswith("op ")]
         if missing:

@@ -70,11 +70,16 @@ class NoiseMode(TorchFunctionMode):
         self.inst = inst
         self.session = session
         self.ops = session.ops & FUNCTIONAL_OPS
+        # attention products requested: an sdpa call of the model's own (not the engine's
+        # attention function) hides them, and verification must say so
+        self.watch_sdpa = bool(session.ops & {"attention_scores", "attention_output"})
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
         op = _FUNCS.get(func)
         if op is None or op not in self.ops:
+            if func is F.scaled_dot_product_attention and self.watch_sdpa:
+                self._note_hidden_attention()
             return func(*args, **kwargs)
         s = self.session
         if self.inst.active() is not s or getattr(self.inst.tls, "in_attention", False):
@@ -84,3 +89,14 @@ class NoiseMode(TorchFunctionMode):
             return func(*args, **kwargs)
         name = s.map.layer_path(layer)
         return s.apply_op(op, layer, name, lambda *a: func(*a, **kwargs), tuple(args))
+
+    def _note_hidden_attention(self) -> None:
+        s = self.session
+        if self.inst.active() is not s or getattr(self.inst.tls, "in_attention", False):
+            return
+        layer = s.current_layer()
+        if layer is not None:
+            s.blind.setdefault(
+                f"op 'attention_scores' in F.scaled_dot_product_attention (layer {layer})",
+                "sdpa called by the model itself computes both attention products unseen",
+            )

@@ -173,11 +173,12 @@ def product_forward(inst: Installation, module: torch.nn.Module, prev: Any) -> A
         frame = _Frame(s, layer, name, weights)
         with ProductMode(frame):
             out = clean(*args, **kwargs)
+        where = f"op 'linear' at module {name!r}"
         if frame.opaque is not None:
-            s.blind.setdefault(name, f"its weights went into {frame.opaque}, whose matrix "
-                                     "products the engine cannot reach")
+            s.blind.setdefault(where, f"its weights went into {frame.opaque}, whose matrix "
+                                      "products the engine cannot reach")
         elif frame.products == 0 and not frame.used:
-            s.blind.setdefault(name, "its weights were used by no call the engine can see")
+            s.blind.setdefault(where, "its weights were used by no call the engine can see")
         return out
 
     return forward

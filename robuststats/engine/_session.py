@@ -80,7 +80,8 @@ class NoiseSession:
         self._draws: dict[int, int] = defaultdict(int)
         self._replay: dict[int, list[Any]] = {}
         self.unreplayed = 0
-        #: product modules whose weights reached no visible matrix product: name → why
+        #: matrix products that ran out of the engine's sight: what → why (a product
+        #: module's weights in an opaque kernel; the model's own sdpa call)
         self.blind: dict[str, str] = {}
         self.mode: Any = None  # the session's TorchFunctionMode, when functional ops are requested
         self._devices = {p.device for p in model.parameters()} or {torch.device("cpu")}

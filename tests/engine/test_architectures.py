@@ -352,3 +352,29 @@ def test_zero_module_multipliers_do_not_require_the_layer(ids, make_qwen) -> Non
                 model(ids)
             finally:
                 del model.model.layers[1].forward
+
+
+def test_sdpa_called_by_the_model_itself_fails_verification() -> None:
+    # a plain torch model whose attention is F.scaled_dot_product_attention: its two
+    # products cannot be reached, and matmul_only promises them
+    class Attn(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(16, 48)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    net = nn.Sequential(Attn(), Attn())
+    x = torch.randn(2, 5, 16)
+    with pytest.raises(InjectionVerificationError,
+                       match=r"op 'attention_scores' in F.scaled_dot_product_attention "
+                             r"\(layer 0\)"):
+        with torch.no_grad(), inject(net, NoiseSpec(scale=0.05)):
+            net(x)
+    # attention products not requested: nothing is hidden from this spec
+    spec = NoiseSpec(scale=0.05, ops=["linear", "matmul"])
+    with torch.no_grad(), inject(net, spec, verify=False) as s:
+        net(x)
+    assert s.count(op="linear") == 2 and s.blind == {}
