@@ -118,6 +118,15 @@ class ModelMap:
                          f"{did_you_mean(key, self.names.values())}.")
 
 
+def _hf_model(model: nn.Module) -> nn.Module | None:
+    """The transformers model: ``model`` itself, or the outermost transformers model
+    inside a plain wrapper (a value head, an RL policy wrapper)."""
+    for module in model.modules():
+        if hasattr(module, "config") and hasattr(type(module), "_supports_attention_backend"):
+            return module
+    return None
+
+
 def _hf_decoder(model: nn.Module) -> nn.Module | None:
     """The language model of a transformers model (``get_decoder()``), or None."""
     if not hasattr(model, "config"):
@@ -145,11 +154,12 @@ def _expected_layers(model: nn.Module) -> int | None:
 
 def _find_layer_list(model: nn.Module) -> tuple[str | None, list[nn.Module]]:
     names = {id(m): n for n, m in model.named_modules()}
-    decoder = _hf_decoder(model)
+    hf = _hf_model(model)
+    decoder = _hf_decoder(hf) if hf is not None else None
     if decoder is not None and id(decoder) in names:
         # the language model's own list, mixed classes allowed (Jamba: attention and Mamba
         # layers); its length is the config's num_hidden_layers when the config says so
-        expected = _expected_layers(model)
+        expected = _expected_layers(hf)  # type: ignore[arg-type]
         lists = [
             (n, m) for n, m in decoder.named_modules()
             if isinstance(m, nn.ModuleList) and len(m) > 0
@@ -197,8 +207,9 @@ def build_model_map(model: nn.Module) -> ModelMap:
     names: dict[int, str] = {}
     layer_of: dict[int, int] = {}
     mm = ModelMap(prefix, len(layer_modules), layer_modules, names, layer_of)
-    mm.hf_config = getattr(model, "config", None)
-    mm.attention_backend = bool(getattr(type(model), "_supports_attention_backend", False))
+    hf = _hf_model(model)
+    mm.hf_config = getattr(hf if hf is not None else model, "config", None)
+    mm.attention_backend = bool(getattr(type(hf), "_supports_attention_backend", False))
     mm.entry_modules = _entry_modules(model, prefix)
     # named_modules is depth-first, so a block is seen before its children
     stack: list[tuple[str, int]] = []

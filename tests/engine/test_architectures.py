@@ -32,7 +32,8 @@ MAMBA2 = dict(mamba_n_heads=4, mamba_d_head=16, mamba_n_groups=1, mamba_d_state=
 ARCHS: dict[str, dict] = {
     "llama": {}, "mistral": {}, "qwen2": {}, "qwen3": dict(head_dim=8),
     "gemma": dict(head_dim=8), "gemma2": dict(head_dim=8), "gemma3_text": dict(head_dim=8),
-    "phi3": {}, "phi": {}, "gpt2": dict(n_positions=64), "gpt_neox": {},
+    "phi3": {}, "phi": {}, "gpt_neox": {},
+    "gpt2": dict(n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
     "opt": dict(ffn_dim=64, word_embed_proj_dim=32),
     "falcon": dict(new_decoder_architecture=True, num_kv_heads=2),
     "bloom": dict(n_head=4), "olmo2": {}, "starcoder2": {}, "stablelm": {}, "granite": {},
@@ -226,10 +227,12 @@ def test_hybrid_layer_list_mixes_classes() -> None:
         "JambaAttentionDecoderLayer", "JambaMambaDecoderLayer"}
 
 
-def test_hybrid_gradient_checkpointing_replays_noise(ids) -> None:
-    # without a layer list the recompute drew fresh noise: a 60 % gradient error, visible
-    # only in session.unreplayed
-    model = tiny_lm("jamba")
+@pytest.mark.parametrize("arch", ["jamba", "qwen2_moe", "gpt2"])
+def test_gradient_checkpointing_replays_noise(arch, ids) -> None:
+    # Jamba: without a layer list the recompute drew fresh noise, a 60 % gradient error
+    # visible only in session.unreplayed. MoE experts and Conv1D: product modules are
+    # recomputed under their own mode and must replay too.
+    model = tiny_lm(arch)
     model.train()
     spec = NoiseSpec(scale=0.05, phases="both", seed=3)
 
@@ -378,3 +381,24 @@ def test_sdpa_called_by_the_model_itself_fails_verification() -> None:
     with torch.no_grad(), inject(net, spec, verify=False) as s:
         net(x)
     assert s.count(op="linear") == 2 and s.blind == {}
+
+
+def test_model_inside_a_plain_wrapper(ids, make_qwen) -> None:
+    # a value-head wrapper (as RL libraries build): same layers, attention still switched
+    class ValueHead(nn.Module):
+        def __init__(self, lm: nn.Module) -> None:
+            super().__init__()
+            self.pretrained_model = lm
+            self.v_head = nn.Linear(32, 1)
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            out = self.pretrained_model(ids, output_hidden_states=True)
+            return self.v_head(out.hidden_states[-1])
+
+    net = ValueHead(make_qwen("sdpa"))
+    mm = build_model_map(net)
+    assert mm.layer_prefix == "pretrained_model.model.layers" and mm.attention_backend
+    with torch.no_grad(), inject(net, NoiseSpec(scale=0.05)) as s:
+        net(ids)
+    assert s.count(op="attention_scores") == 3 and s.count(op="linear") == 23
+    assert net.pretrained_model.config._attn_implementation == "sdpa"
