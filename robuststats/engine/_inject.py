@@ -55,7 +55,9 @@ def _check_attention_reachable(spec: NoiseSpec, mm: ModelMap, model: nn.Module) 
 def _features(spec: NoiseSpec, mm: ModelMap) -> set[str]:
     ops = set(spec.op_set)
     features = set()
-    if "linear" in ops and (mm.linears or mm.product_modules):
+    # weight products belong to `linear` only: with `matmul`/`bmm` requested, the wrappers
+    # also keep a Linear subclass's `x @ W.T` and a product module's products out of them
+    if ops & {"linear", "matmul", "bmm"} and (mm.linears or mm.product_modules):
         features.add("linear")
     if ops & {"rms_norm", "layer_norm"} and mm.norm_modules:
         features.add("norm")

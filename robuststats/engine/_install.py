@@ -205,7 +205,7 @@ def _linear_forward(inst: Installation, module: nn.Module, prev: Any) -> Any:
             return clean(x)
         fs, bs = s.scales("linear", layer, name)
         if fs == 0.0 and bs == 0.0:
-            return clean(x)
+            return clean(x) if plain else hidden(x)
         if plain:
             return s.apply_op(
                 "linear", layer, name, lambda x_, w_: F.linear(x_, w_, self.bias),

@@ -169,7 +169,12 @@ def product_forward(inst: Installation, module: torch.nn.Module, prev: Any) -> A
             return clean(*args, **kwargs)
         fs, bs = s.scales("linear", layer, name)
         if fs == 0.0 and bs == 0.0:
-            return clean(*args, **kwargs)
+            # no linear noise here, but a session mode for matmul/bmm may be on: the
+            # module's weight products are still not matmuls, so keep them from it
+            if s.mode is None:
+                return clean(*args, **kwargs)
+            with ProductMode(_Frame(None, layer, name, weights)):
+                return clean(*args, **kwargs)
         frame = _Frame(s, layer, name, weights)
         with ProductMode(frame):
             out = clean(*args, **kwargs)

@@ -402,3 +402,27 @@ def test_model_inside_a_plain_wrapper(ids, make_qwen) -> None:
         net(ids)
     assert s.count(op="attention_scores") == 3 and s.count(op="linear") == 23
     assert net.pretrained_model.config._attn_implementation == "sdpa"
+
+
+@pytest.mark.parametrize(("arch", "n_matmul"), [("gpt2", 4), ("falcon", 4)])
+def test_weight_products_are_never_booked_as_matmul(arch, n_matmul, ids) -> None:
+    # GPT-2's Conv1D (addmm) and FalconLinear (x @ W.T) multiply weights: `linear`, never
+    # `matmul`, also when only `matmul` is requested (then they stay clean)
+    model = tiny_lm(arch)
+    with torch.no_grad(), inject(model, NoiseSpec(scale=0.05, ops=["matmul"])) as s:
+        model(ids)
+    assert s.count(op="matmul") == n_matmul and s.count(op="linear") == 0
+    off = {"lm_head": 0.0, "transformer.h.0": 0.0}
+    with torch.no_grad(), inject(model, NoiseSpec(scale=0.05, layer_scales=off)) as s:
+        model(ids)
+    # layer 1: 4 weight products and the 2 attention products, each once
+    assert s.count(layer=0) == 0 and s.count(layer=1) == 6
+    assert s.count(op="linear", layer=1) == 4
+
+
+def test_batched_experts_are_never_booked_as_bmm(ids) -> None:
+    model = tiny_lm("qwen2_moe")
+    model.set_experts_implementation("batched_mm")
+    with torch.no_grad(), inject(model, NoiseSpec(scale=0.05, ops=["bmm"]), verify=False) as s:
+        out = model(ids).logits
+    assert s.count() == 0 and torch.equal(out, model(ids).logits)
