@@ -54,7 +54,12 @@ def _amax(y: torch.Tensor) -> torch.Tensor:
 
 def _quant_fp8(y: torch.Tensor, kind: str) -> torch.Tensor:
     dtype = _FP8[kind]
-    c = torch.finfo(dtype).max / _amax(y)
+    fmax = torch.finfo(dtype).max
+    # c = fmax / max|y| must stay finite: for an all-zero (or sub-1e-36) tensor, fmax / tiny
+    # overflows to inf and 0·inf = NaN. Clamping max|y| at fmax / float32-max keeps c
+    # finite; such a tensor then quantizes exactly (zero stays zero).
+    amax = y.detach().abs().amax().float().clamp_min(fmax / torch.finfo(torch.float32).max)
+    c = fmax / amax
     yf = y.float()
     return ((yf * c).to(dtype).float() / c).to(y.dtype)
 

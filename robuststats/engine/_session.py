@@ -80,6 +80,9 @@ class NoiseSession:
         self._draws: dict[int, int] = defaultdict(int)
         self._replay: dict[int, list[Any]] = {}
         self.unreplayed = 0
+        #: matrix products that ran out of the engine's sight: what → why (a product
+        #: module's weights in an opaque kernel; the model's own sdpa call)
+        self.blind: dict[str, str] = {}
         self.mode: Any = None  # the session's TorchFunctionMode, when functional ops are requested
         self._devices = {p.device for p in model.parameters()} or {torch.device("cpu")}
 
@@ -254,6 +257,14 @@ class NoiseSession:
             return y
         recompute = in_backward()
         tracked = y.requires_grad and torch.is_grad_enabled()
+        if y.dtype in LOW_PRECISION:
+            with torch.no_grad():
+                out, realised, yf = self._low_precision(y, scale, self._forward_gen(layer, y.device))
+                if not recompute:
+                    self._record(layer, op, "forward", yf, realised, 1.0)
+                if not tracked:
+                    return y.copy_(out)
+            return _StraightThrough.apply(y, out)
         with torch.no_grad():
             e, alpha = self._error(y, scale, self._forward_gen(layer, y.device))
             if not recompute:
@@ -271,7 +282,12 @@ class NoiseSession:
             self.late_backward += 1
             return grad
         with torch.no_grad():
-            e, alpha = self._error(grad, scale, self._gen("backward", layer, grad.device))
+            g = self._gen("backward", layer, grad.device)
+            if grad.dtype in LOW_PRECISION:
+                out, realised, gf = self._low_precision(grad, scale, g)
+                self._record(layer, op, "backward", gf, realised, 1.0)
+                return out
+            e, alpha = self._error(grad, scale, g)
             self._record(layer, op, "backward", grad, e, alpha)
             # never in place: autograd may hand the same gradient buffer to several inputs
             return torch.add(grad, e, alpha=alpha)
@@ -287,11 +303,26 @@ class NoiseSession:
             return e.mul_(y), scale
         return error_tensor(self.kind, y, scale, g), 1.0
 
+    def _low_precision(
+        self, y: torch.Tensor, scale: float, g: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A bf16/fp16 result: the error is computed in fp32 from the fp32 value of ``y``
+        and the sum is rounded once to ``y``'s dtype. Returns ``(noisy, realised, y_fp32)``
+        with ``realised`` = noisy − y in fp32: what survived the rounding (an error below
+        half an ulp of ``y`` rounds away, and the statistics must say so)."""
+        yf = y.detach().float()
+        e, alpha = self._error(yf, scale, g)
+        out = torch.add(yf, e, alpha=alpha).to(y.dtype)
+        return out, out.float().sub_(yf), yf
+
     def _record(
         self, layer: int, op: str, phase: str, y: torch.Tensor, e: torch.Tensor, alpha: float
     ) -> None:
         key = (layer, op, phase)
-        norms = torch.stack((torch.linalg.vector_norm(y), torch.linalg.vector_norm(e) * alpha))
+        # norms in at least fp32: an fp16 norm overflows past 65504 (→ inf/inf = NaN)
+        dtype = torch.float32 if y.dtype in LOW_PRECISION else None
+        norms = torch.stack((torch.linalg.vector_norm(y, dtype=dtype),
+                             torch.linalg.vector_norm(e, dtype=dtype) * alpha))
         norms = norms.double().square_()
         with self._lock:
             self._counts[key] += 1
@@ -359,12 +390,39 @@ class NoiseSession:
         return missing
 
     def scales_any(self, layer: int, phase: str) -> bool:
-        """Whether some requested op can reach ``layer`` in ``phase`` with a positive scale."""
+        """Whether ``layer`` must receive an injection in ``phase``: some module in it that
+        anchors a requested op (a linear or product module, a norm, an attention module,
+        an activation) has a positive scale there, after multipliers. Functional ops with
+        no module of their own (``matmul``, ``bmm``, a softmax outside attention) make a
+        layer required only when the spec names its ops explicitly: a preset does not
+        promise that every layer computes one (``nn.Sequential(Linear, ReLU, Linear)``)."""
         i = 0 if phase == "forward" else 1
+        for ly, op, name in self.map.sites:
+            if ly == layer and op in self.ops and self.scales(op, ly, name)[i] > 0:
+                return True
+        if isinstance(self.spec.ops, str):
+            return False
         path = self.map.layer_path(layer)
-        return any(self.scales(op, layer, path)[i] > 0 for op in self.ops) or any(
-            v > 0 for k, v in self._module_scales.items() if k.startswith(path + ".")
-        )
+        return any(op in _FUNCTIONAL and self.scales(op, layer, path)[i] > 0 for op in self.ops)
+
+
+_FUNCTIONAL = frozenset({"matmul", "bmm", "softmax", "silu", "gelu"})
+
+
+#: Output dtypes whose noise is computed in fp32 and rounded once (see ``_low_precision``).
+LOW_PRECISION = frozenset({torch.float16, torch.bfloat16})
+
+
+class _StraightThrough(torch.autograd.Function):
+    """Forward: ``noisy`` (a constant); backward: the gradient goes to ``y`` unchanged."""
+
+    @staticmethod
+    def forward(ctx: Any, y: torch.Tensor, noisy: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return noisy
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        return grad, None
 
 
 def _stream_seed(seed: int, phase: str, layer: int) -> int:
