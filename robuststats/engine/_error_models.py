@@ -3,7 +3,7 @@
 Every model returns the *error* tensor ``e`` (so the noisy result is ``y + e``); the
 session adds it in place where autograd allows and records ``‖e‖² / ‖y‖²``.
 
-Stochastic models (draw from the session's own ``torch.Generator``):
+Stochastic models (draw from the session's own noise streams, ``_rng.NoiseStream``):
 
 - ``relative_gaussian``: ``e = s·|y|·ε``, ε ~ N(0, 1). Same law as ``y·(1 + s·ε)`` because
   ``sign(y)·ε`` is again N(0, 1); RMS relative error = s.
@@ -34,6 +34,7 @@ from collections.abc import Callable
 import torch
 
 from robuststats._validation import check_choice, check_number
+from robuststats.engine._rng import NoiseStream, randn
 from robuststats.errors import InputError
 
 __all__ = ["ERROR_MODELS", "FORMATS", "compute_error", "error_tensor", "quantize"]
@@ -120,13 +121,18 @@ def _quantize(y: torch.Tensor, kind: str) -> torch.Tensor:
     return _quant_mxfp4(y)
 
 
-def _relative_gaussian(y: torch.Tensor, s: float, g: torch.Generator | None) -> torch.Tensor:
-    e = torch.randn(y.shape, generator=g, dtype=y.dtype, device=y.device)
+# ``g``: the session's NoiseStream (parallel, thread-count independent) or, through the
+# public ``compute_error``, a plain torch.Generator
+Gen = NoiseStream | torch.Generator | None
+
+
+def _relative_gaussian(y: torch.Tensor, s: float, g: Gen) -> torch.Tensor:
+    e = randn(y.shape, g, y.dtype, y.device)
     return e.mul_(y.detach().abs()).mul_(s)
 
 
-def _absolute_gaussian(y: torch.Tensor, s: float, g: torch.Generator | None) -> torch.Tensor:
-    return torch.randn(y.shape, generator=g, dtype=y.dtype, device=y.device).mul_(s)
+def _absolute_gaussian(y: torch.Tensor, s: float, g: Gen) -> torch.Tensor:
+    return randn(y.shape, g, y.dtype, y.device).mul_(s)
 
 
 def _systematic_bias(y: torch.Tensor, s: float, g: torch.Generator | None) -> torch.Tensor:
@@ -169,9 +175,7 @@ def compute_error(
     return error_tensor(kind, y, float(scale), generator)
 
 
-def error_tensor(
-    kind: str, y: torch.Tensor, scale: float, generator: torch.Generator | None
-) -> torch.Tensor:
+def error_tensor(kind: str, y: torch.Tensor, scale: float, generator: Gen) -> torch.Tensor:
     """:func:`compute_error` without validation, for the session's hot path (the session
     checked ``kind`` and ``scale`` once, through its ``NoiseSpec``)."""
     with torch.no_grad():

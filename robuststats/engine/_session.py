@@ -18,6 +18,7 @@ from robuststats._validation import check_choice, check_int
 from robuststats.engine._autograd import BackwardNoise
 from robuststats.engine._error_models import error_tensor
 from robuststats.engine._model_map import OUTSIDE, ModelMap
+from robuststats.engine._rng import NoiseStream
 from robuststats.engine._spec import ALL_OPS, PHASES, NoiseSpec
 from robuststats.errors import RobuststatsError
 
@@ -64,7 +65,7 @@ class NoiseSession:
             k: v for k, v in (spec.layer_scales or {}).items() if isinstance(k, int)
         }
         self._scale_cache: dict[tuple[str, int, str], tuple[float, float]] = {}
-        self._gens: dict[tuple[str, torch.device], torch.Generator] = {}
+        self._gens: dict[tuple[str, int, torch.device], NoiseStream] = {}
         self._lock = threading.Lock()
         self._counts: dict[tuple[int, str, str], int] = defaultdict(int)
         self._acc: dict[tuple[int, str, str], torch.Tensor] = {}
@@ -85,18 +86,18 @@ class NoiseSession:
 
     # --- randomness ------------------------------------------------------------------------
 
-    def _gen(self, phase: str, layer: int, device: torch.device) -> torch.Generator:
+    def _gen(self, phase: str, layer: int, device: torch.device) -> NoiseStream:
         """Each (phase, layer) has its own stream, so the noise of one layer does not depend
-        on which other layers are selected, and a checkpointed layer can be replayed alone."""
+        on which other layers are selected, and a checkpointed layer can be replayed alone.
+        Streams draw in parallel on CPU, identically for any thread count (``_rng``)."""
         key = (phase, layer, device)
         g = self._gens.get(key)
         if g is None:
-            g = torch.Generator(device=device)
-            g.manual_seed(_stream_seed(self.spec.seed, phase, layer))
+            g = NoiseStream(_stream_seed(self.spec.seed, phase, layer), device)
             self._gens[key] = g
         return g
 
-    def _forward_gen(self, layer: int, device: torch.device) -> torch.Generator:
+    def _forward_gen(self, layer: int, device: torch.device) -> NoiseStream:
         if not in_backward():
             self._draws[layer] += 1
             return self._gen("forward", layer, device)
@@ -109,17 +110,13 @@ class NoiseSession:
                 return self._gen("forward", layer, device)
             rec = saved.pop()
             states, n_draws = rec[0], rec[1]
-            gens = {}
-            for dev, state in states.items():
-                g = torch.Generator(device=dev)
-                g.set_state(state)
-                gens[dev] = g
+            seed = _stream_seed(self.spec.seed, "forward", layer)
+            gens = {dev: NoiseStream(seed, dev).set_state(state) for dev, state in states.items()}
             replay = self._replay[layer] = [gens, n_draws if n_draws is not None else 1 << 62]
         replay[1] -= 1
         g = replay[0].get(device)
         if g is None:
-            g = replay[0][device] = torch.Generator(device=device)
-            g.manual_seed(_stream_seed(self.spec.seed, "forward", layer))
+            g = replay[0][device] = NoiseStream(_stream_seed(self.spec.seed, "forward", layer), device)
         return g
 
     # --- layers and gradient checkpointing --------------------------------------------------
@@ -277,14 +274,13 @@ class NoiseSession:
             return torch.add(grad, e, alpha=alpha)
 
     def _error(
-        self, y: torch.Tensor, scale: float, g: torch.Generator
+        self, y: torch.Tensor, scale: float, g: NoiseStream
     ) -> tuple[torch.Tensor, float]:
         """``(e, alpha)`` with noisy result ``y + alpha·e``."""
         if self.kind == "relative_gaussian":
             # fused form of y·(1 + s·ε): e = ε·y in place on the fresh draw, alpha = s
             # (ε·y has the law of ε·|y|; no |y| temporary, one pass fewer than the naive form)
-            e = torch.randn(y.shape, generator=g, dtype=y.dtype, device=y.device)
-            return e.mul_(y), scale
+            return g.randn(y.shape, y.dtype).mul_(y), scale
         return error_tensor(self.kind, y, scale, g), 1.0
 
     def _record(
