@@ -83,6 +83,12 @@ class NoiseSession:
         self.unreplayed = 0
         self.mode: Any = None  # the session's TorchFunctionMode, when functional ops are requested
         self._devices = {p.device for p in model.parameters()} or {torch.device("cpu")}
+        # target 'inputs' / 'weights': the error model acts on the operands of products
+        self._operands: Any = None
+        if spec.target != "output":
+            from robuststats.engine._operands import OperandNoise
+
+            self._operands = OperandNoise(self)
 
     # --- randomness ------------------------------------------------------------------------
 
@@ -229,6 +235,8 @@ class NoiseSession:
         """Run ``fn(*tensors)`` as a noisy ``op``: backward noise on the gradients of every
         differentiable tensor input, forward noise on the output (straight-through)."""
         fs, bs = self.scales(op, layer, name)
+        if self._operands is not None:  # input quantization or static weight noise
+            return self._operands.run(op, layer, name, fn, tensors, fs) if fs > 0.0 else fn(*tensors)
         if bs > 0.0 and torch.is_grad_enabled():
             tensors = tuple(
                 BackwardNoise.apply(t, self, layer, op, bs)
@@ -286,14 +294,17 @@ class NoiseSession:
     def _record(
         self, layer: int, op: str, phase: str, y: torch.Tensor, e: torch.Tensor, alpha: float
     ) -> None:
-        key = (layer, op, phase)
         norms = torch.stack((torch.linalg.vector_norm(y), torch.linalg.vector_norm(e) * alpha))
-        norms = norms.double().square_()
+        self._book(layer, op, phase, norms.double().square_())
+
+    def _book(self, layer: int, op: str, phase: str, norms: torch.Tensor) -> None:
+        """Count one injection with squared norms ``(‖y‖², ‖e‖²)`` (a float64 device tensor)."""
+        key = (layer, op, phase)
         with self._lock:
             self._counts[key] += 1
             acc = self._acc.get(key)
             if acc is None:
-                self._acc[key] = norms
+                self._acc[key] = norms.clone()  # callers may pass a cached tensor
             else:
                 acc.add_(norms)
 
