@@ -59,8 +59,8 @@ if TYPE_CHECKING:  # static analysers see the real names
         stop_from_env,
     )
     from robuststats.engine._error_models import quantize  # noqa: F401
-    from robuststats.engine._quantize import fake_quantize  # noqa: F401
     from robuststats.engine._inject import Injection, inject, required_ops  # noqa: F401
+    from robuststats.engine._quantize import fake_quantize  # noqa: F401
     from robuststats.engine._session import InjectionVerificationError, NoiseSession  # noqa: F401
     from robuststats.engine._spec import (  # noqa: F401
         ALL_OPS,
