@@ -21,6 +21,7 @@ checkpointing needs to replay a layer's draws.
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
 from collections import OrderedDict
@@ -136,9 +137,14 @@ class _Pool:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._size = 0
+        self._pid = 0
 
     def get(self, n: int) -> ThreadPoolExecutor:
         with self._lock:
+            if self._pid != os.getpid():
+                # a forked child inherits the pool object but not its threads: submitting to
+                # it would wait forever, so the child builds its own
+                self._pool, self._pid = None, os.getpid()
             if self._pool is None or self._size != n:
                 if self._pool is not None:
                     self._pool.shutdown(wait=False)

@@ -106,3 +106,20 @@ def test_mix64_separates_parts() -> None:
     assert len(keys) == 4 * 2 * 31
     assert mix64(1, 2) != mix64(2, 1)
     assert np.uint64(mix64(3)) == np.uint64(mix64(3))
+
+
+def test_a_forked_child_gets_its_own_pool(threads) -> None:
+    # a forked child inherits the pool object without its threads; submitting to it would
+    # wait forever. (Forking a process whose OpenMP pool ran can hang in torch itself, so
+    # the pid check is tested directly.)
+    from robuststats.engine import _rng
+
+    threads(2)
+    NoiseStream(1).randn((3 * CHUNK,), torch.float32)
+    parent = _rng._POOL.get(1)
+    assert _rng._POOL.get(1) is parent
+    _rng._POOL._pid = -1  # as seen from a child: another process
+    child = _rng._POOL.get(1)
+    assert child is not parent
+    assert torch.equal(NoiseStream(2).randn((3 * CHUNK,), torch.float32),
+                       NoiseStream(2).randn((3 * CHUNK,), torch.float32))
