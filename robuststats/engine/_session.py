@@ -260,7 +260,15 @@ class NoiseSession:
         recompute = in_backward()
         tracked = y.requires_grad and torch.is_grad_enabled()
         with torch.no_grad():
-            e, alpha = self._error(y, scale, self._forward_gen(layer, y.device))
+            g = self._forward_gen(layer, y.device)
+            if (not tracked and self.kind == "relative_gaussian" and y.device.type == "cpu"
+                    and y.is_contiguous()):
+                # draw, multiply, measure and add chunk by chunk in parallel (bitwise equal)
+                norms = g.perturb_relative_(y, scale)
+                if not recompute:
+                    self._book(layer, op, "forward", norms)
+                return y
+            e, alpha = self._error(y, scale, g)
             if not recompute:
                 self._record(layer, op, "forward", y, e, alpha)
             if not tracked:

@@ -123,3 +123,31 @@ def test_a_forked_child_gets_its_own_pool(threads) -> None:
     assert child is not parent
     assert torch.equal(NoiseStream(2).randn((3 * CHUNK,), torch.float32),
                        NoiseStream(2).randn((3 * CHUNK,), torch.float32))
+
+
+@pytest.mark.parametrize("n", [1000, 3 * CHUNK + 7])
+def test_fused_relative_perturbation_is_bitwise_the_unfused_one(threads, n) -> None:
+    y = torch.randn(n, generator=torch.Generator().manual_seed(4))
+    for t in (1, 2):
+        threads(t)
+        fused = y.clone()
+        norms = NoiseStream(8).perturb_relative_(fused, 0.05)
+        e = NoiseStream(8).randn((n,), torch.float32).mul_(y)
+        assert torch.equal(fused, torch.add(y, e, alpha=0.05))
+        expected = torch.stack((y.double().norm(), 0.05 * e.double().norm())).square()
+        assert torch.allclose(norms, expected, rtol=1e-5)
+
+
+def test_session_noise_same_with_and_without_autograd() -> None:
+    # no_grad takes the fused in-place path, a tracked output the out-of-place one
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 4096, bias=False)
+    x = torch.eye(64)
+    spec = NoiseSpec(scale=0.05, ops=["linear"], seed=9)
+    with torch.no_grad(), inject(model, spec) as s1:
+        fused = model(x)
+    with inject(model, spec) as s2:
+        tracked = model(x)
+    assert tracked.requires_grad and torch.equal(fused, tracked.detach())
+    r1, r2 = s1.stats["rms_noise_ratio"].iloc[0], s2.stats["rms_noise_ratio"].iloc[0]
+    assert r1 == pytest.approx(r2, rel=1e-5) and r1 == pytest.approx(0.05, rel=0.02)
