@@ -18,6 +18,7 @@ from robuststats._validation import check_choice, check_int
 from robuststats.engine._autograd import BackwardNoise
 from robuststats.engine._error_models import error_tensor
 from robuststats.engine._model_map import OUTSIDE, ModelMap
+from robuststats.engine._rng import NoiseStream
 from robuststats.engine._spec import ALL_OPS, PHASES, NoiseSpec
 from robuststats.errors import RobuststatsError
 
@@ -64,7 +65,7 @@ class NoiseSession:
             k: v for k, v in (spec.layer_scales or {}).items() if isinstance(k, int)
         }
         self._scale_cache: dict[tuple[str, int, str], tuple[float, float]] = {}
-        self._gens: dict[tuple[str, torch.device], torch.Generator] = {}
+        self._gens: dict[tuple[str, int, torch.device], NoiseStream] = {}
         self._lock = threading.Lock()
         self._counts: dict[tuple[int, str, str], int] = defaultdict(int)
         self._acc: dict[tuple[int, str, str], torch.Tensor] = {}
@@ -85,21 +86,27 @@ class NoiseSession:
         self.blind: dict[str, str] = {}
         self.mode: Any = None  # the session's TorchFunctionMode, when functional ops are requested
         self._devices = {p.device for p in model.parameters()} or {torch.device("cpu")}
+        # target 'inputs' / 'weights': the error model acts on the operands of products
+        self._operands: Any = None
+        if spec.target != "output":
+            from robuststats.engine._operands import OperandNoise
+
+            self._operands = OperandNoise(self)
 
     # --- randomness ------------------------------------------------------------------------
 
-    def _gen(self, phase: str, layer: int, device: torch.device) -> torch.Generator:
+    def _gen(self, phase: str, layer: int, device: torch.device) -> NoiseStream:
         """Each (phase, layer) has its own stream, so the noise of one layer does not depend
-        on which other layers are selected, and a checkpointed layer can be replayed alone."""
+        on which other layers are selected, and a checkpointed layer can be replayed alone.
+        Streams draw in parallel on CPU, identically for any thread count (``_rng``)."""
         key = (phase, layer, device)
         g = self._gens.get(key)
         if g is None:
-            g = torch.Generator(device=device)
-            g.manual_seed(_stream_seed(self.spec.seed, phase, layer))
+            g = NoiseStream(_stream_seed(self.spec.seed, phase, layer), device)
             self._gens[key] = g
         return g
 
-    def _forward_gen(self, layer: int, device: torch.device) -> torch.Generator:
+    def _forward_gen(self, layer: int, device: torch.device) -> NoiseStream:
         if not in_backward():
             self._draws[layer] += 1
             return self._gen("forward", layer, device)
@@ -112,17 +119,13 @@ class NoiseSession:
                 return self._gen("forward", layer, device)
             rec = saved.pop()
             states, n_draws = rec[0], rec[1]
-            gens = {}
-            for dev, state in states.items():
-                g = torch.Generator(device=dev)
-                g.set_state(state)
-                gens[dev] = g
+            seed = _stream_seed(self.spec.seed, "forward", layer)
+            gens = {dev: NoiseStream(seed, dev).set_state(state) for dev, state in states.items()}
             replay = self._replay[layer] = [gens, n_draws if n_draws is not None else 1 << 62]
         replay[1] -= 1
         g = replay[0].get(device)
         if g is None:
-            g = replay[0][device] = torch.Generator(device=device)
-            g.manual_seed(_stream_seed(self.spec.seed, "forward", layer))
+            g = replay[0][device] = NoiseStream(_stream_seed(self.spec.seed, "forward", layer), device)
         return g
 
     # --- layers and gradient checkpointing --------------------------------------------------
@@ -235,6 +238,8 @@ class NoiseSession:
         """Run ``fn(*tensors)`` as a noisy ``op``: backward noise on the gradients of every
         differentiable tensor input, forward noise on the output (straight-through)."""
         fs, bs = self.scales(op, layer, name)
+        if self._operands is not None:  # input quantization or static weight noise
+            return self._operands.run(op, layer, name, fn, tensors, fs) if fs > 0.0 else fn(*tensors)
         if bs > 0.0 and torch.is_grad_enabled():
             tensors = tuple(
                 BackwardNoise.apply(t, self, layer, op, bs)
@@ -266,7 +271,15 @@ class NoiseSession:
                     return y.copy_(out)
             return _StraightThrough.apply(y, out)
         with torch.no_grad():
-            e, alpha = self._error(y, scale, self._forward_gen(layer, y.device))
+            g = self._forward_gen(layer, y.device)
+            if (not tracked and self.kind == "relative_gaussian" and y.device.type == "cpu"
+                    and y.is_contiguous()):
+                # draw, multiply, measure and add chunk by chunk in parallel (bitwise equal)
+                norms = g.perturb_relative_(y, scale)
+                if not recompute:
+                    self._book(layer, op, "forward", norms)
+                return y
+            e, alpha = self._error(y, scale, g)
             if not recompute:
                 self._record(layer, op, "forward", y, e, alpha)
             if not tracked:
@@ -293,14 +306,13 @@ class NoiseSession:
             return torch.add(grad, e, alpha=alpha)
 
     def _error(
-        self, y: torch.Tensor, scale: float, g: torch.Generator
+        self, y: torch.Tensor, scale: float, g: NoiseStream
     ) -> tuple[torch.Tensor, float]:
         """``(e, alpha)`` with noisy result ``y + alpha·e``."""
         if self.kind == "relative_gaussian":
             # fused form of y·(1 + s·ε): e = ε·y in place on the fresh draw, alpha = s
             # (ε·y has the law of ε·|y|; no |y| temporary, one pass fewer than the naive form)
-            e = torch.randn(y.shape, generator=g, dtype=y.dtype, device=y.device)
-            return e.mul_(y), scale
+            return g.randn(y.shape, y.dtype).mul_(y), scale
         return error_tensor(self.kind, y, scale, g), 1.0
 
     def _low_precision(
@@ -318,17 +330,20 @@ class NoiseSession:
     def _record(
         self, layer: int, op: str, phase: str, y: torch.Tensor, e: torch.Tensor, alpha: float
     ) -> None:
-        key = (layer, op, phase)
         # norms in at least fp32: an fp16 norm overflows past 65504 (→ inf/inf = NaN)
         dtype = torch.float32 if y.dtype in LOW_PRECISION else None
         norms = torch.stack((torch.linalg.vector_norm(y, dtype=dtype),
                              torch.linalg.vector_norm(e, dtype=dtype) * alpha))
-        norms = norms.double().square_()
+        self._book(layer, op, phase, norms.double().square_())
+
+    def _book(self, layer: int, op: str, phase: str, norms: torch.Tensor) -> None:
+        """Count one injection with squared norms ``(‖y‖², ‖e‖²)`` (a float64 device tensor)."""
+        key = (layer, op, phase)
         with self._lock:
             self._counts[key] += 1
             acc = self._acc.get(key)
             if acc is None:
-                self._acc[key] = norms
+                self._acc[key] = norms.clone()  # callers may pass a cached tensor
             else:
                 acc.add_(norms)
 

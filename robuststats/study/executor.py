@@ -142,7 +142,7 @@ def _model_for(ledger: RunLedger, spec: StudySpec, job: TrainJob) -> tuple[Any, 
 
 def _evaluate(model: Any, task: Any, items: list[Any], spec: StudySpec, cell: Cell,
               *, external: bool) -> Any:
-    noise = spec.evaluation.noise(cell.eval_noise, cell.noise_seed)
+    noise = spec.cell_noise(cell.condition, cell.eval_noise, cell.noise_seed)
     batch = spec.evaluation.batch_size
     own = getattr(model, "evaluate", None)
     if external and own is not None:

@@ -38,6 +38,7 @@ from pydantic import (
 from robuststats.engine import NoiseSpec
 from robuststats.errors import InputError, closest_match, did_you_mean
 from robuststats.stats._multiplicity import MULTIPLICITY_METHODS
+from robuststats.study.eval_kinds import EVALUATION_KINDS, check_kind
 from robuststats.study.spec_fields import (
     AQN,
     HypothesisField,
@@ -100,6 +101,18 @@ class ConditionSpec(_Strict):
     description: str = ""
     train_noise: TrainNoise = None
     aqn: AQN = None
+    #: evaluate this condition under another error model than ``evaluation.kind`` (a name of
+    #: ``robuststats.study.eval_kinds.EVALUATION_KINDS``), at the same noise levels
+    eval_kind: str | None = None
+
+    @field_validator("eval_kind")
+    @classmethod
+    def _eval_kind(cls, v: str | None) -> str | None:
+        if v is not None and v not in EVALUATION_KINDS:
+            close = closest_match(v, EVALUATION_KINDS)
+            hint = f" (did you mean {close!r}?)" if close else ""
+            raise ValueError(f"must be one of {', '.join(map(repr, EVALUATION_KINDS))}{hint}")
+        return v
 
     _written: dict[str, Any] = PrivateAttr(default_factory=dict)
 
@@ -114,7 +127,10 @@ class ConditionSpec(_Strict):
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
         values = {"train_noise": self.train_noise, "aqn": self.aqn}
-        return {**handler(self), **written_forms(self._written, values)}
+        data = {**handler(self), **written_forms(self._written, values)}
+        if data.get("eval_kind") is None:
+            data.pop("eval_kind", None)  # absent when unused: older studies keep their hash
+        return data
 
 
 class EvaluationSpec(_Strict):
@@ -146,21 +162,37 @@ class EvaluationSpec(_Strict):
     @model_validator(mode="after")
     def _engine_accepts(self) -> EvaluationSpec:
         try:
-            NoiseSpec(scale=0.0, kind=self.kind, ops=self.ops)
+            entry = check_kind(self.kind)
+            if entry.uses_ops:
+                NoiseSpec(scale=0.0, kind=self.kind, ops=self.ops)
         except InputError as exc:
             raise keyed(exc, ("kind", "ops")) from None
+        if not entry.level_is_scale and sum(x > 0 for x in self.noise_levels) > 1:
+            raise KeyedError(("noise_levels",), f"kind {self.kind!r} is a number format: every "
+                             f"positive level evaluates the format itself, so give one "
+                             f"positive level, got {self.noise_levels}")
         return self
 
     def noise_seed_list(self) -> list[int]:
         return _seeds_of(self.noise_seeds)
 
-    def noise(self, eval_noise: float, noise_seed: int) -> NoiseSpec | None:
-        """The inference noise of one cell: forward only, ``scale`` = the level; ``None``
-        for the clean level 0."""
-        if eval_noise == 0.0:
-            return None
-        return NoiseSpec(scale=float(eval_noise), kind=self.kind, ops=self.ops,
-                         phases="forward", seed=int(noise_seed))
+    def noise(self, eval_noise: float, noise_seed: int, *,
+              kind: str | None = None) -> NoiseSpec | None:
+        """The inference noise of one cell: forward only; ``None`` for the clean level 0.
+
+        ``kind`` (default ``evaluation.kind``) is a name of
+        :data:`~robuststats.study.eval_kinds.EVALUATION_KINDS`: for an engine error model
+        the level is its ``scale`` on ``evaluation.ops``; a number format is applied at
+        full strength on its own ops.
+        """
+        return check_kind(kind or self.kind).spec(float(eval_noise), int(noise_seed), self.ops)
+
+    def draws(self, eval_noise: float, kind: str | None = None) -> list[int]:
+        """Noise seeds of the cells at ``eval_noise``: one (``0``) when the outcome cannot
+        depend on the seed (the clean level, a deterministic error model)."""
+        if eval_noise == 0.0 or check_kind(kind or self.kind).deterministic:
+            return [0]
+        return self.noise_seed_list()
 
 
 class AnalysisSpec(_Strict):
@@ -294,6 +326,14 @@ class StudySpec(_Strict):
     # ------------------------------------------------------------------ resolution
     def seed_list(self) -> list[int]:
         return _seeds_of(self.seeds)
+
+    def eval_kind(self, condition: str) -> str:
+        """The evaluation error model of ``condition`` (its ``eval_kind`` or ``evaluation.kind``)."""
+        return self.conditions[condition].eval_kind or self.evaluation.kind
+
+    def cell_noise(self, condition: str, eval_noise: float, noise_seed: int) -> NoiseSpec | None:
+        """The NoiseSpec of one cell (``None`` when clean)."""
+        return self.evaluation.noise(eval_noise, noise_seed, kind=self.eval_kind(condition))
 
     def with_overrides(self, *, seeds: int | None = None, n_items: int | None = None,
                        noise_seeds: int | None = None) -> StudySpec:
