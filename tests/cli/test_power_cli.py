@@ -33,15 +33,16 @@ def _run(main, capsys, *argv: str) -> tuple[int, str, str]:
 def test_effect_alone_prints_table_over_discordance(main, capsys) -> None:
     code, out, _ = _run(main, capsys, "--effect", "0.03")
     assert code == 0
-    assert "π_D unknown" in out
-    # Connor (1987) n for δ = .03, power .8 (../shared/ARCHITECTURE.md: 1742 at π_D = .20)
+    assert "π_D unknown" in out and "exact McNemar test" in out
+    # exact McNemar test by default (docs/power.md table: 1800 at π_D = .20; Connor 1742)
     table = {
         line.split()[0]: line.split()[1]
         for line in out.splitlines()
         if line.strip() and line.split()[0].replace(".", "").isdigit()
     }
-    assert table["0.2"] == "1742"
+    assert table["0.2"] == "1800"
     assert set(table) >= {"0.03", "0.05", "0.1", "0.15", "0.2", "0.3"}
+    assert "--seeds K --seed-sd S" in out  # the way to plan several training seeds
     assert "unpaired design for comparison" in out
     assert "4360 items per condition" in out  # pooled z-test at accuracies .485/.515
     assert "--discordance" in out and "--pilot" in out
@@ -52,7 +53,7 @@ def test_json_has_n_when_solving_for_sample_size(main, capsys) -> None:
     code, out, err = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--format", "json")
     assert code == 0
     payload = json.loads(out)
-    assert payload["n"] == 1742
+    assert payload["n"] == 1800 and payload["method"] == "exact"
     assert payload["solved_for"] == "n"
     assert payload["unpaired"]["design"] == "unpaired"
     assert "exceeds the item pool of 1319" in err  # the default pool is GSM8K's test split
@@ -62,78 +63,109 @@ def test_json_table_mode_keeps_n_key(main, capsys) -> None:
     code, out, _ = _run(main, capsys, "--effect", "0.03", "--format", "json", "--pool-size", "0")
     payload = json.loads(out)
     assert code == 0 and "n" in payload and payload["n"] is None
-    assert [row["n"] for row in payload["table"]][:2] == [260, 434]
+    assert [row["n"] for row in payload["table"]][:2] == [263, 463]
     assert not any(row["exceeds_pool"] for row in payload["table"])
 
 
 def test_power_and_minimum_detectable_effect(main, capsys) -> None:
     code, out, _ = _run(
-        main, capsys, "--effect", "0.03", "--n", "1742", "--discordance", "0.2", "--format", "json"
+        main, capsys, "--effect", "0.03", "--n", "1800", "--discordance", "0.2", "--format", "json"
     )
     assert code == 0 and json.loads(out)["power"] == pytest.approx(0.8, abs=1e-3)
     code, out, _ = _run(main, capsys, "--n", "1319", "--discordance", "0.15")
+    assert code == 0
+    assert "minimum detectable effect δ = 0.03048" in out
+    code, out, _ = _run(main, capsys, "--n", "1319", "--discordance", "0.15", "--method", "connor")
     assert code == 0
     assert "minimum detectable effect δ = 0.02985" in out
 
 
 def test_exact_method_and_repeats(main, capsys) -> None:
     code, out, _ = _run(
-        main, capsys, "--effect", "0.03", "--discordance", "0.2", "--method", "exact", "--format", "json"
+        main, capsys, "--effect", "0.03", "--discordance", "0.2", "--method", "connor", "--format", "json"
     )
-    assert code == 0 and json.loads(out)["n"] == 1800
+    assert code == 0 and json.loads(out)["n"] == 1742
     code, out, _ = _run(
         main, capsys, "--effect", "0.03", "--discordance", "0.2", "--repeats", "3", "--icc", "0.3"
     )
     assert code == 0
-    assert "929 items (pairs) × 3 repeats = 2787 evaluations" in out
+    # exact n 1800 · deff 1.6 / 3 = 960 items
+    assert "960 items (pairs) × 3 repeats = 2880 evaluations" in out
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--effect", "-0.03"], "`effect` must be > 0"),
-        (["--effect", "0"], "`effect` must be > 0"),
+        (["--effect", "-0.03"], "`--effect` must be > 0"),
+        (["--effect", "0"], "`--effect` must be > 0"),
         (["--effect", "0.03", "--discordance", "0.02"], "impossible: π_D must be ≥ |δ|"),
-        (["--effect", "0.03", "--discordance", "1.5"], "`discordance` must be a number in (0, 1), got 1.5"),
+        (["--effect", "0.03", "--discordance", "1.5"], "`--discordance` must be a number in (0, 1), got 1.5"),
         (
             ["--effect", "0.03", "--discordance", "0.1", "--alpha", "0"],
-            "`alpha` must be a number in (0, 1), got 0.0",
+            "`--alpha` must be a number in (0, 1), got 0.0",
         ),
         (
             ["--effect", "0.03", "--discordance", "0.1", "--power", "1.2"],
-            "`power` must be a number in (0, 1), got 1.2",
+            "`--power` must be a number in (0, 1), got 1.2",
         ),
-        (["--effect", "0.03", "--baseline", "1.2"], "`baseline` must be a number in (0, 1), got 1.2"),
+        (["--effect", "0.03", "--baseline", "1.2"], "`--baseline` must be a number in (0, 1), got 1.2"),
         (
             ["--effect", "0.03", "--discordance", "0.1", "--baseline", "0.99"],
-            "impossible: `baseline` + `effect`",
+            "impossible: `--baseline` + `--effect`",
         ),
-        (["--effect", "0.03", "--correlation", "0.5"], "`correlation` needs `baseline`"),
+        (["--effect", "0.03", "--correlation", "0.5"], "`--correlation` needs `--baseline`"),
         (["--effect", "0.03", "--discordance", "0.1", "--correlation", "0.5"], "pass only one of"),
         (["--discordance", "0.1"], "pass --effect (to get n) or --n"),
         (["--n", "500"], "needs π_D"),
         (["--effect", "0.03", "--pool-size", "-1"], "`--pool-size` must be ≥ 0"),
-        (["--effect", "0.03", "--repeats", "0"], "`repeats` must be a positive integer"),
+        (["--effect", "0.03", "--repeats", "0"], "`--repeats` must be a positive integer"),
         (["--effect", "0.03", "--pilot", "/nonexistent/pilot.csv"], "does not exist"),
-        (["--effect", "1"], "`effect` must be a number in (0, 1), got 1.0"),
-        (["--effect", "1", "--discordance", "0.5"], "`effect` must be a number in (0, 1), got 1.0"),
+        (["--effect", "1"], "`--effect` must be a number in (0, 1), got 1.0"),
+        (["--effect", "1", "--discordance", "0.5"], "`--effect` must be a number in (0, 1), got 1.0"),
         (["--effect", "1e-320"], "is too small to detect: it needs more than 1e+12 items"),
+        (["--effect", "0.03", "--confidence-level", "3"], "`--confidence-level` applies to pilot"),
+        (["--effect", "0.03", "--eval-noise", "0.1"], "`--eval-noise` applies to pilot outcomes"),
+        (["--effect", "0.03", "--holes", "raise"], "`--holes` applies to pilot outcomes"),
+        (["--effect", "0.03", "--conditions", "A", "B"], "`--conditions` applies to pilot"),
+        (["--effect", "0.03", "--seeds", "0"], "`--seeds` must be a positive integer, got 0"),
+        (["--effect", "0.03", "--seeds", "1", "--seed-sd", "0.01"], "`--seed-sd` needs --seeds"),
+        (["--effect", "0.03", "--discordance", "0.2", "--seed-sd", "-0.01"],
+         "`--seed-sd` must be a number ≥ 0"),
+        (["--effect", "0.03", "--discordance", "0.2", "--seed-sd", "nan"],
+         "`--seed-sd` must be a finite number"),
+        (["--effect", "0.03", "--discordance", "0.2", "--seed-sd", "0.5"],
+         "impossible: `--seed-sd` = 0.5 needs a seed variance"),
+        (["--effect", "0.03", "--discordance", "0.2", "--seeds", "20000"],
+         "`--seeds` must be at most 10000"),
+        (["--effect", "0.03", "--seed-sd", "0.01"], "planning seeds needs π_D"),
+        (["--n", "300", "--discordance", "0.2", "--seed-sd", "0.01"],
+         "`--n` without --effect gives the minimum detectable effect"),
+        (["--effect", "0.03", "--discordance", "0.2", "--seeds", "5", "--repeats", "2"],
+         "`--repeats` applies to one-seed designs"),
+        (["--effect", "0.03", "--discordance", "0.2", "--seeds", "5", "--method", "exact"],
+         "`--method` exact does not apply to a design with several seeds"),
+        (["--effect", "0.03", "--discordance", "0.2", "--method", "seed-random"],
+         "`--method` seed-random does not apply to a design with one seed"),
+        (["--effect", "0.03", "--discordance", "0.2", "--seeds", "5", "--icc", "1.5"],
+         "`--icc` must be a number in [0, 1]"),
+        (["--effect", "0.03", "--discordance", "0.2", "--seeds", "5", "--plot", "p.txt"],
+         "`--plot` must name a figure file ending in"),
         (["--effect", "1e-320", "--discordance", "0.2"], "is too small to detect"),
-        (["--effect", "nan"], "`effect` must be a finite number, got nan"),
-        (["--effect", "inf", "--discordance", "0.2"], "`effect` must be a finite number"),
+        (["--effect", "nan"], "`--effect` must be a finite number, got nan"),
+        (["--effect", "inf", "--discordance", "0.2"], "`--effect` must be a finite number"),
         (["--effect", "0.03", "--plot", "x.txt"], "`--plot` must name a figure file ending in"),
         (["--effect", "0.03", "--plot", "curve"], "got 'curve'"),
-        (["--effect", "0.03", "--icc", "nan"], "`icc` must be a finite number, got nan"),
+        (["--effect", "0.03", "--icc", "nan"], "`--icc` must be a finite number, got nan"),
         (["--effect", "0.03", "--alpha", "1e-320", "--power", "1e-330"],
-         "`power` must be a number in (0, 1), got 0.0"),
+         "`--power` must be a number in (0, 1), got 0.0"),
         (["--effect", "1e-05", "--discordance", "0.5", "--method", "exact"],
          "more than the exact computation handles"),
         (["--effect", "0.03", "--n", "100000000", "--discordance", "0.2", "--method", "midp"],
          "more than the exact computation handles"),
         (["--effect", "0.03", "--confidence-level", "1", "--pilot", "/nonexistent.csv"],
          "does not exist"),
-        (["--n", "0", "--discordance", "0.2"], "`n` must be a positive integer, got 0"),
-        (["--effect", "0.03", "--n", "-5"], "`n` must be a positive integer, got -5"),
+        (["--n", "0", "--discordance", "0.2"], "`--n` must be a positive integer, got 0"),
+        (["--effect", "0.03", "--n", "-5"], "`--n` must be a positive integer, got -5"),
     ],
 )
 def test_bad_values_exit_2_with_one_line(main, capsys, argv: list[str], message: str) -> None:
@@ -245,7 +277,7 @@ def test_real_dispatcher_when_all_subcommands_exist(capsys) -> None:
         except ImportError:
             pytest.skip(f"{module} is not available yet")
     assert cli.main(["power", "--effect", "0.03", "--discordance", "0.06", "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["n"] == 521
+    assert json.loads(capsys.readouterr().out)["n"] == 562  # exact; Connor's 521 falls short
 
 
 def test_pilot_with_repeated_items_reports_icc(main, capsys, tmp_path: Path) -> None:
@@ -262,13 +294,15 @@ def test_pilot_with_repeated_items_reports_icc(main, capsys, tmp_path: Path) -> 
             ]
     path = tmp_path / "pilot.parquet"
     pd.DataFrame(rows).to_parquet(path)
-    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path), "--format", "json")
+    # --seeds 1: one trained model per condition, the 3 seeds as repeats of each item
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path), "--seeds", "1",
+                        "--format", "json")
     assert code == 0
     pilot = json.loads(out)["pilot"]
     assert pilot["evaluations_per_item"] == 3.0
     assert 0.0 < pilot["difference_icc"] < 1.0
     assert pilot["design_effect"] > 1.0  # discordance clusters on the hard items
-    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path))
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path), "--seeds", "1")
     assert "for repeated items" in out and "--repeats M --icc" in out
 
 
@@ -405,7 +439,7 @@ def test_cli_imports_only_public_names() -> None:
                 for a in node.names}
     ours = {m for m in modules if m and m.split(".")[0] == "robuststats"}
     assert ours == {"robuststats", "robuststats.errors", "robuststats.stats",
-                    "robuststats.cli._output"}
+                    "robuststats.cli._output", "robuststats.report.power"}
 
 
 def test_json_inputs_reproduce_the_power_mode(main, capsys) -> None:
