@@ -433,13 +433,16 @@ def test_cli_imports_only_public_names() -> None:
     # the CLI parses, calls the public library and prints: no robuststats.stats._* module
     import ast
 
-    tree = ast.parse((ROOT / "robuststats" / "cli" / "power.py").read_text(encoding="utf-8"))
-    modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    modules |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for a in node.names}
+    modules: set[str | None] = set()
+    for name in ("power.py", "_power_modes.py"):
+        tree = ast.parse((ROOT / "robuststats" / "cli" / name).read_text(encoding="utf-8"))
+        modules |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        modules |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for a in node.names}
     ours = {m for m in modules if m and m.split(".")[0] == "robuststats"}
     assert ours == {"robuststats", "robuststats.errors", "robuststats.stats",
-                    "robuststats.cli._output", "robuststats.report.power"}
+                    "robuststats.cli._output", "robuststats.cli.power",
+                    "robuststats.cli._power_modes", "robuststats.report.power"}
 
 
 def test_json_inputs_reproduce_the_power_mode(main, capsys) -> None:
