@@ -57,8 +57,8 @@ SEED_POWER_METHODS = ("seed-random", "noncentral-t")
 
 # Quadrature nodes per mean square (seed, item, residual) and for the χ of the noncentral
 # t. The seed mean square (k − 1 df, few) carries the variability that matters; the item
-# and residual ones have ≥ n − 1 df. Doubling every count changes the power by < 1e-5
-# (tests/stats/test_power_seeds.py).
+# and residual ones have ≥ n − 1 df and enter through the kink max(MS_item − MS_resid, 0).
+# Doubling every count moves the power by < 1e-4 (tests/stats/test_power_seeds.py).
 _NODES = (48, 16, 8)
 _NCT_NODES = 96
 # Past this many df a scaled χ² is within √(2/df) < 0.0015 of its mean: one node suffices.
@@ -96,8 +96,8 @@ def _critical_many(dof: np.ndarray, low: float, alpha: float, sides: int) -> np.
     """:func:`_critical` for many ``dof ≥ low`` at once, interpolated in 1/ν.
 
     ``stdtrit`` costs about 1.4 µs a value; the quantile is smooth in 1/ν on
-    [0, 1/low], so a cubic-accurate table of :data:`_CRIT_NODES` values interpolated
-    linearly is within 1e-6 of it (tests/stats/test_power_seeds.py).
+    [0, 1/low], so a table of :data:`_CRIT_NODES` values interpolated linearly is within
+    a relative 1e-5 of it (tests/stats/test_power_seeds.py).
     """
     import numpy as np
 
