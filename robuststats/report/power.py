@@ -23,10 +23,13 @@ PLOT_FORMATS = ("png", "pdf", "svg", "svgz", "eps", "ps", "jpg", "jpeg", "tif", 
 
 
 def check_plot_path(path: str, option: str = "--plot") -> str:
-    """``path`` if its suffix names a figure format; else an InputError naming ``option``.
+    """``path`` if its suffix names a figure format and its folder is writable; else an
+    InputError naming ``option``.
 
     Checked before anything is computed, so a bad name fails at once (no matplotlib import).
     """
+    import os
+
     suffix = Path(path).suffix.lower().lstrip(".")
     if suffix not in PLOT_FORMATS:
         raise InputError(
@@ -34,6 +37,10 @@ def check_plot_path(path: str, option: str = "--plot") -> str:
             f"{', '.join('.' + s for s in PLOT_FORMATS[:3])}, ... (the suffix sets the "
             f"format: {', '.join(PLOT_FORMATS)}), got {path!r}."
         )
+    folder = Path(path).parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise InputError(f"`{option}` cannot write {path!r:.200}: {str(folder)!r:.200} is not "
+                         "a writable directory.")
     return path
 
 

@@ -456,3 +456,113 @@ def test_json_inputs_reproduce_the_power_mode(main, capsys) -> None:
     again = power_mcnemar(inputs["effect"], inputs["n"], inputs["power"],
                           discordance=inputs["discordance"], method=inputs["method"])
     assert again.power == pytest.approx(payload["power"])
+
+
+# ------------------------------------------------------------------ several training seeds
+
+
+def test_seeds_solve_items_and_print_the_seed_table(main, capsys) -> None:
+    from robuststats.stats import power_seeds, power_seeds_table
+
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--seeds",
+                        "5", "--seed-sd", "0.01")
+    assert code == 0
+    expected = power_seeds(0.03, None, 5, 0.8, discordance=0.2, seed_sd=0.01)
+    assert f"5 seeds × {expected.n_items} items per condition" in out
+    assert "seed-random t test over training seeds and items" in out
+    assert "3 seeds or fewer never reach power 0.8: more items cannot make up for too few " \
+           "seeds" in out
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--seeds",
+                        "5", "--seed-sd", "0.01", "--format", "json")
+    payload = json.loads(out)
+    assert payload["design"] == "seeds" and payload["n_items"] == expected.n_items
+    table = power_seeds_table(0.03, discordance=0.2, seed_sd=0.01, pool_size=1319,
+                              as_frame=False)
+    assert [r["n_items"] for r in payload["table"]] == [r["n_items"] for r in table]
+    assert payload["inputs"]["seeds"] == 5 and payload["inputs"]["seed_sd"] == 0.01
+
+
+def test_seeds_too_few_says_so_and_names_the_fewest(main, capsys) -> None:
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--seeds",
+                        "3", "--seed-sd", "0.02", "--format", "json")
+    assert code == 0
+    payload = json.loads(out)
+    assert payload["n_items"] is None
+    assert "3 seeds reach at most power 0.316 however many items" in payload["error"]
+    assert "`--seed-sd`" in payload["error"] and "at least 6 seeds" in payload["error"]
+
+
+def test_seeds_power_minimum_effect_and_fewest_seeds(main, capsys) -> None:
+    from robuststats.stats import power_seeds
+
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--n", "500", "--discordance", "0.2",
+                        "--seeds", "5", "--seed-sd", "0.01", "--format", "json")
+    assert code == 0
+    assert json.loads(out)["power"] == pytest.approx(
+        power_seeds(0.03, 500, 5, None, discordance=0.2, seed_sd=0.01).power)
+    code, out, _ = _run(main, capsys, "--n", "500", "--discordance", "0.2", "--seeds", "5",
+                        "--seed-sd", "0.01")
+    assert code == 0 and "minimum detectable effect δ = 0.0374" in out
+    # no --seeds: the fewest seeds with --n items (or with the whole pool)
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--n", "500", "--discordance", "0.2",
+                        "--seed-sd", "0.01")
+    assert code == 0 and "fewest seeds with 500 items: 7 seeds × 500 items" in out
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--seed-sd",
+                        "0.01")
+    assert code == 0 and "fewest seeds with 1319 items: 5 seeds" in out
+    # seeds without a seed SD: planned as 0, and said so
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--seeds", "4")
+    assert code == 0 and "assuming seeds shift A and B alike (--seed-sd 0)" in out
+
+
+def test_the_readme_pilot_estimates_the_seed_component(main, capsys) -> None:
+    # README tour: robuststats power --effect 0.03 --pilot examples/pilot_outcomes.csv
+    #   --conditions E8c E8b
+    pilot = ROOT / "examples" / "pilot_outcomes.csv"
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(pilot),
+                        "--conditions", "E8c", "E8b")
+    assert code == 0
+    assert "pilot seeds: 5 per condition; seed SD of acc(E8c) − acc(E8b) = " in out
+    assert "(χ² on 4 df)" in out and "across the seed-SD interval" in out
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(pilot), "--conditions",
+                        "E8c", "E8b", "--seeds", "10", "--format", "json")
+    payload = json.loads(out)
+    from robuststats.stats import estimate_seed_components, read_pilot
+
+    pairs = read_pilot(pilot, conditions=["E8c", "E8b"])
+    comps = estimate_seed_components(pairs.x, pairs.y, seeds=[s for s, _ in pairs.strata])
+    assert payload["seed_sd"] == pytest.approx(comps.seed_sd)
+    assert payload["pilot"]["n_seeds"] == 5
+    assert payload["seed_sd_range"]["seed_sd_high"] == pytest.approx(
+        comps.confidence_interval.high)
+    low, high = payload["seed_sd_range"]["low"], payload["seed_sd_range"]["high"]
+    assert low is not None and low <= payload["n_items"]
+    assert high is None or high >= payload["n_items"]  # more seed variance, more items
+    # --seeds 1 plans the McNemar comparison of two trained models instead
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(pilot), "--conditions",
+                        "E8c", "E8b", "--seeds", "1")
+    assert code == 0 and "McNemar power analysis" in out
+
+
+def test_the_pilot_example_is_reproducible(tmp_path: Path, monkeypatch) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_pilot", ROOT / "examples" / "make_pilot.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    monkeypatch.setattr(module, "OUT", tmp_path / "pilot.csv")
+    module.main()
+    assert (tmp_path / "pilot.csv").read_bytes() == (
+        ROOT / "examples" / "pilot_outcomes.csv").read_bytes()
+
+
+def test_seeds_plot_writes_png(main, capsys, tmp_path: Path) -> None:
+    png = tmp_path / "seeds.png"
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--seeds",
+                        "5", "--seed-sd", "0.01", "--plot", str(png))
+    assert code == 0 and f"power curve written to {png}" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, _, err = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--plot",
+                        str(tmp_path / "missing" / "dir" / "x.png"))
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("robuststats power: error: `--plot` cannot write")
