@@ -10,6 +10,7 @@ calibration tests simulate the realistic design with
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -21,6 +22,7 @@ from scipy.optimize import brentq
 from robuststats.errors import InputError
 from robuststats.glossary import TABLE_COLUMNS
 from robuststats.stats import (
+    DegenerateDataWarning,
     PoolSizeWarning,
     SeedPowerResult,
     crossed_variance,
@@ -342,9 +344,12 @@ def _model_at(preset: str, k: int, n: int, target: float):
 def _simulated(model, k: int, n: int, reps: int, rng: np.random.Generator) -> float:
     """Share of ``reps`` simulated studies in which seed_random_test rejects at α = .05."""
     rejected = 0
-    for _ in range(reps):
-        out = simulate_matrices(model, k, n, rng)
-        with np.errstate(all="ignore"):
+    with warnings.catch_warnings():
+        # identical per-seed sums happen (a few in 10⁴ studies with 3 seeds × 100 items) and
+        # the test then falls back to its no-spread interval, with a warning
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        for _ in range(reps):
+            out = simulate_matrices(model, k, n, rng)
             rejected += seed_random_test(out[0, 0], out[1, 0]).pvalue < 0.05
     return rejected / reps
 
