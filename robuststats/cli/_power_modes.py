@@ -282,7 +282,7 @@ def seeds_mode(args: argparse.Namespace, discordance: float | None,
         payload.update({"n_items": n_items, "n_seeds": args.seeds,
                         "solved_for": "n_items" if args.seeds else None,
                         "error": unreachable})
-    if comps is not None and result is not None:
+    if comps is not None and result is not None and args.seed_sd is None:
         payload["seed_sd_range"] = _seed_sd_range(solve, comps.confidence_interval, result)
         rng_ = payload["seed_sd_range"]
         key = {"n_items": "n_items", "n_seeds": "n_seeds", "power": "power",

@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import robuststats.cli as cli
 
@@ -538,6 +540,11 @@ def test_the_readme_pilot_estimates_the_seed_component(main, capsys) -> None:
     low, high = payload["seed_sd_range"]["low"], payload["seed_sd_range"]["high"]
     assert low is not None and low <= payload["n_items"]
     assert high is None or high >= payload["n_items"]  # more seed variance, more items
+    # an explicit --seed-sd overrides the pilot's estimate: no range from its interval
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(pilot), "--conditions",
+                        "E8c", "E8b", "--seeds", "10", "--seed-sd", "0.005", "--format", "json")
+    payload = json.loads(out)
+    assert code == 0 and payload["seed_sd"] == 0.005 and "seed_sd_range" not in payload
     # --seeds 1 plans the McNemar comparison of two trained models instead
     code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(pilot), "--conditions",
                         "E8c", "E8b", "--seeds", "1")
@@ -566,3 +573,42 @@ def test_seeds_plot_writes_png(main, capsys, tmp_path: Path) -> None:
                         str(tmp_path / "missing" / "dir" / "x.png"))
     assert code == 2 and err.count("\n") == 1
     assert err.startswith("robuststats power: error: `--plot` cannot write")
+
+
+# ------------------------------------------------------------------------------ fuzzing
+_NUMBERS = ["0", "-1", "1", "0.5", "0.03", "0.2", "0.9", "1e-320", "1e308", "nan", "inf",
+            "-inf", "3", "abc", "", "1319"]
+_INTEGERS = ["0", "-5", "1", "2", "5", "300", "1319", "99999999999", "abc", "1.5"]
+_FLAGS = {
+    "--effect": _NUMBERS, "--n": _INTEGERS, "--power": _NUMBERS, "--discordance": _NUMBERS,
+    "--correlation": _NUMBERS, "--baseline": _NUMBERS, "--alpha": _NUMBERS,
+    "--icc": _NUMBERS, "--repeats": _INTEGERS, "--pool-size": _INTEGERS,
+    "--seeds": _INTEGERS, "--seed-sd": ["0", "0.01", "-0.01", "0.5", "nan", "1e-320"],
+    "--confidence-level": _NUMBERS, "--eval-noise": _NUMBERS, "--holes": ["drop", "raise"],
+    "--alternative": ["two-sided", "greater", "less", "both"],
+    "--method": ["exact", "connor", "midp", "seed-random", "noncentral-t", "fast"],
+    "--plot": ["x.txt", "curve", "/nonexistent/dir/p.png"], "--format": ["json", "yaml"],
+}
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(sorted(_FLAGS)), min_size=1, max_size=5, unique=True),
+       st.data())
+def test_fuzzed_argument_vectors_never_give_a_traceback(main, capsys, flags, data) -> None:
+    argv: list[str] = []
+    for flag in flags:
+        argv += [flag, data.draw(st.sampled_from(_FLAGS[flag]), label=flag)]
+    try:
+        code = main(["power", *argv])
+    except SystemExit as exc:  # argparse: a value of the wrong type or an unknown choice
+        assert exc.code == 2
+        capsys.readouterr()
+        return
+    out, err = capsys.readouterr()
+    assert code in (0, 2), (argv, code)
+    if code == 2:
+        assert out == "" and err.count("\n") == 1, (argv, err)
+        assert err.startswith("robuststats power: error: ") and "--" in err, (argv, err)
+    elif "--format" in argv and argv[argv.index("--format") + 1] == "json":
+        json.loads(out)
