@@ -88,7 +88,9 @@ class SeedPowerResult:
         Satterthwaite's degrees of freedom at the expected mean squares (≥ k − 1).
     max_power : float
         The power these seeds reach with infinitely many items: below 1 whenever
-        σ_seed > 0, since more items cannot make up for too few seeds.
+        σ_seed > 0, since more items cannot make up for too few seeds. (With an item
+        component and 2–3 seeds the test is liberal at finite n, so ``power`` can
+        exceed it slightly; ``docs/power.md``.)
     n_evaluations : int
         ``n_seeds · n_items`` evaluations per condition.
     alpha, alternative, method, solved_for, design

@@ -224,11 +224,33 @@ def test_power_grows_with_items_seeds_and_effect(effect: float, extra: float, se
     except InputError:  # seed_sd² above π_D − δ²: impossible, reported as such
         assert seed_sd**2 >= effect + extra - effect**2
         return
-    assert 0.0 < p.power <= p.max_power + 1e-9 <= 1.0 + 1e-9
-    assert power_seeds(effect, 2 * n, k, None, **common).power >= p.power - 1e-9
-    assert power_seeds(effect, n, k + 1, None, **common).power >= p.power - 1e-9
+    assert 0.0 < p.power <= 1.0 and 0.0 < p.max_power <= 1.0
+    tol = 2e-4  # two evaluations, each within 1e-4 of the converged quadrature
+    if icc == 0.0:  # with an item component, few seeds and finite n the test is liberal
+        assert p.power <= p.max_power + tol
+    assert power_seeds(effect, 2 * n, k, None, **common).power >= p.power - tol
     assert power_seeds(min(1.2 * effect, effect + extra), n, k, None,
-                       **common).power >= p.power - 1e-9
+                       **common).power >= p.power - tol
+    # in seeds only away from the null: near it the power is the test's size, which is
+    # not α and changes with k (it exceeds α with an item component and 2–3 seeds; see
+    # test_the_test_size_is_reproduced_where_it_exceeds_alpha)
+    if p.power >= 0.3:
+        assert power_seeds(effect, n, k + 1, None, **common).power >= p.power - tol
+
+
+def test_the_test_size_is_reproduced_where_it_exceeds_alpha() -> None:
+    # Under normal theory the seed-random t test (Satterthwaite df bounded below by k − 1)
+    # rejects more than α when items carry part of the difference and seeds are few: the
+    # small-MS_seed samples have both a large t and a large estimated ν. The power
+    # function computes the test as it runs, so at δ → 0 it gives that size. Simulated
+    # with normal components and the test's own formulas, 20,000 studies each, seen:
+    # k = 2: 0.127, k = 3: 0.078, k = 5: 0.060 (n = 1000, σ_seed² = 0.001,
+    # σ_item² = 0.0518, σ_resid² = 0.2072).
+    sizes = [formulas.seed_random_power(k, 1000, 1e-12, 0.001, 0.0518, 0.2072, 0.05, 2)
+             for k in (2, 3, 5)]
+    assert sizes == pytest.approx([0.127, 0.078, 0.060], abs=0.005)
+    # no item component: the test holds its level (the truncated item term only adds)
+    assert 0.04 < formulas.seed_random_power(5, 300, 1e-12, 0.0, 0.0, 0.2, 0.05, 2) <= 0.05
 
 
 # ------------------------------------------------------------ pilot: seed components
@@ -401,3 +423,24 @@ def test_noncentral_t_is_the_cruder_approximation() -> None:
     # with simulation (docs/power.md has the measured errors of both)
     model = _model_at("none", 3, 300, 0.6)
     assert _predicted(model, 3, 300, "noncentral-t") < _predicted(model, 3, 300) - 0.015
+
+
+_GARBAGE = st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True),
+                     st.integers(-10, 10**13), st.text(max_size=3), st.booleans())
+
+
+@settings(max_examples=150, deadline=None)
+@given(effect=_GARBAGE, n_items=_GARBAGE, n_seeds=_GARBAGE, power=_GARBAGE,
+       discordance=_GARBAGE, seed_sd=_GARBAGE, icc=_GARBAGE)
+def test_garbage_inputs_are_input_errors_or_valid_results(effect, n_items, n_seeds, power,
+                                                          discordance, seed_sd, icc) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            r = power_seeds(effect, n_items, n_seeds, power, discordance=discordance,
+                            seed_sd=0.0 if seed_sd is None else seed_sd,
+                            icc=0.0 if icc is None else icc)
+        except InputError:
+            return
+    assert 0.0 <= r.power <= 1.0 and 0.0 <= r.achieved_power <= 1.0
+    assert r.n_items >= 2 and r.n_seeds >= 2 and 0 < r.effect < 1
