@@ -74,6 +74,37 @@ GLOSSARY: Mapping[str, str] = {
     "reason": "why a row was decided, dropped or left undecided",
     "detail": "how the evidence was gathered: the data used, the resampling scheme and the "
               "multiplicity adjustment of the interval",
+    # power plans
+    "design": "what a power row plans: paired (McNemar), unpaired (two proportions) or "
+              "seeds (training seeds × items, seed-random t test)",
+    "method": "how the power was computed (robuststats.stats.POWER_METHODS)",
+    "effect": "size of the accuracy difference a − b the plan is to detect",
+    "discordance": "π_D: share of item pairs on which a and b disagree",
+    "baseline": "accuracy of the second condition b",
+    "n": "items (pairs) of a one-seed design, each evaluated repeats times",
+    "power": "probability that the test rejects: the target when a size or the effect was "
+             "solved for, else the computed power",
+    "achieved_power": "power at the integer design of the row (at least the target when a "
+                      "size was solved for)",
+    "max_power": "power with infinitely many items at the row's number of seeds (below 1 "
+                 "when seeds shift a and b differently)",
+    "n_evaluations": "evaluations per condition: items × repeats, or seeds × items",
+    "n_effective": "independent items the evaluations are worth: n · repeats / design_effect",
+    "repeats": "evaluations of each item per condition (noise seeds or training seeds)",
+    "icc": "intra-item correlation of the paired difference a − b across an item's repeated "
+           "evaluations (noise seeds or training seeds)",
+    "design_effect": "Kish's design effect 1 + (repeats − 1) · icc",
+    "seed_sd_difference": "SD over training seeds of the per-seed accuracy difference a − b "
+                          "with infinitely many items (the seed component of a plan)",
+    "standard_error": "standard deviation of the estimated difference a − b",
+    "alternative": "two-sided, greater or less: the alternative of the test of a − b",
+    "solved_for": "the quantity a power row solved for (n, n_items, n_seeds, power or "
+                  "effect)",
+    "pool_size": "items available (e.g. 1319 for the GSM8K test split); empty when not "
+                 "checked",
+    "exceeds_pool": "whether the items needed exceed pool_size",
+    "min_repeats": "fewest repeats of all pool_size items that reach the effective n needed",
+    "note": "remarks on the row in words",
 }
 
 #: table -> declared column order (pingouin's ``col_order``)
@@ -96,6 +127,14 @@ TABLE_COLUMNS: Mapping[str, tuple[str, ...]] = {
                    "pvalue_adjusted", "multiplicity", "verdict", "reason"),
     "missing": ("condition", "seed", "eval_noise", "noise_seed"),
     "dropped": ("condition", "seed", "eval_noise", "noise_seed", "item_id", "reason"),
+    "power": ("design", "method", "discordance", "effect", "baseline", "n", "power",
+              "achieved_power", "n_evaluations", "n_effective", "repeats", "icc",
+              "design_effect", "alpha", "alternative", "solved_for", "pool_size",
+              "exceeds_pool", "min_repeats", "note"),
+    "power_seeds": ("n_seeds", "n_items", "n_evaluations", "power", "achieved_power",
+                    "max_power", "effect", "discordance", "seed_sd_difference", "icc", "dof",
+                    "standard_error", "method", "alpha", "alternative", "pool_size",
+                    "exceeds_pool", "note"),
 }
 
 
