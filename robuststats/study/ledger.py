@@ -204,10 +204,15 @@ class RunLedger:
         if stored is not None or spec_file.exists():
             old = _stored_run_hash(stored)
             if old != digest:
+                if not fresh and old is None:
+                    raise InputError(
+                        f"the run directory {str(self.root)!r} has an unreadable spec.json: "
+                        "pass --fresh to discard that run and start over, or choose another "
+                        "--runs directory.")
                 if not fresh:
                     raise InputError(
                         f"the run directory {str(self.root)!r} belongs to a different version "
-                        f"of study {spec.name!r} (run hash {str(old)[:12]}, now "
+                        f"of study {spec.name!r} (run hash {old[:12]}, now "
                         f"{digest[:12]}): the task, model, trainer, conditions, evaluation or "
                         "seeds changed (in the study file or on the command line). Pass "
                         "--fresh to discard that run and start over, or choose another "

@@ -63,13 +63,13 @@ def check_output_dir(path: str | Path, name: str) -> Path:
     """
     raw = str(path)
     if not raw or "\0" in raw:
-        raise InputError(f"{name} must be a directory path, got {raw!r}.")
+        raise InputError(f"{name} must be a directory path, got {_shown(raw)}.")
     target = Path(raw)
     try:
         probe_dir = target
         while not probe_dir.exists():
             if probe_dir.is_symlink():
-                raise InputError(f"{name} {raw!r}: {str(probe_dir)!r} is a dangling "
+                raise InputError(f"{name} {_shown(raw)}: {_shown(probe_dir)} is a dangling "
                                  "symbolic link.")
             parent = probe_dir.parent
             if parent == probe_dir:
@@ -77,17 +77,25 @@ def check_output_dir(path: str | Path, name: str) -> Path:
             probe_dir = parent
         if not probe_dir.is_dir():
             what = "is not a directory" if probe_dir == target else \
-                f"cannot be created: {str(probe_dir)!r} is not a directory"
-            raise InputError(f"{name} {raw!r} {what}.")
+                f"cannot be created: {_shown(probe_dir)} is not a directory"
+            raise InputError(f"{name} {_shown(raw)} {what}.")
         _probe_write(probe_dir)
     except InputError:
         raise
     except OSError as exc:
-        where = "" if probe_dir == target else f" (checked in {str(probe_dir)!r}, where it " \
-                                               "would be created)"
-        raise InputError(f"{name} {raw!r} is not writable{where}: "
+        where = "" if probe_dir == target else f" (checked in {_shown(probe_dir)}, where " \
+                                               "it would be created)"
+        raise InputError(f"{name} {_shown(raw)} is not writable{where}: "
                          f"{exc.strerror or exc}.") from None
     return target
+
+
+def _shown(path: str | Path, limit: int = 120) -> str:
+    """A path for a one-line message: quoted, its middle elided past ``limit`` characters."""
+    text = str(path)
+    if len(text) > limit:
+        text = f"{text[: limit // 2]}…{text[-(limit // 2):]} ({len(str(path))} characters)"
+    return repr(text)
 
 
 def _probe_write(directory: Path) -> None:

@@ -129,6 +129,8 @@ def test_unusable_output_directory_stops_before_anything_runs(tmp_path: Path, mo
         (str(tmp_path / "a_file"), rf"{flag} '.*a_file' is not a directory\.$"),
         (str(tmp_path / "a_file" / "sub"),
          rf"{flag} '.*a_file/sub' cannot be created: '.*a_file' is not a directory\.$"),
+        ("d" * 5000, rf"{flag} 'd{{60}}…d{{60}} \(5000 characters\)' is not writable: File "
+                     r"name too long\.$"),
     ]
     for value, message in cases:
         assert main(["study", str(study), "--workers", "1", "--no-progress", flag, value]) == 2

@@ -264,3 +264,12 @@ def test_second_open_is_refused_with_the_holders_pid(tmp_path: Path) -> None:
     first.close()
     RunLedger.open(tmp_path / "run", spec).close()
     assert (tmp_path / "run" / "lock").read_text() == ""  # released: no stale PID left
+
+
+def test_unreadable_spec_json_is_refused_unless_fresh(tmp_path: Path) -> None:
+    spec = _spec()
+    RunLedger.open(tmp_path / "run", spec).close()
+    (tmp_path / "run" / "spec.json").write_text("{cut by a cra")
+    with pytest.raises(InputError, match=r"has an unreadable spec.json: pass --fresh"):
+        RunLedger.open(tmp_path / "run", spec)
+    RunLedger.open(tmp_path / "run", spec, fresh=True).close()
