@@ -10,9 +10,9 @@ from robuststats.cli._output import add_format_option, emit, fmt_noise, fmt_p, r
 __all__ = ["add_parser", "run"]
 
 #: manifest facts that ``results show`` prints, in order
-_FACTS = ("sealed", "source", "spec_hash", "seeds", "noise_seeds", "n_items", "cells_planned",
-          "cells_finished", "cells_failed", "device", "seconds", "alpha", "confidence_level",
-          "multiplicity", "analysis")
+_FACTS = ("sealed", "source", "spec_hash", "run_hash", "seeds", "noise_seeds", "n_items",
+          "n_items_requested", "cells_planned", "cells_finished", "cells_failed", "device",
+          "seconds", "alpha", "confidence_level", "multiplicity", "analysis")
 
 _ROOT_HELP = "result store root (default results/)"
 

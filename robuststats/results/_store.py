@@ -147,8 +147,10 @@ class ResultStore:
         base = self.root / study
         base.mkdir(parents=True, exist_ok=True)
         sweep_temporaries(base)
+        number = 0
         for _ in range(_MAX_PUBLISH_ATTEMPTS):
-            number = (self.numbers(study) or [0])[-1] + 1
+            # past the last version, and past any number this call already lost
+            number = max((self.numbers(study) or [0])[-1], number) + 1
             with _Staging(base, number) as tmp:
                 writer(tmp, number)
                 sealed = seal(tmp, study, number, manifest)
@@ -192,15 +194,15 @@ class _Staging:
 
 def _claim(tmp: Path, final: Path) -> bool:
     """Rename the sealed ``tmp`` to ``final`` unless ``final`` is taken; True when done."""
-    if final.exists() and any(final.iterdir()):
+    if final.exists() and (not final.is_dir() or any(final.iterdir())):
         return False
     try:
         # fails on a non-empty target; an empty ``final`` (a reservation left by an older
         # version of this store) is replaced, which is what it was reserved for
         os.rename(tmp, final)
     except OSError as exc:
-        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
-            return False
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+            return False  # taken (ENOTDIR: a file of that name is in the way)
         raise
     return True
 

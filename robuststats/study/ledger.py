@@ -233,10 +233,13 @@ class RunLedger:
             if stored is not None:
                 payload["updated"] = _now()
             atomic_write_bytes(spec_file, json.dumps(payload, indent=2).encode())
-            if stored is not None:
+            if stored is not None and stored.get("spec_hash") != spec_hash:
+                # same outcomes, other hypotheses or analysis: re-analysed, nothing recomputed
                 self.log_event({"event": "spec_updated", "spec_hash": spec_hash,
-                                "previous_spec_hash": stored.get("spec_hash"),
-                                "run_format": RUN_FORMAT})
+                                "previous_spec_hash": stored.get("spec_hash")})
+            if stored is not None and stored.get("run_format", 1) < RUN_FORMAT:
+                self.log_event({"event": "run_format_upgraded", "run_format": RUN_FORMAT,
+                                "previous_run_format": stored.get("run_format", 1)})
         self._sweep_temporaries()
 
     def close(self) -> None:

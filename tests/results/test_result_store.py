@@ -87,6 +87,8 @@ def test_empty_directory_of_an_old_reservation_is_skipped(tmp_path: Path) -> Non
     (tmp_path / "s" / "v1").mkdir(parents=True)  # e.g. a crashed writer's reservation
     assert ResultStore(tmp_path).write("s", _write_table(0.8), {}).number == 2
     assert [v.number for v in ResultStore(tmp_path).versions("s")] == [2]
+    (tmp_path / "s" / "v3").write_text("a file in the way")
+    assert ResultStore(tmp_path).write("s", _write_table(0.8), {}).number == 4
 
 
 def test_failed_write_publishes_nothing_and_leaves_nothing(tmp_path: Path, monkeypatch) -> None:

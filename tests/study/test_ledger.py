@@ -217,7 +217,8 @@ def test_format_1_run_directory_is_adopted(tmp_path: Path) -> None:
     with RunLedger.open(root, spec) as again:
         assert again.read_cell(cell) is not None
         assert again.read_record(cell)["rows"] == 5
-        assert [e["event"] for e in again.events()][-2:] == ["spec_updated", "cell_adopted"]
+        assert [e["event"] for e in again.events()][-3:] == [
+            "spec_updated", "run_format_upgraded", "cell_adopted"]
     stored = json.loads((root / "spec.json").read_text())
     assert (stored["run_format"], stored["run_hash"]) == (2, run_hash(spec))
 
