@@ -35,7 +35,6 @@ without training or evaluating anything.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -61,6 +60,7 @@ from robuststats.study.cellframes import (
     items_problem,
 )
 from robuststats.study.plan import Cell, TrainJob
+from robuststats.study.runhash import read_spec_file, run_hash, run_scope, stored_run_hash
 from robuststats.study.runlock import RunLock
 from robuststats.study.spec import StudySpec
 
@@ -70,8 +70,6 @@ __all__ = ["INJECTION_COLUMNS", "RUN_FORMAT", "CellIntegrityWarning", "ModelStag
 #: format of ``spec.json``: 1 had one hash of the whole spec and no cell records; 2 adds
 #: ``run_hash`` (the outcome-determining part) and a record per cell
 RUN_FORMAT = 2
-#: keys of the resolved spec that determine outcomes (what a run directory is for)
-_RUN_KEYS = ("task", "model", "trainer", "conditions", "evaluation", "seeds", "spec_format")
 #: entries of a run directory that ``--fresh`` keeps: the lock its caller holds
 _KEEP_ON_FRESH = ("lock",)
 
@@ -80,32 +78,8 @@ class CellIntegrityWarning(RobuststatsWarning):
     """A stored cell was unreadable, altered or did not match the plan; it runs again."""
 
 
-def run_scope(resolved: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a resolved spec (:meth:`StudySpec.resolved`) that determines outcomes.
-
-    Task, model, trainer, the conditions (without their descriptions), the evaluation and
-    the seeds (which shape the plan). Not the name, version, description, hypotheses or
-    analysis options: they change what is concluded from the outcomes, not the outcomes.
-    """
-    scope = {key: resolved.get(key) for key in _RUN_KEYS}
-    conditions = resolved.get("conditions")
-    if isinstance(conditions, Mapping):
-        scope["conditions"] = {
-            name: ({k: v for k, v in c.items() if k != "description"}
-                   if isinstance(c, Mapping) else c)
-            for name, c in conditions.items()}
-    return scope
 
 
-def run_hash(spec: StudySpec | Mapping[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of :func:`run_scope`: the identity of a run directory.
-
-    Accepts a spec or its resolved form (so the hash of an old run directory can be
-    recomputed from the spec it stored).
-    """
-    resolved = spec.resolved() if isinstance(spec, StudySpec) else spec
-    canon = json.dumps(run_scope(resolved), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canon.encode()).hexdigest()
 
 
 
@@ -200,9 +174,9 @@ class RunLedger:
     def _prepare(self, spec: StudySpec, *, fresh: bool) -> None:
         spec_file = self.root / "spec.json"
         digest = run_hash(spec)
-        stored = _read_spec_file(spec_file) if spec_file.exists() else None
+        stored = read_spec_file(spec_file) if spec_file.exists() else None
         if stored is not None or spec_file.exists():
-            old = _stored_run_hash(stored)
+            old = stored_run_hash(stored)
             if old != digest:
                 if not fresh and old is None:
                     raise InputError(
@@ -266,7 +240,7 @@ class RunLedger:
 
     def run_hash(self) -> str | None:
         """The run hash recorded in ``spec.json`` (recomputed for a format-1 directory)."""
-        return _stored_run_hash(_read_spec_file(self.root / "spec.json"))
+        return stored_run_hash(read_spec_file(self.root / "spec.json"))
 
     def _sweep_temporaries(self) -> None:
         # leftovers of a killed writer: never read as results, safe to remove (the lock
@@ -510,23 +484,8 @@ class RunLedger:
 
 
 
-def _read_spec_file(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
-def _stored_run_hash(stored: Mapping[str, Any] | None) -> str | None:
-    """The run hash of a stored ``spec.json``: recorded (format 2), or recomputed from the
-    resolved spec a format-1 directory stored; ``None`` when unreadable."""
-    if stored is None:
-        return None
-    if isinstance(stored.get("run_hash"), str):
-        return str(stored["run_hash"])
-    spec = stored.get("spec")
-    return run_hash(spec) if isinstance(spec, Mapping) else None
 
 
 def _clear(root: Path) -> None:
