@@ -10,9 +10,9 @@ from robuststats.cli._output import add_format_option, emit, fmt_noise, fmt_p, r
 __all__ = ["add_parser", "run"]
 
 #: manifest facts that ``results show`` prints, in order
-_FACTS = ("sealed", "source", "spec_hash", "seeds", "noise_seeds", "n_items", "cells_planned",
-          "cells_finished", "cells_failed", "device", "seconds", "alpha", "confidence_level",
-          "multiplicity", "analysis")
+_FACTS = ("sealed", "source", "spec_hash", "run_hash", "seeds", "noise_seeds", "n_items",
+          "n_items_requested", "cells_planned", "cells_finished", "cells_failed", "device",
+          "seconds", "alpha", "confidence_level", "multiplicity", "analysis")
 
 _ROOT_HELP = "result store root (default results/)"
 
@@ -175,15 +175,37 @@ def _verify(store: Any, args: argparse.Namespace) -> int:
         rows.append({"version": report.version, "ok": report.ok,
                      "files": len(version.manifest.get("files", {})),
                      "changed": report.changed, "missing": report.missing,
-                     "unexpected": report.extra})
+                     "unexpected": report.extra, "cells": report.cells,
+                     "cells_changed": report.cells_changed,
+                     "cells_missing": report.cells_missing,
+                     "cells_unexpected": report.cells_extra, "run_dir": report.run_dir,
+                     "run_cells_differ": report.run_cells_differ,
+                     "run_cells_gone": report.run_cells_gone, "run_note": report.run_note})
 
     def text() -> str:
         lines = []
         for r in rows:
+            name = r["version"]
             if r["ok"]:
-                lines.append(f"{r['version']}: OK ({r['files']} files)")
+                cells = f", {r['cells']} cells" if r["cells"] else ""
+                lines.append(f"{name}: OK ({r['files']} files{cells})")
             for kind in ("changed", "missing", "unexpected"):
-                lines += [f"{r['version']}: {kind}: {f}" for f in r[kind]]
+                lines += [f"{name}: {kind}: {f}" for f in r[kind]]
+            for kind in ("changed", "missing", "unexpected"):
+                lines += [f"{name}: cell {kind} in outcomes.parquet: {c}"
+                          for c in r[f"cells_{kind}"]]
+            if r["run_dir"] is not None:
+                lines += [f"{name}: cell differs from the run directory {r['run_dir']}: {c}"
+                          for c in r["run_cells_differ"]]
+                gone = r["run_cells_gone"]
+                if gone:
+                    lines.append(f"{name}: {len(gone)} cell(s) no longer in the run "
+                                 f"directory {r['run_dir']} (first: {gone[0]})")
+                if not (r["run_cells_differ"] or gone):
+                    lines.append(f"{name}: every cell matches the run directory "
+                                 f"{r['run_dir']}")
+            elif r["cells"] and r["run_note"]:
+                lines.append(f"{name}: cells not traced to a run directory: {r['run_note']}")
         return "\n".join(lines)
 
     emit(args.format, data=rows, text=text)

@@ -53,13 +53,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from robuststats.study.runner import run_study
+    from robuststats.study.runner import Interrupted, check_output_dir, run_study
     from robuststats.study.spec import StudySpec
 
     spec = StudySpec.from_file(args.study_file).with_overrides(
         seeds=args.seeds, n_items=args.n_items, noise_seeds=args.noise_seeds)
-    result = run_study(spec, out=args.out, runs=args.runs, workers=args.workers,
-                       fresh=args.fresh, progress=not args.no_progress)
+    # before anything is built or trained: a bad --out must not surface after the compute
+    check_output_dir(args.out, "--out")
+    check_output_dir(args.runs, "--runs")
+    try:
+        result = run_study(spec, out=args.out, runs=args.runs, workers=args.workers,
+                           fresh=args.fresh, progress=not args.no_progress)
+    except Interrupted as exc:
+        print(f"robuststats study: interrupted by {exc}; finished cells are kept in "
+              f"{args.runs}/{spec.name}: rerun the same command to resume", file=sys.stderr)
+        return 128 + exc.signum
     from robuststats.report._views import claim, records
     from robuststats.results import confidence_level, normalize_table
 

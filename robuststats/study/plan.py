@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from robuststats.results._cells import cell_key
 from robuststats.study.spec import StudySpec
 
 __all__ = ["Cell", "TrainJob", "jobs", "plan"]
@@ -44,7 +45,7 @@ class Cell:
     @property
     def key(self) -> str:
         """File-name-safe identifier, stable across runs (``E8c__s3__n0.05__ns1``)."""
-        return f"{self.condition}__s{self.seed}__n{self.eval_noise:g}__ns{self.noise_seed}"
+        return cell_key(self.condition, self.seed, self.eval_noise, self.noise_seed)
 
     @property
     def is_clean(self) -> bool:
