@@ -72,8 +72,10 @@ def preflight(spec: StudySpec) -> None:
     Unknown names and bad parameters then stop the study with one clear error before any
     worker starts, instead of failing every cell.
     """
-    build_task(spec)
-    build_trainer(spec)
+    with spec.pointing_at("task"):
+        build_task(spec)
+    with spec.pointing_at("trainer"):
+        build_trainer(spec)
 
 
 def run_job(run_dir: str, spec: StudySpec, job: TrainJob, cells: list[Cell],

@@ -21,7 +21,8 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -397,9 +398,17 @@ class StudySpec(_Strict):
         seeds, the first ``N`` listed (an error if it lists fewer).
         """
         data = self.model_dump()
+        overridden: list[KeyPath] = []
+
+        def count(value: Any, name: str, high: int) -> int:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"`{name}` must be a positive integer, got {value!r}.")
+            if value > high:
+                raise InputError(f"`{name}` must be at most {high:,}, got {value!r}.")
+            return value
+
         if seeds is not None:
-            if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-                raise InputError(f"`seeds` must be a positive integer, got {seeds!r}.")
+            count(seeds, "seeds", MAX_SEEDS)
             if isinstance(self.seeds, list):
                 if seeds > len(self.seeds):
                     raise InputError(f"`seeds` asks for {seeds} seeds but the study file lists "
@@ -407,15 +416,19 @@ class StudySpec(_Strict):
                 data["seeds"] = self.seeds[:seeds]
             else:
                 data["seeds"] = seeds
+            overridden.append(("seeds",))
         if n_items is not None:
-            if isinstance(n_items, bool) or not isinstance(n_items, int) or n_items < 1:
-                raise InputError(f"`n_items` must be a positive integer, got {n_items!r}.")
-            data["evaluation"]["n_items"] = n_items
+            data["evaluation"]["n_items"] = count(n_items, "n_items", MAX_ITEMS)
+            overridden.append(("evaluation", "n_items"))
         if noise_seeds is not None:
-            if isinstance(noise_seeds, bool) or not isinstance(noise_seeds, int) or noise_seeds < 1:
-                raise InputError(f"`noise_seeds` must be a positive integer, got {noise_seeds!r}.")
-            data["evaluation"]["noise_seeds"] = noise_seeds
-        return StudySpec.from_dict(data, source=self._source, lines=self._lines)
+            data["evaluation"]["noise_seeds"] = count(noise_seeds, "noise_seeds",
+                                                      MAX_NOISE_SEEDS)
+            overridden.append(("evaluation", "noise_seeds"))
+        # an overridden value is no longer on its line of the file: errors about it name
+        # the key without a line
+        lines = {path: line for path, line in self._lines.items()
+                 if not any(path[: len(o)] == o for o in overridden)}
+        return StudySpec.from_dict(data, source=self._source, lines=lines)
 
     def resolved(self) -> dict[str, Any]:
         """The spec as plain JSON data with seeds and noise seeds spelled out: what the hash
@@ -437,6 +450,42 @@ class StudySpec(_Strict):
     def where(self, path: Sequence[str | int]) -> str:
         """``key.path (file line N)`` for messages raised after validation."""
         return location(self._source, tuple(path), self._lines)
+
+    @contextmanager
+    def pointing_at(self, section: Literal["task", "trainer"]) -> Iterator[None]:
+        """Errors raised while the task or trainer is built name the key and its line.
+
+        The task and the trainer validate their own ``params`` when they are built (before
+        the first cell, see :func:`robuststats.study.executor.preflight`); their messages
+        name the parameter in backticks, or ``unknown parameter 'x'``::
+
+            with spec.pointing_at("task"):
+                build_task(spec)
+            # studies/x.yaml: task.params.max_value (line 17): `max_value` must be ...
+        """
+        try:
+            yield
+        except InputError as exc:
+            message = str(exc)
+            path = _component_key(section, message)
+            raise InputError(f"{location(self._source, path, self._lines)}: {message}") \
+                from None
+
+
+def _component_key(section: str, message: str) -> KeyPath:
+    """The key of the study file an error from building the task or trainer is about."""
+    model = re.search(r"`model\.(\w+)`", message)
+    if model is not None:  # the trainer's model sizes come from the top-level `model`
+        return ("model", model.group(1))
+    unknown = re.search(r"unknown parameter '([^']+)'", message)
+    if unknown is not None:
+        return (section, "params", unknown.group(1))
+    if re.match(r"(unknown \w+ |cannot load |`\w+` name must)", message):
+        return (section, "name")
+    field = re.search(r"`(\w+)`", message)
+    if field is not None:
+        return (section, "params", field.group(1))
+    return (section,)
 
 
 def _suggest(path: KeyPath) -> str:
