@@ -63,10 +63,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, but an unknown argument is reported by its subcommand
+    (``robuststats study: error: unrecognized arguments: --bogus``)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = getattr(args, "command", None)
+        subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        owner = subparsers[0].choices.get(command, parser) if subparsers and command \
+            else parser
+        owner.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``robuststats``; returns the process exit code."""
     parser = build_parser()
-    args = parser.parse_args(list(argv) if argv is not None else None)
+    args = _parse(parser, list(argv) if argv is not None else None)
     if args.command is None:
         parser.print_help()
         return 0

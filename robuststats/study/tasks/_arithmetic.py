@@ -23,8 +23,8 @@ _VERBS = {"+": ("gets", "buys", "finds", "wins"), "-": ("gives", "loses", "sells
 
 Problem = tuple[int, tuple[tuple[str, int], ...]]  # start value, ((op, operand), ...)
 _ENUMERATE_MAX = 200_000
-# Bounds (docs/tasks_and_models.md): the items are held in memory, and a tiny model does
-# not learn numbers past a few digits; larger values are typos, not plans.
+# Bounds (docs/studies.md, "Bounds and plain text"): the items are held in memory, and a
+# tiny model does not learn numbers past a few digits; larger values are typos, not plans.
 MAX_VALUE = 10_000
 MAX_TEST_ITEMS = 100_000
 MAX_TRAIN_ITEMS = 200_000
