@@ -56,6 +56,8 @@ def test_check_json_carries_the_plan(no_run: None, capsys, tmp_path: Path) -> No
      r"trainer.params.steps \(line 8\): `steps` must be a positive integer, got 0"),
     ("conditions:", "model: {num_layers: 1000}\nconditions:",
      r"model.num_layers \(line 6\): `model.num_layers` must be at most 256"),
+    ("name: arithmetic\n  params: {seed: 0}", "name: gsm8k\n  params: {path: /no/such.jsonl}",
+     r"task.params.path \(line 5\): `path`: no such file '/no/such.jsonl'"),
 ])
 def test_task_and_trainer_errors_name_the_key_and_line(no_run: None, capsys, tmp_path: Path,
                                                         old: str, new: str,
