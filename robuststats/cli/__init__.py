@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -33,9 +34,13 @@ COMMANDS: dict[str, str] = {
 
 
 def one_line(text: str, width: int = 2000) -> str:
-    """``text`` as one line of at most ``width`` characters (line breaks become spaces)."""
-    if "\n" in text or "\r" in text:
-        text = " ".join(text.split())
+    """``text`` as one line of at most ``width`` characters: line breaks become spaces and
+    any other unprintable character its escape (``\\x0c``), so a value a user typed cannot
+    break the line or the terminal."""
+    if not text.isprintable():
+        text = re.sub(r"\s*[\r\n]+\s*", " ", text).replace("\t", " ")
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                       for c in text)
     return text if len(text) <= width else text[: width - 3] + "..."
 
 

@@ -193,3 +193,14 @@ def test_argument_errors_are_one_line_without_usage(tmp_path: Path, capsys) -> N
     assert main(["analyze", "/" + "a" * 5000]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and len(err) < 400, err
+
+
+def test_control_characters_typed_by_the_user_are_escaped(tmp_path: Path, capsys) -> None:
+    assert main(["analyze", str(tmp_path / "a\x0cb\x1b[2J\nc.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err.splitlines()) == 1, err
+    assert "\\x0c" in err and "\\x1b[2J" in err and "\x1b" not in err
+    with pytest.raises(SystemExit):
+        main(["analyze", "x.csv", "\x0b"])
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "unrecognized arguments: \\x0b" in err, err
