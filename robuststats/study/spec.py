@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +40,19 @@ from robuststats._validation import MAX_RESAMPLES, check_choice
 from robuststats.engine import NoiseSpec
 from robuststats.errors import InputError, closest_match, did_you_mean
 from robuststats.stats._multiplicity import MULTIPLICITY_METHODS
+from robuststats.study.spec_bounds import (
+    MAX_BATCH_SIZE,
+    MAX_CELLS,
+    MAX_CONDITIONS,
+    MAX_HYPOTHESES,
+    MAX_ITEMS,
+    MAX_NAME_LENGTH,
+    MAX_NOISE_LEVELS,
+    MAX_NOISE_SEEDS,
+    MAX_SEEDS,
+    MAX_VERSION,
+    check_name,
+)
 from robuststats.study.spec_fields import (
     AQN,
     MAX_SEED_VALUE,
@@ -58,6 +70,7 @@ from robuststats.study.yaml_lines import (
     KeyedError,
     KeyPath,
     check_document,
+    component_key,
     display,
     keyed,
     line_for,
@@ -95,43 +108,6 @@ SPEC_FORMAT = 1
 #: ``analysis.multiplicity``: the methods of :func:`robuststats.stats.adjust_pvalues`
 #: ("none" included)
 MULTIPLICITY_CHOICES: tuple[str, ...] = tuple(MULTIPLICITY_METHODS)
-
-_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.\-]*"
-
-# Upper bounds of a study's sizes (docs/studies.md, "Bounds"): far above any real study,
-# checked when the file is loaded, before anything is allocated or trained. A value past
-# one of them is a typo, not a plan (`seeds: 1000000000` once filled 3 GiB with cells).
-#: training seeds (one model each)
-MAX_SEEDS = 1_000
-#: inference-noise draws per noisy cell
-MAX_NOISE_SEEDS = 1_000
-#: distinct evaluation noise levels
-MAX_NOISE_LEVELS = 100
-#: training conditions
-MAX_CONDITIONS = 100
-#: pre-registered hypotheses
-MAX_HYPOTHESES = 1_000
-#: cells of the plan: conditions × seeds × (clean levels + noisy levels × noise seeds)
-MAX_CELLS = 100_000
-#: ``evaluation.n_items`` (GSM8K's test split has 1,319)
-MAX_ITEMS = 1_000_000
-#: ``evaluation.batch_size``
-MAX_BATCH_SIZE = 100_000
-#: study and condition names (they name directories and cell files)
-MAX_NAME_LENGTH = 100
-#: ``version`` of a study definition
-MAX_VERSION = 1_000_000
-
-
-def _check_name(value: str, what: str) -> str:
-    """A directory-safe name: ``[A-Za-z0-9][A-Za-z0-9_.-]*``, at most MAX_NAME_LENGTH."""
-    if not isinstance(value, str) or re.fullmatch(_NAME_PATTERN, value) is None:
-        raise ValueError(f"{what} {value!r} must be letters, digits, '_', '.' or '-', "
-                         "starting with a letter or digit")
-    if len(value) > MAX_NAME_LENGTH:
-        raise ValueError(f"{what} must be at most {MAX_NAME_LENGTH} characters, got "
-                         f"{len(value)}")
-    return value
 
 
 class _Strict(BaseModel):
@@ -278,7 +254,7 @@ class StudySpec(_Strict):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        return _check_name(v, "study name")
+        return check_name(v, "study name")
 
     @field_validator("seeds")
     @classmethod
@@ -290,7 +266,7 @@ class StudySpec(_Strict):
     def _condition_names(cls, v: dict[str, ConditionSpec]) -> dict[str, ConditionSpec]:
         for name in v:
             try:
-                _check_name(name, "condition name")
+                check_name(name, "condition name")
             except ValueError as exc:
                 raise KeyedError((name,), str(exc)) from None
         return v
@@ -344,7 +320,7 @@ class StudySpec(_Strict):
         return self
 
     def n_cells(self) -> int:
-        """Cells of the plan, counted without building it (see :func:`~robuststats.study.plan`)."""
+        """Cells of the plan, counted without building it (:func:`robuststats.study.plan`)."""
         levels = self.evaluation.noise_levels
         clean = sum(1 for x in levels if x == 0.0)
         noisy = len(levels) - clean
@@ -355,7 +331,8 @@ class StudySpec(_Strict):
         n = self.n_cells()
         if n <= MAX_CELLS:
             return
-        n_seeds, n_noise = len(_seeds_of(self.seeds)), len(_seeds_of(self.evaluation.noise_seeds))
+        n_seeds = len(_seeds_of(self.seeds))
+        n_noise = len(_seeds_of(self.evaluation.noise_seeds))
         key: KeyPath = ("seeds",) if n_seeds >= n_noise else ("evaluation", "noise_seeds")
         raise KeyedError(key, f"the plan has {n:,} cells ({len(self.conditions)} conditions × "
                          f"{n_seeds} seeds × {len(self.evaluation.noise_levels)} noise levels, "
@@ -368,8 +345,8 @@ class StudySpec(_Strict):
                   lines: Mapping[KeyPath, int] | None = None) -> StudySpec:
         """Validate a mapping; errors name the key path (and line, when ``lines`` is given)."""
         if not isinstance(data, Mapping):
-            raise InputError(f"{display(source or 'study')}: the top level must be a mapping of keys, "
-                             f"got {type(data).__name__}.")
+            raise InputError(f"{display(source or 'study')}: the top level must be a mapping "
+                             f"of keys, got {type(data).__name__}.")
         line_map = dict(lines or {})
         try:
             spec = cls.model_validate(dict(data))
@@ -467,25 +444,9 @@ class StudySpec(_Strict):
             yield
         except InputError as exc:
             message = str(exc)
-            path = _component_key(section, message)
+            path = component_key(section, message)
             raise InputError(f"{location(self._source, path, self._lines)}: {message}") \
                 from None
-
-
-def _component_key(section: str, message: str) -> KeyPath:
-    """The key of the study file an error from building the task or trainer is about."""
-    model = re.search(r"`model\.(\w+)`", message)
-    if model is not None:  # the trainer's model sizes come from the top-level `model`
-        return ("model", model.group(1))
-    unknown = re.search(r"unknown parameter '([^']+)'", message)
-    if unknown is not None:
-        return (section, "params", unknown.group(1))
-    if re.match(r"(unknown \w+ |cannot load |`\w+` name must)", message):
-        return (section, "name")
-    field = re.search(r"`(\w+)`", message)
-    if field is not None:
-        return (section, "params", field.group(1))
-    return (section,)
 
 
 def _suggest(path: KeyPath) -> str:

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from robuststats.errors import InputError
 
 __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_VALUES", "KeyPath", "KeyedError",
-           "check_document", "display", "keyed", "load_yaml_with_lines", "location",
+           "check_document", "component_key", "display", "keyed", "load_yaml_with_lines", "location",
            "pydantic_message", "read_study_text"]
 
 KeyPath = tuple[str | int, ...]
@@ -160,15 +160,17 @@ def read_study_text(path: str | Path, *, what: str = "study file") -> str:
     shown = _short(str(path))
     try:
         # stat before open: opening a FIFO or a terminal would wait for a writer
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise InputError(f"{what} {shown} is not a regular file.")
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
+        regular = stat.S_ISREG(os.stat(path).st_mode)
+        if regular:
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_FILE_BYTES + 1)
     except FileNotFoundError:
         raise InputError(f"{what} {shown} does not exist.") from None
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise InputError(f"{what} {shown} cannot be read: {reason}.") from None
+    if not regular:
+        raise InputError(f"{what} {shown} is not a regular file.")
     if len(data) > MAX_FILE_BYTES:
         raise InputError(f"{what} {shown} is larger than {MAX_FILE_BYTES // 1024} KiB; a study "
                          "file describes a study, it does not hold data.")
@@ -296,6 +298,23 @@ def display(text: str) -> str:
 
 
 # ---------------------------------------------------------------------- messages
+def component_key(section: str, message: str) -> KeyPath:
+    """The key of the study file an error from building the task or trainer is about."""
+    model = re.search(r"`model\.(\w+)`", message)
+    if model is not None:  # the trainer's model sizes come from the top-level `model`
+        return ("model", model.group(1))
+    unknown = re.search(r"unknown parameter '([^']+)'", message)
+    if unknown is not None:
+        return (section, "params", unknown.group(1))
+    if re.match(r"(unknown \w+ |cannot load |`\w+` name must)", message):
+        return (section, "name")
+    field = re.search(r"`(\w+)`", message)
+    if field is not None:
+        return (section, "params", field.group(1))
+    return (section,)
+
+
+
 def line_for(path: KeyPath, lines: LineMap) -> int | None:
     """Line of ``path``, or of its longest known prefix (a missing key is reported at its
     parent's line); ``None`` when nothing below the top level is known."""

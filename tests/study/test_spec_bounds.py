@@ -74,8 +74,10 @@ def test_file_size_encoding_and_control_bytes(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"\(line 2\): invalid YAML: the control character U\+0000 "
                                          "is not allowed"):
         load(tmp_path, b"name: x\ndescription: a\x00b\n")
-    with pytest.raises(InputError, match=r"study file .* is not a regular file"):
+    with pytest.raises(InputError, match=r"^study file '.*' is not a regular file\.$"):
         StudySpec.from_file(tmp_path)
+    with pytest.raises(InputError, match=r"^study file '/dev/null' is not a regular file\.$"):
+        StudySpec.from_file("/dev/null")
     with pytest.raises(InputError, match=r"study file '/x+\.\.\.x+\.yaml' cannot be read: "
                                          "File name too long"):
         StudySpec.from_file("/" + "x" * 5000 + ".yaml")
