@@ -220,7 +220,7 @@ def test_arithmetic_capacity_count_is_exact_and_fast() -> None:
                     len(_enumerate(max_value, n_steps, ops))
     started = time.perf_counter()
     _count_problems(10_000, 6, "+-")
-    assert time.perf_counter() - started < 10  # the old loop took hours here
+    assert time.perf_counter() - started < 10  # the old loop needed ~10¹⁰ dict updates here
 
 
 def test_arithmetic_sizes_are_bounded() -> None:
