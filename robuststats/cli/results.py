@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from robuststats.cli._output import add_format_option, emit, fmt_noise, fmt_p, render_table
+from robuststats.cli._output import (
+    add_format_option,
+    emit,
+    fmt_noise,
+    fmt_p,
+    non_negative_float,
+    render_table,
+)
 
 __all__ = ["add_parser", "run"]
 
@@ -48,7 +55,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                           help="compare the tables of two versions; exit 1 if they differ")
     diff.add_argument("a", metavar="VERSION_A")
     diff.add_argument("b", metavar="VERSION_B")
-    diff.add_argument("--rtol", type=float, default=1e-9, help="relative tolerance")
+    diff.add_argument("--rtol", type=non_negative_float, default=1e-9,
+                      help="relative tolerance")
     p.set_defaults(run=run)
     return p
 
@@ -86,10 +94,11 @@ def _list(store: Any, args: argparse.Namespace) -> int:
                              "cells_planned": None, "path": str(path), "error": str(exc)})
                 continue
             m = v.manifest
+            counts = m.get("row_counts")
             rows.append({"version": v.label, "study": v.study, "number": v.number,
                          "kind": _kind(m), "sealed": m.get("sealed"),
                          "spec_hash": m.get("spec_hash"),
-                         "outcomes": m.get("row_counts", {}).get("outcomes"),
+                         "outcomes": counts.get("outcomes") if isinstance(counts, dict) else None,
                          "cells_finished": m.get("cells_finished"),
                          "cells_planned": m.get("cells_planned"), "path": str(v.path)})
 

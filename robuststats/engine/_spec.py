@@ -82,13 +82,21 @@ def _check_scale(value: Any, name: str) -> float:
     return value
 
 
+#: largest layer index a spec may name (no model has this many layers; a range past it
+#: would only allocate)
+MAX_LAYER_INDEX = 99_999
+
+
 def _check_index(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InputError(f"`{name}` must hold non-negative layer indices, got {value!r}.")
+    if value > MAX_LAYER_INDEX:
+        raise InputError(f"`{name}` must hold layer indices up to {MAX_LAYER_INDEX:,}, "
+                         f"got {value!r}.")
     return value
 
 
-_RANGE_RE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+_RANGE_RE = re.compile(r"^\s*(\d{1,9})\s*(?:-\s*(\d{1,9})\s*)?$")
 
 
 def _parse_layers(layers: Any) -> tuple[int, ...] | None:
@@ -112,8 +120,8 @@ def _parse_layers(layers: Any) -> tuple[int, ...] | None:
                 raise InputError(
                     f"`layers` string must look like '3', '3-5' or '0,2,7-9', got {layers!r}."
                 )
-            lo = int(m.group(1))
-            hi = int(m.group(2)) if m.group(2) is not None else lo
+            lo = _check_index(int(m.group(1)), "layers")
+            hi = _check_index(int(m.group(2)), "layers") if m.group(2) is not None else lo
             if hi < lo:
                 raise InputError(f"`layers` range {part.strip()!r} is empty (end < start).")
             out.update(range(lo, hi + 1))
@@ -129,6 +137,7 @@ def _parse_layers(layers: Any) -> tuple[int, ...] | None:
         window = layers["window"]
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise InputError(f"`layers.window` must be a positive integer, got {window!r}.")
+        _check_index(start + window - 1, "layers")
         return tuple(range(start, start + window))
     if isinstance(layers, Iterable):
         items = list(layers)
@@ -176,7 +185,7 @@ def _parse_ops(ops: Any) -> str | tuple[str, ...]:
         if not names:
             raise InputError("`ops` must name at least one op.")
         for name in names:
-            if name not in ALL_OPS:
+            if not isinstance(name, str) or name not in ALL_OPS:
                 raise InputError(
                     f"`ops` contains an unknown op {name!r}{did_you_mean(name, ALL_OPS)}; "
                     f"known ops: {list(ALL_OPS)}."

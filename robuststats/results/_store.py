@@ -73,7 +73,7 @@ class ResultVersion:
                              f"<study>/v<N>/ with {MANIFEST}).")
         try:
             manifest = json.loads(mfile.read_text())
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
             raise InputError(f"{str(mfile)!r} is not valid JSON: {exc}") from None
         if not isinstance(manifest, dict):
             raise InputError(f"{str(mfile)!r} must hold a JSON object, got "

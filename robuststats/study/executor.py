@@ -82,8 +82,10 @@ def preflight(spec: StudySpec) -> Any:
     Unknown names and bad parameters then stop the study with one clear error before any
     worker starts, instead of failing every cell.
     """
-    task = build_task(spec)
-    build_trainer(spec)
+    with spec.pointing_at("task"):
+        task = build_task(spec)
+    with spec.pointing_at("trainer"):
+        build_trainer(spec)
     return task
 
 
