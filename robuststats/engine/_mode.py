@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from robuststats.engine._install import Installation
     from robuststats.engine._session import NoiseSession
 
-__all__ = ["FUNCTIONAL_OPS", "NoiseMode"]
+__all__ = ["FUNCTIONAL_OPS", "NoiseMode", "remove_mode"]
 
 
 def _funcs() -> dict[Any, str]:
@@ -73,3 +73,20 @@ class NoiseMode(TorchFunctionMode):
             return func(*args, **kwargs)
         name = s.map.layer_path(layer)
         return s.apply_op(op, layer, name, lambda *a: func(*a, **kwargs), tuple(args))
+
+
+def remove_mode(mode: TorchFunctionMode) -> bool:
+    """Take ``mode`` off this thread's torch-function mode stack wherever it sits, keeping
+    the modes above it in order (``mode.__exit__`` would pop whatever is on top, which is
+    another session's mode when sessions close out of order). False if it is not there."""
+    above = []
+    found = False
+    while torch._C._len_torch_function_stack() > 0:
+        top = torch._C._pop_torch_function_stack()
+        if top is mode:
+            found = True
+            break
+        above.append(top)
+    for m in reversed(above):
+        torch._C._push_on_torch_function_stack(m)
+    return found

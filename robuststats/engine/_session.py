@@ -80,6 +80,8 @@ class NoiseSession:
         self._draws: dict[int, int] = defaultdict(int)
         self._replay: dict[int, list[Any]] = {}
         self.unreplayed = 0
+        #: ids of the autograd graph tasks (backward calls) that reached the model's outputs
+        self.graph_tasks: dict[int, None] = {}
         self.mode: Any = None  # the session's TorchFunctionMode, when functional ops are requested
         self._devices = {p.device for p in model.parameters()} or {torch.device("cpu")}
 
@@ -190,6 +192,14 @@ class NoiseSession:
 
     def _mark_backward(self, grad: torch.Tensor) -> None:
         self.backward_ran = True
+        # this backward (graph task) belongs to this session: autograd threads that
+        # recompute checkpointed layers for it find the session by the task id
+        task = torch._C._current_graph_task_id()
+        if task != -1:
+            with self._lock:
+                self.graph_tasks[task] = None
+                while len(self.graph_tasks) > 64:
+                    self.graph_tasks.pop(next(iter(self.graph_tasks)))
 
     # --- scales ------------------------------------------------------------------------------
 
@@ -245,11 +255,12 @@ class NoiseSession:
         return out
 
     def forward_noise(
-        self, y: torch.Tensor, layer: int, op: str, scale: float
+        self, y: torch.Tensor, layer: int, op: str, scale: float, *, count: bool = True
     ) -> torch.Tensor:
         """``y + e`` with ``e`` from the error model; gradient passes straight through
         (the error is a constant to autograd, as in hardware: the backward matmuls never
-        see the forward error of their own output)."""
+        see the forward error of their own output). ``count=False`` for the later blocks
+        of an op computed in blocks: one injection, norms summed over its blocks."""
         if not (isinstance(y, torch.Tensor) and y.is_floating_point()):
             return y
         recompute = in_backward()
@@ -257,7 +268,7 @@ class NoiseSession:
         with torch.no_grad():
             e, alpha = self._error(y, scale, self._forward_gen(layer, y.device))
             if not recompute:
-                self._record(layer, op, "forward", y, e, alpha)
+                self._record(layer, op, "forward", y, e, alpha, count=count)
             if not tracked:
                 # no autograd graph to protect: one in-place add, no extra allocation
                 return y.add_(e, alpha=alpha)
@@ -265,14 +276,16 @@ class NoiseSession:
         # (softmax does), and in-place edits of tracked views are unsafe
         return torch.add(y, e, alpha=alpha)
 
-    def backward_noise(self, grad: torch.Tensor, layer: int, op: str, scale: float) -> torch.Tensor:
+    def backward_noise(
+        self, grad: torch.Tensor, layer: int, op: str, scale: float, *, count: bool = True
+    ) -> torch.Tensor:
         self.backward_ran = True
         if not self.open:
             self.late_backward += 1
             return grad
         with torch.no_grad():
             e, alpha = self._error(grad, scale, self._gen("backward", layer, grad.device))
-            self._record(layer, op, "backward", grad, e, alpha)
+            self._record(layer, op, "backward", grad, e, alpha, count=count)
             # never in place: autograd may hand the same gradient buffer to several inputs
             return torch.add(grad, e, alpha=alpha)
 
@@ -288,16 +301,28 @@ class NoiseSession:
         return error_tensor(self.kind, y, scale, g), 1.0
 
     def _record(
-        self, layer: int, op: str, phase: str, y: torch.Tensor, e: torch.Tensor, alpha: float
+        self,
+        layer: int,
+        op: str,
+        phase: str,
+        y: torch.Tensor,
+        e: torch.Tensor,
+        alpha: float,
+        *,
+        count: bool = True,
     ) -> None:
         key = (layer, op, phase)
         norms = torch.stack((torch.linalg.vector_norm(y), torch.linalg.vector_norm(e) * alpha))
         norms = norms.double().square_()
         with self._lock:
-            self._counts[key] += 1
+            if count:
+                self._counts[key] += 1
             acc = self._acc.get(key)
             if acc is None:
-                self._acc[key] = norms
+                # a normal tensor even under torch.inference_mode(), so that a session used
+                # for a rollout can keep accumulating in a training step afterwards
+                with torch.inference_mode(False):
+                    self._acc[key] = norms.clone()
             else:
                 acc.add_(norms)
 
