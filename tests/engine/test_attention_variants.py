@@ -125,10 +125,11 @@ def test_forward_noise_reaches_every_attention_op(arch, ids12) -> None:
 # --- item 4: probability noise respects the mask ---------------------------------------------
 
 
+@pytest.mark.parametrize("grad", [True, False], ids=["autograd", "no_grad (in place)"])
 @pytest.mark.parametrize("block_elements", [None, 64], ids=["one block", "blocks of 2 rows"])
 @pytest.mark.parametrize("kind", ["absolute_gaussian", "relative_gaussian", "systematic_bias"])
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
-def test_softmax_noise_keeps_causality(make_qwen, attn, kind, block_elements, monkeypatch) -> None:
+def test_softmax_noise_keeps_causality(make_qwen, attn, kind, block_elements, grad, monkeypatch) -> None:
     if block_elements is not None:
         monkeypatch.setattr(attention, "BLOCK_ELEMENTS", block_elements)
     model = make_qwen(attn)
@@ -136,9 +137,9 @@ def test_softmax_noise_keeps_causality(make_qwen, attn, kind, block_elements, mo
     changed = ids.clone()
     changed[:, 6:] = (changed[:, 6:] + 1) % 64  # perturb the future of position 5
     spec = NoiseSpec(scale=0.05, kind=kind, ops=["softmax"], seed=2)
-    with inject(model, spec):
+    with torch.set_grad_enabled(grad), inject(model, spec):
         a = model(ids).logits
-    with inject(model, spec):
+    with torch.set_grad_enabled(grad), inject(model, spec):
         b = model(changed).logits
     assert torch.equal(a[:, :6], b[:, :6])  # same noise, no leak from future tokens
     assert not torch.equal(a[:, 6:], b[:, 6:])
@@ -167,7 +168,7 @@ def test_probabilities_are_exactly_zero_where_masked() -> None:
 
     p = torch.softmax(torch.randn(1, 1, 4, 4).masked_fill(~torch.ones(4, 4, dtype=torch.bool).tril(), -1e30), -1)
     hidden = torch.ones(4, 4, dtype=torch.bool).triu(1)
-    noisy = attention._noisy_probs(_S(), p.clone(), hidden, True, 0, 0.1, True)  # type: ignore[arg-type]
+    noisy = attention._noisy_probs(_S(), p.clone(), hidden, 0, True, 0, 0.1, True)  # type: ignore[arg-type]
     assert torch.equal(noisy[..., hidden], torch.zeros_like(noisy[..., hidden]))
     assert torch.allclose(noisy[..., ~hidden], p[..., ~hidden] + 0.1)
 
