@@ -46,12 +46,14 @@ _EXPORTS: dict[str, str] = {
     "required_ops": "robuststats.engine._inject",
     "InjectionVerificationError": "robuststats.engine._session",
     "NoiseSession": "robuststats.engine._session",
+    "UnsupportedAttentionError": "robuststats.engine._attention",
 }
 
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # static analysers see the real names
     from robuststats.engine._aqn import AQNPerturbation, AQNSchedule, aqn_perturb  # noqa: F401
+    from robuststats.engine._attention import UnsupportedAttentionError  # noqa: F401
     from robuststats.engine._env import (  # noqa: F401
         ENV_VAR,
         apply_from_env,

@@ -28,11 +28,18 @@ class BackwardNoise(torch.autograd.Function):
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx: Any, t: torch.Tensor, session: NoiseSession, layer: int, op: str, scale: float
+        ctx: Any,
+        t: torch.Tensor,
+        session: NoiseSession,
+        layer: int,
+        op: str,
+        scale: float,
+        count: bool = True,
     ) -> torch.Tensor:
         ctx.session = session
         ctx.site = (layer, op)
         ctx.scale = scale
+        ctx.count = count  # False for the 2nd, 3rd, ... block of one blocked op
         return t.view_as(t)
 
     @staticmethod
@@ -40,5 +47,5 @@ class BackwardNoise(torch.autograd.Function):
         session: NoiseSession = ctx.session
         if grad is not None:
             layer, op = ctx.site
-            grad = session.backward_noise(grad, layer, op, ctx.scale)
-        return grad, None, None, None, None
+            grad = session.backward_noise(grad, layer, op, ctx.scale, count=ctx.count)
+        return grad, None, None, None, None, None

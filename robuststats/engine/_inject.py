@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
 from torch import nn
 
 from robuststats.engine import _install
-from robuststats.engine._mode import FUNCTIONAL_OPS, NoiseMode
+from robuststats.engine._mode import FUNCTIONAL_OPS, NoiseMode, remove_mode
 from robuststats.engine._model_map import ModelMap, build_model_map
 from robuststats.engine._session import InjectionVerificationError, NoiseSession
 from robuststats.engine._spec import NoiseSpec
@@ -101,12 +102,14 @@ class Injection:
         self._inst: _install.Installation | None = None
         self._mode: NoiseMode | None = None
         self._features: set[str] = set()
+        self._thread: int | None = None
 
     def __enter__(self) -> NoiseSession:
         if self.session is not None:
             raise InputError("an inject(...) context can be entered only once; call inject again.")
         session = NoiseSession(self.model, self.spec, self.map, bool(self.verify))
         self.session = session
+        self._thread = threading.get_ident()
         session.open = True
         if not self.spec.is_active:
             return session  # scale 0: nothing is installed, zero overhead
@@ -125,9 +128,17 @@ class Injection:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         session = self.session
         assert session is not None
+        if not session.open:
+            return  # closed already (e.g. by stop_from_env after an exception)
+        if self._inst is not None and threading.get_ident() != self._thread:
+            raise InputError(
+                "an inject(...) session must be closed in the thread that opened it "
+                "(its patches and TorchFunctionMode are that thread's)."
+            )
         try:
             if self._mode is not None:
-                self._mode.__exit__(None, None, None)
+                # wherever it sits: sessions of other models may have been opened after it
+                remove_mode(self._mode)
         finally:
             if self._inst is not None:
                 _install.release(self._inst, session, self._features)
@@ -200,4 +211,8 @@ def inject(
             mm.check_layers((key,), "layer_scales")
         else:
             mm.check_module_prefix(key)
+    if spec.is_active and set(spec.op_set) & _ATTENTION_OPS and _attention_switchable(mm):
+        from robuststats.engine import _attention
+
+        _attention.check_supported(mm)  # an attention variant it cannot reproduce: refuse now
     return Injection(model, spec, mm, verify)

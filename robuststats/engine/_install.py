@@ -18,9 +18,17 @@ exactly when the last session leaves:
 
 Every patch asks :meth:`Installation.active` which session to serve: the innermost
 session opened *in the calling thread* (inner replaces outer; the outer resumes when the
-inner leaves). A thread without a session gets the clean computation. Autograd runs
-recomputation of checkpointed layers on its own threads; there the most recently opened
-session of the model serves.
+inner leaves). A thread without a session gets the clean computation. Autograd may run
+the recomputation of checkpointed layers on its own threads; there the session whose
+model outputs that backward (graph task) started from serves, and no other.
+
+Patches shared by several installations (a model and its own submodule share their
+``nn.Linear`` modules and their attention config) are kept in module-level registries and
+rebuilt from the remaining installations when one leaves, so sessions may close in any
+order. While any session is open, ``torch.compile``d code runs eagerly
+(``torch.compiler.set_stance("force_eager")``): dynamo cannot trace the engine's hooks,
+generators and ``TorchFunctionMode``, and eager execution injects exactly as an
+uncompiled model does.
 """
 
 from __future__ import annotations
@@ -44,6 +52,10 @@ __all__ = ["Installation", "acquire", "release"]
 
 _LOCK = threading.RLock()
 _INSTALLATIONS: dict[int, Installation] = {}
+#: id(nn.Linear) → [module, its instance forward before any installation, installations]
+_LINEAR: dict[int, list[Any]] = {}
+#: [open installations, compiler stance before the first]
+_EAGER: list[Any] = [0, None]
 
 
 class Installation:
@@ -62,7 +74,12 @@ class Installation:
         if stack:
             return stack[-1]
         if self.sessions and in_backward():
-            return self.sessions[-1]
+            # an autograd thread: serve the session whose outputs this backward started
+            # from (a thread without a session must not get another thread's noise)
+            task = torch._C._current_graph_task_id()
+            for s in reversed(self.sessions):
+                if task in s.graph_tasks:
+                    return s
         return None
 
     def push(self, session: NoiseSession) -> None:
@@ -135,9 +152,12 @@ class Installation:
     def _install_linear(self) -> list[Any]:
         undo = []
         for module in self.map.linears:
-            prev = module.__dict__.get("forward")
-            module.forward = types.MethodType(_linear_forward(self, module, prev), module)
-            undo.append(_restore_forward(module, prev))
+            rec = _LINEAR.get(id(module))
+            if rec is None or rec[0] is not module:
+                rec = _LINEAR[id(module)] = [module, module.__dict__.get("forward"), []]
+            rec[2].append(self)
+            _chain_linear(rec)
+            undo.append(_unchain_linear(rec, self))
         for module in self.map.product_modules:
             prev = module.__dict__.get("forward")
             module.forward = types.MethodType(product_forward(self, module, prev), module)
@@ -164,12 +184,11 @@ class Installation:
                 configs.setdefault(id(cfg), cfg)
         undo: list[Any] = []
         for cfg in configs.values():
-            old = cfg._attn_implementation
-            cfg._attn_implementation = _attention.NAME
-            undo.append(_restore_attn(cfg, old))
+            _attention.switch(cfg)
+            undo.append(lambda cfg=cfg: _attention.unswitch(cfg))
         for m in self.map.attention:
-            _attention.OWNERS[id(m)] = self
-            undo.append(lambda m=m: _attention.OWNERS.pop(id(m), None))
+            _attention.owners_add(m, self)
+            undo.append(lambda m=m: _attention.owners_remove(m, self))
         return undo
 
 
@@ -183,9 +202,30 @@ def _restore_forward(module: nn.Module, prev: Any) -> Any:
     return undo
 
 
-def _restore_attn(cfg: Any, old: Any) -> Any:
+def _chain_linear(rec: list[Any]) -> None:
+    """Instance ``forward`` of one ``nn.Linear``: each installation's patch wrapped around
+    the previous one, the first around the forward found before any installation."""
+    module, prev, insts = rec
+    fn = prev
+    for inst in insts:
+        fn = types.MethodType(_linear_forward(inst, module, fn), module)
+    module.forward = fn
+
+
+def _unchain_linear(rec: list[Any], inst: Installation) -> Any:
     def undo() -> None:
-        cfg._attn_implementation = old
+        module, prev, insts = rec
+        if inst in insts:
+            insts.remove(inst)
+        if insts:
+            _chain_linear(rec)
+            return
+        if _LINEAR.get(id(module)) is rec:
+            del _LINEAR[id(module)]
+        if prev is None:
+            module.__dict__.pop("forward", None)
+        else:
+            module.forward = prev
 
     return undo
 
@@ -282,6 +322,7 @@ def _norm_post(inst: Installation, op: str, layer: int, name: str) -> Any:
 
 def acquire(model: nn.Module, mm: ModelMap, session: NoiseSession, features: set[str]) -> Installation:
     with _LOCK:
+        _eager_acquire()
         inst = _INSTALLATIONS.get(id(model))
         if inst is None or inst.model is not model:
             inst = _INSTALLATIONS[id(model)] = Installation(model, mm)
@@ -296,3 +337,23 @@ def release(inst: Installation, session: NoiseSession, features: set[str]) -> No
         inst.release(["hooks", *sorted(features)])
         if inst.empty and _INSTALLATIONS.get(id(inst.model)) is inst:
             del _INSTALLATIONS[id(inst.model)]
+        _eager_release()
+
+
+def _eager_acquire() -> None:
+    # compiled code runs eagerly while any session is open (process-wide: the compiler's
+    # stance is global; eager execution is correct in every thread, only slower)
+    if _EAGER[0] == 0:
+        from torch._dynamo.eval_frame import DynamoStance, _set_stance
+
+        _EAGER[1] = _set_stance(DynamoStance("force_eager"))
+    _EAGER[0] += 1
+
+
+def _eager_release() -> None:
+    _EAGER[0] -= 1
+    if _EAGER[0] == 0:
+        from torch._dynamo.eval_frame import _set_stance
+
+        _set_stance(_EAGER[1])
+        _EAGER[1] = None

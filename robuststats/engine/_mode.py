@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from robuststats.engine._install import Installation
     from robuststats.engine._session import NoiseSession
 
-__all__ = ["FUNCTIONAL_OPS", "NoiseMode"]
+__all__ = ["FUNCTIONAL_OPS", "NoiseMode", "remove_mode"]
 
 
 def _funcs() -> dict[Any, str]:
@@ -100,3 +100,20 @@ class NoiseMode(TorchFunctionMode):
                 f"op 'attention_scores' in F.scaled_dot_product_attention (layer {layer})",
                 "sdpa called by the model itself computes both attention products unseen",
             )
+
+
+def remove_mode(mode: TorchFunctionMode) -> bool:
+    """Take ``mode`` off this thread's torch-function mode stack wherever it sits, keeping
+    the modes above it in order (``mode.__exit__`` would pop whatever is on top, which is
+    another session's mode when sessions close out of order). False if it is not there."""
+    above = []
+    found = False
+    while torch._C._len_torch_function_stack() > 0:
+        top = torch._C._pop_torch_function_stack()
+        if top is mode:
+            found = True
+            break
+        above.append(top)
+    for m in reversed(above):
+        torch._C._push_on_torch_function_stack(m)
+    return found

@@ -84,6 +84,8 @@ class NoiseSession:
         #: matrix products that ran out of the engine's sight: what → why (a product
         #: module's weights in an opaque kernel; the model's own sdpa call)
         self.blind: dict[str, str] = {}
+        #: ids of the autograd graph tasks (backward calls) that reached the model's outputs
+        self.graph_tasks: dict[int, None] = {}
         self.mode: Any = None  # the session's TorchFunctionMode, when functional ops are requested
         self._devices = {p.device for p in model.parameters()} or {torch.device("cpu")}
         # target 'inputs' / 'weights': the error model acts on the operands of products
@@ -196,6 +198,14 @@ class NoiseSession:
 
     def _mark_backward(self, grad: torch.Tensor) -> None:
         self.backward_ran = True
+        # this backward (graph task) belongs to this session: autograd threads that
+        # recompute checkpointed layers for it find the session by the task id
+        task = torch._C._current_graph_task_id()
+        if task != -1:
+            with self._lock:
+                self.graph_tasks[task] = None
+                while len(self.graph_tasks) > 64:
+                    self.graph_tasks.pop(next(iter(self.graph_tasks)))
 
     # --- scales ------------------------------------------------------------------------------
 
@@ -253,11 +263,12 @@ class NoiseSession:
         return out
 
     def forward_noise(
-        self, y: torch.Tensor, layer: int, op: str, scale: float
+        self, y: torch.Tensor, layer: int, op: str, scale: float, *, count: bool = True
     ) -> torch.Tensor:
         """``y + e`` with ``e`` from the error model; gradient passes straight through
         (the error is a constant to autograd, as in hardware: the backward matmuls never
-        see the forward error of their own output)."""
+        see the forward error of their own output). ``count=False`` for the later blocks
+        of an op computed in blocks: one injection, norms summed over its blocks."""
         if not (isinstance(y, torch.Tensor) and y.is_floating_point()):
             return y
         recompute = in_backward()
@@ -266,7 +277,7 @@ class NoiseSession:
             with torch.no_grad():
                 out, realised, yf = self._low_precision(y, scale, self._forward_gen(layer, y.device))
                 if not recompute:
-                    self._record(layer, op, "forward", yf, realised, 1.0)
+                    self._record(layer, op, "forward", yf, realised, 1.0, count=count)
                 if not tracked:
                     return y.copy_(out)
             return _StraightThrough.apply(y, out)
@@ -277,11 +288,11 @@ class NoiseSession:
                 # draw, multiply, measure and add chunk by chunk in parallel (bitwise equal)
                 norms = g.perturb_relative_(y, scale)
                 if not recompute:
-                    self._book(layer, op, "forward", norms)
+                    self._book(layer, op, "forward", norms, count=count)
                 return y
             e, alpha = self._error(y, scale, g)
             if not recompute:
-                self._record(layer, op, "forward", y, e, alpha)
+                self._record(layer, op, "forward", y, e, alpha, count=count)
             if not tracked:
                 # no autograd graph to protect: one in-place add, no extra allocation
                 return y.add_(e, alpha=alpha)
@@ -289,7 +300,9 @@ class NoiseSession:
         # (softmax does), and in-place edits of tracked views are unsafe
         return torch.add(y, e, alpha=alpha)
 
-    def backward_noise(self, grad: torch.Tensor, layer: int, op: str, scale: float) -> torch.Tensor:
+    def backward_noise(
+        self, grad: torch.Tensor, layer: int, op: str, scale: float, *, count: bool = True
+    ) -> torch.Tensor:
         self.backward_ran = True
         if not self.open:
             self.late_backward += 1
@@ -298,10 +311,10 @@ class NoiseSession:
             g = self._gen("backward", layer, grad.device)
             if grad.dtype in LOW_PRECISION:
                 out, realised, gf = self._low_precision(grad, scale, g)
-                self._record(layer, op, "backward", gf, realised, 1.0)
+                self._record(layer, op, "backward", gf, realised, 1.0, count=count)
                 return out
             e, alpha = self._error(grad, scale, g)
-            self._record(layer, op, "backward", grad, e, alpha)
+            self._record(layer, op, "backward", grad, e, alpha, count=count)
             # never in place: autograd may hand the same gradient buffer to several inputs
             return torch.add(grad, e, alpha=alpha)
 
@@ -328,22 +341,36 @@ class NoiseSession:
         return out, out.float().sub_(yf), yf
 
     def _record(
-        self, layer: int, op: str, phase: str, y: torch.Tensor, e: torch.Tensor, alpha: float
+        self,
+        layer: int,
+        op: str,
+        phase: str,
+        y: torch.Tensor,
+        e: torch.Tensor,
+        alpha: float,
+        *,
+        count: bool = True,
     ) -> None:
         # norms in at least fp32: an fp16 norm overflows past 65504 (→ inf/inf = NaN)
         dtype = torch.float32 if y.dtype in LOW_PRECISION else None
         norms = torch.stack((torch.linalg.vector_norm(y, dtype=dtype),
                              torch.linalg.vector_norm(e, dtype=dtype) * alpha))
-        self._book(layer, op, phase, norms.double().square_())
+        self._book(layer, op, phase, norms.double().square_(), count=count)
 
-    def _book(self, layer: int, op: str, phase: str, norms: torch.Tensor) -> None:
-        """Count one injection with squared norms ``(‖y‖², ‖e‖²)`` (a float64 device tensor)."""
+    def _book(self, layer: int, op: str, phase: str, norms: torch.Tensor, *,
+              count: bool = True) -> None:
+        """Count one injection with squared norms ``(‖y‖², ‖e‖²)`` (a float64 device tensor);
+        ``count=False`` adds the norms of a later block of an injection already counted."""
         key = (layer, op, phase)
         with self._lock:
-            self._counts[key] += 1
+            if count:
+                self._counts[key] += 1
             acc = self._acc.get(key)
             if acc is None:
-                self._acc[key] = norms.clone()  # callers may pass a cached tensor
+                # a normal tensor even under torch.inference_mode(), so that a session used
+                # for a rollout can keep accumulating in a training step afterwards
+                with torch.inference_mode(False):
+                    self._acc[key] = norms.clone()  # callers may pass a cached tensor
             else:
                 acc.add_(norms)
 

@@ -1,0 +1,188 @@
+"""Cost of attention-op noise at long context (CPU), side by side, as ratios to clean sdpa.
+
+A Qwen2-shaped stack (hidden 256, 4 heads of 64, 2 KV heads, 2 layers), batch 1, one
+forward pass under ``torch.no_grad`` (evaluation) per variant:
+
+- ``sdpa (clean)``: the model as built (sdpa attention), no session: the reference;
+- ``eager (clean)``: the model's own eager attention, no session: what any O(T²)
+  attention path costs (the engine's attention used to be this for every attention op);
+- ``engine attention_output``, ``engine attention_scores``, ``engine softmax``: relative
+  Gaussian forward noise (scale 0.05) on that one op only;
+- ``engine attention (3 ops)``: all three attention ops;
+- ``engine matmul_only``: the default preset (every linear plus the two attention
+  products).
+
+Time: median of interleaved repeats in one process, so drift in machine load hits every
+variant alike. Peak memory: each variant runs once more in a fresh subprocess, which resets
+the kernel's peak-RSS mark just before the forward pass (``/proc/self/clear_refs``) and
+reports the peak resident set (``VmHWM``) minus the resident set at that moment: the
+extra memory the forward needed (``resource.getrusage`` where the reset is refused). Both at 1 torch thread and at the
+default thread count.
+
+Run: ``python benchmarks/attention_overhead.py`` (1k–8k tokens; a few minutes on 2 cores)
+or ``--quick`` (1k and 2k tokens, fewer repeats, about a minute).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+
+import torch
+
+from robuststats.engine import NoiseSpec, inject
+
+VARIANTS = (
+    "sdpa (clean)",
+    "eager (clean)",
+    "engine attention_output",
+    "engine attention_scores",
+    "engine softmax",
+    "engine attention (3 ops)",
+    "engine matmul_only",
+)
+_OPS = {
+    "engine attention_output": ["attention_output"],
+    "engine attention_scores": ["attention_scores"],
+    "engine softmax": ["softmax"],
+    "engine attention (3 ops)": ["attention_scores", "softmax", "attention_output"],
+    "engine matmul_only": "matmul_only",
+}
+
+
+def build_model(seq: int, attn: str = "sdpa") -> torch.nn.Module:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    cfg = Qwen2Config(
+        vocab_size=1024,
+        hidden_size=256,
+        intermediate_size=704,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=max(seq, 1024),
+        attn_implementation=attn,
+    )
+    torch.manual_seed(0)
+    return Qwen2ForCausalLM(cfg).eval()
+
+
+def _context(variant: str, model: torch.nn.Module) -> Callable[[], AbstractContextManager]:
+    if variant in _OPS:
+        spec = NoiseSpec(scale=0.05, ops=_OPS[variant], phases="forward", seed=0)
+        return lambda: inject(model, spec)
+    return nullcontext
+
+
+def _ids(seq: int) -> torch.Tensor:
+    return torch.randint(0, 1024, (1, seq), generator=torch.Generator().manual_seed(0))
+
+
+def _status_kib(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _reset_peak() -> bool:
+    """Reset the kernel's peak-RSS mark (Linux: ``echo 5 > /proc/self/clear_refs``)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def measure_memory(variant: str, seq: int, threads: int) -> float:
+    """Extra peak memory (MiB) of one forward, in a fresh process."""
+    cmd = [sys.executable, __file__, "--child", json.dumps([variant, seq, threads])]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return float(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _peak_child(variant: str, seq: int, threads: int) -> float:
+    if threads:
+        torch.set_num_threads(threads)
+    model = build_model(seq, "eager" if variant == "eager (clean)" else "sdpa")
+    ids = _ids(seq)
+    ctx = _context(variant, model)
+    with torch.no_grad():
+        model(_ids(16))  # warm up lazy initialisation at a tiny size
+        reset = _reset_peak()
+        before = _status_kib("VmRSS")
+        with ctx():
+            model(ids)
+    # without a reset, the peak of the whole process (imports, model build) bounds it
+    peak = _status_kib("VmHWM") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return max(peak - before, 0) / 1024
+
+
+def measure_time(seq: int, threads: int, repeats: int) -> dict[str, float]:
+    if threads:
+        torch.set_num_threads(threads)
+    models = {"sdpa": build_model(seq, "sdpa"), "eager": build_model(seq, "eager")}
+    ids = _ids(seq)
+    runs: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    with torch.no_grad():
+        for _ in range(repeats + 1):  # the first round is a warm-up, dropped
+            for v in VARIANTS:
+                model = models["eager" if v == "eager (clean)" else "sdpa"]
+                ctx = _context(v, model)
+                t0 = time.perf_counter()
+                with ctx():
+                    model(ids)
+                runs[v].append(time.perf_counter() - t0)
+    return {v: statistics.median(r[1:]) for v, r in runs.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="1k and 2k tokens, 3 repeats")
+    ap.add_argument("--seqs", type=int, nargs="*", default=None)
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--child", help=argparse.SUPPRESS)  # one memory measurement
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(_peak_child(*json.loads(args.child))))
+        return
+    seqs = args.seqs or ([1024, 2048] if args.quick else [1024, 2048, 4096, 8192])
+    repeats = args.repeats or (3 if args.quick else 5)
+    default_threads = torch.get_num_threads()
+    for threads in sorted({1, default_threads}):
+        print(f"\n## {threads} torch thread(s)\n")
+        header = "| variant | " + " | ".join(f"{s} time" for s in seqs)
+        if not args.no_memory:
+            header += " | " + " | ".join(f"{s} mem" for s in seqs)
+        print(header + " |")
+        print("|" + " --- |" * (1 + len(seqs) * (1 if args.no_memory else 2)))
+        times = {s: measure_time(s, threads, repeats) for s in seqs}
+        mems = {}
+        if not args.no_memory:
+            mems = {s: {v: measure_memory(v, s, threads) for v in VARIANTS} for s in seqs}
+        for v in VARIANTS:
+            cells = [f"{times[s][v] / times[s]['sdpa (clean)']:.2f}×" for s in seqs]
+            if mems:
+                cells += [
+                    f"{mems[s][v] / max(mems[s]['sdpa (clean)'], 1e-9):.2f}×" for s in seqs
+                ]
+            print(f"| {v} | " + " | ".join(cells) + " |")
+        base = ", ".join(f"{s}: {times[s]['sdpa (clean)'] * 1e3:.0f} ms" for s in seqs)
+        print(f"\nclean sdpa forward: {base}")
+        if mems:
+            mbase = ", ".join(f"{s}: {mems[s]['sdpa (clean)']:.0f} MiB" for s in seqs)
+            print(f"clean sdpa extra peak memory: {mbase}")
+
+
+if __name__ == "__main__":
+    main()
