@@ -302,8 +302,16 @@ def noisy_attention_forward(
     if original == "sdpa" and plain and set(scales) <= {"attention_output"} and (
         scales.get("attention_output", (0.0, 0.0))[1] == 0.0
     ):
-        return _sdpa(module, session, layer, scales, query, key, value, attention_mask,
-                     scaling, dropout, kwargs)
+        # the engine's own sdpa call: not a product the model hides from verification
+        flag = inst.tls if inst is not None else None
+        if flag is not None:
+            flag.in_attention = True
+        try:
+            return _sdpa(module, session, layer, scales, query, key, value, attention_mask,
+                         scaling, dropout, kwargs)
+        finally:
+            if flag is not None:
+                flag.in_attention = False
 
     q_len = query.shape[2]
     is_causal = kwargs.get("is_causal")
