@@ -41,6 +41,23 @@ def _cell(args):
                           methods=methods, n_resamples=n_resamples)
 
 
+def _run_cells(fn, jobs, workers, grid, on_cell=None) -> list[dict]:
+    """Run ``fn`` on every job in a process pool; rows in the grid's order."""
+    rows: list[dict] = []
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for future in as_completed([pool.submit(fn, job) for job in jobs]):
+            cell = future.result()
+            rows += cell
+            r = cell[0]
+            print(f"{r['seed_effects']:>8} k={r['n_seeds']:<2} n={r['n_items']:<4} done",
+                  file=sys.stderr, flush=True)
+            if on_cell is not None:
+                on_cell(rows)
+    order = {(pre, k, n): i for i, (pre, k, n) in enumerate(grid)}
+    rows.sort(key=lambda r: order[(r["seed_effects"], r["n_seeds"], r["n_items"])])
+    return rows
+
+
 def _verdict_cell(args):
     index, preset, k, n, reps = args
     rng = np.random.default_rng(np.random.SeedSequence(ROOT + 1).spawn(index + 1)[index])
@@ -128,19 +145,12 @@ def main(argv: list[str] | None = None) -> int:
             for i, (pre, k, n) in enumerate(grid)
             if pre in args.presets and k in args.seeds and n in args.items]
     t0 = time.perf_counter()
-    rows = []
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        futures = [pool.submit(_cell, job) for job in jobs]
-        for future in as_completed(futures):
-            cell = future.result()
-            rows += cell
-            r = cell[0]
-            print(f"{r['seed_effects']:>8} k={r['n_seeds']:<2} n={r['n_items']:<4} "
-                  f"{r['seconds']:.0f}s", file=sys.stderr, flush=True)
-            if args.csv:  # partial results survive an interrupted run
-                calibration_table(rows).to_csv(args.csv, index=False)
-    order = {(pre, k, n): i for i, (pre, k, n) in enumerate(grid)}
-    rows.sort(key=lambda r: order[(r["seed_effects"], r["n_seeds"], r["n_items"])])
+
+    def save(rows: list[dict]) -> None:  # partial results survive an interrupted run
+        if args.csv:
+            calibration_table(rows).to_csv(args.csv, index=False)
+
+    rows = _run_cells(_cell, jobs, args.workers, grid, save)
     table = calibration_table(rows)
     text = markdown(table)
     text += f"\nwall time {time.perf_counter() - t0:.0f} s, {args.workers} workers\n"
@@ -157,15 +167,7 @@ def _verdicts(args: argparse.Namespace, grid: list) -> int:
     jobs = [(i, pre, k, n, args.reps) for i, (pre, k, n) in enumerate(grid)
             if pre in args.presets and k in args.seeds and n in args.items]
     t0 = time.perf_counter()
-    rows = []
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        for future in as_completed([pool.submit(_verdict_cell, job) for job in jobs]):
-            cell = future.result()
-            rows += cell
-            print(f"{cell[0]['seed_effects']:>8} k={cell[0]['n_seeds']:<2} "
-                  f"n={cell[0]['n_items']:<4} done", file=sys.stderr, flush=True)
-    order = {(pre, k, n): i for i, (pre, k, n) in enumerate(grid)}
-    rows.sort(key=lambda r: order[(r["seed_effects"], r["n_seeds"], r["n_items"])])
+    rows = _run_cells(_verdict_cell, jobs, args.workers, grid)
     table = pd.DataFrame(rows)
     text = verdict_markdown(table)
     text += f"\nwall time {time.perf_counter() - t0:.0f} s, {args.workers} workers\n"
