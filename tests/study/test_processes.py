@@ -64,6 +64,10 @@ def _wait_until(predicate, timeout: float, step: float = 0.05) -> float | None:
     return None
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE), env.get("PYTHONPATH", "")])
@@ -92,7 +96,10 @@ def test_workers_die_with_the_parent_and_the_rerun_resumes(how: str, tmp_path: P
     # a session of its own: SIGINT to its process group is what Ctrl-C in a terminal sends
     proc = subprocess.Popen([sys.executable, "-m", "robuststats", *_argv(study, tmp_path, 2)],
                             env=_env(), cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+                            stderr=subprocess.PIPE, start_new_session=True,
+                            # as from a terminal: a runner started in the background (`cmd &`
+                            # in a script) inherits SIGINT ignored, which the study honours
+                            preexec_fn=_default_sigint)
     try:
         # both workers busy (each has written a cell) and cells still to come
         assert _wait_until(lambda: len(_done_cells(tmp_path)) >= 4, 120) is not None, \
