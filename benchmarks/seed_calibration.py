@@ -8,6 +8,7 @@ not depend on which other cells run or on the number of workers.
 
     python benchmarks/seed_calibration.py --reps 2000 --boot-reps 200 --workers 2 \\
         --out benchmarks/seed_calibration.md
+    python benchmarks/seed_calibration.py --verdicts --reps 1000   # wrong-decision rates
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 import numpy as np
 import pandas as pd
 
-from robuststats.stats._seed_calibration import calibrate_cell, calibration_table
+from robuststats.stats._seed_calibration import (
+    calibrate_cell,
+    calibrate_verdicts,
+    calibration_table,
+)
 
 ROOT = 20250808
 PRESETS = ("none", "small", "moderate", "large")
@@ -34,6 +39,49 @@ def _cell(args):
     rng = np.random.default_rng(np.random.SeedSequence(ROOT).spawn(index + 1)[index])
     return calibrate_cell(preset, k, n, reps=reps, boot_reps=boot_reps, rng=rng,
                           methods=methods, n_resamples=n_resamples)
+
+
+def _run_cells(fn, jobs, workers, grid, on_cell=None) -> list[dict]:
+    """Run ``fn`` on every job in a process pool; rows in the grid's order."""
+    rows: list[dict] = []
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for future in as_completed([pool.submit(fn, job) for job in jobs]):
+            cell = future.result()
+            rows += cell
+            r = cell[0]
+            print(f"{r['seed_effects']:>8} k={r['n_seeds']:<2} n={r['n_items']:<4} done",
+                  file=sys.stderr, flush=True)
+            if on_cell is not None:
+                on_cell(rows)
+    order = {(pre, k, n): i for i, (pre, k, n) in enumerate(grid)}
+    rows.sort(key=lambda r: order[(r["seed_effects"], r["n_seeds"], r["n_items"])])
+    return rows
+
+
+def _verdict_cell(args):
+    index, preset, k, n, reps = args
+    rng = np.random.default_rng(np.random.SeedSequence(ROOT + 1).spawn(index + 1)[index])
+    return calibrate_verdicts(preset, k, n, reps=reps, rng=rng)
+
+
+def verdict_markdown(table: pd.DataFrame) -> str:
+    """One row per cell, one column per (scenario, quantity): the wrong-decision rate."""
+    table = table.assign(column=table["scenario"] + " — " + table["quantity"].map(
+        {"difference": "acc.", "retention_difference": "ret."}))
+    wide = table.pivot_table(index=["seed_effects", "n_seeds", "n_items"], columns="column",
+                             values="wrong_rate", sort=False)
+    head = ["seed effects", "k", "n", *wide.columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (preset, k, n), row in wide.iterrows():
+        lines.append("| " + " | ".join([preset, str(k), str(n),
+                                        *(f"{v:.3f}" for v in row)]) + " |")
+    reps = int(table["reps"].iloc[0])
+    worst = table.loc[table["wrong_rate"].idxmax()]
+    lines.append(f"\nreplications per cell: {reps}; largest rate {worst['wrong_rate']:.3f} "
+                 f"(MC SE {worst['wrong_rate_se']:.4f}): {worst['scenario']}, "
+                 f"{worst['quantity']}, {worst['seed_effects']} k={worst['n_seeds']} "
+                 f"n={worst['n_items']}")
+    return "\n".join(lines) + "\n"
 
 
 def markdown(table: pd.DataFrame) -> str:
@@ -87,27 +135,41 @@ def main(argv: list[str] | None = None) -> int:
                    default=["satterthwaite", "seed-boot-t", "two-way-bca"])
     p.add_argument("--out", default=None, help="markdown file (default: stdout only)")
     p.add_argument("--csv", default=None, help="also write the long table as CSV")
+    p.add_argument("--verdicts", action="store_true",
+                   help="wrong-decision rates of the verdicts (boundary margins, equivalence)")
     args = p.parse_args(argv)
     grid = list(itertools.product(PRESETS, SEEDS, ITEMS))
+    if args.verdicts:
+        return _verdicts(args, grid)
     jobs = [(i, pre, k, n, args.reps, args.boot_reps, tuple(args.methods), args.n_resamples)
             for i, (pre, k, n) in enumerate(grid)
             if pre in args.presets and k in args.seeds and n in args.items]
     t0 = time.perf_counter()
-    rows = []
-    with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        futures = [pool.submit(_cell, job) for job in jobs]
-        for future in as_completed(futures):
-            cell = future.result()
-            rows += cell
-            r = cell[0]
-            print(f"{r['seed_effects']:>8} k={r['n_seeds']:<2} n={r['n_items']:<4} "
-                  f"{r['seconds']:.0f}s", file=sys.stderr, flush=True)
-            if args.csv:  # partial results survive an interrupted run
-                calibration_table(rows).to_csv(args.csv, index=False)
-    order = {(pre, k, n): i for i, (pre, k, n) in enumerate(grid)}
-    rows.sort(key=lambda r: order[(r["seed_effects"], r["n_seeds"], r["n_items"])])
+
+    def save(rows: list[dict]) -> None:  # partial results survive an interrupted run
+        if args.csv:
+            calibration_table(rows).to_csv(args.csv, index=False)
+
+    rows = _run_cells(_cell, jobs, args.workers, grid, save)
     table = calibration_table(rows)
     text = markdown(table)
+    text += f"\nwall time {time.perf_counter() - t0:.0f} s, {args.workers} workers\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(text)
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+    return 0
+
+
+def _verdicts(args: argparse.Namespace, grid: list) -> int:
+    jobs = [(i, pre, k, n, args.reps) for i, (pre, k, n) in enumerate(grid)
+            if pre in args.presets and k in args.seeds and n in args.items]
+    t0 = time.perf_counter()
+    rows = _run_cells(_verdict_cell, jobs, args.workers, grid)
+    table = pd.DataFrame(rows)
+    text = verdict_markdown(table)
     text += f"\nwall time {time.perf_counter() - t0:.0f} s, {args.workers} workers\n"
     print(text)
     if args.out:

@@ -53,6 +53,9 @@ GLOSSARY: Mapping[str, str] = {
     "ci_method": "how the interval was computed",
     # tests
     "question": "the question the row's test answers",
+    "role": "decision: the test that decides reject (seeds random with several training "
+            "seeds); diagnostic: a test kept for the record that decides nothing (the "
+            "models-fixed McNemar test beside a seed-random decision)",
     "test": "the test that produced statistic and pvalue",
     "statistic": "the test statistic (never an estimate)",
     "dof": "degrees of freedom of the test statistic",
@@ -60,7 +63,7 @@ GLOSSARY: Mapping[str, str] = {
     "pvalue_adjusted": "p-value adjusted for multiplicity within the table's family",
     "multiplicity": "multiplicity procedure applied to the family (holm, fdr_bh, ..., none)",
     "alpha": "significance level of reject",
-    "reject": "pvalue_adjusted < alpha",
+    "reject": "pvalue_adjusted < alpha, on deciding rows (empty on diagnostic rows)",
     # hypotheses
     "id": "hypothesis identifier from the study file",
     "statement": "the hypothesis in words",
@@ -71,6 +74,37 @@ GLOSSARY: Mapping[str, str] = {
     "reason": "why a row was decided, dropped or left undecided",
     "detail": "how the evidence was gathered: the data used, the resampling scheme and the "
               "multiplicity adjustment of the interval",
+    # power plans
+    "design": "what a power row plans: paired (McNemar), unpaired (two proportions) or "
+              "seeds (training seeds × items, seed-random t test)",
+    "method": "how the power was computed (robuststats.stats.POWER_METHODS)",
+    "effect": "size of the accuracy difference a − b the plan is to detect",
+    "discordance": "π_D: share of item pairs on which a and b disagree",
+    "baseline": "accuracy of the second condition b",
+    "n": "items (pairs) of a one-seed design, each evaluated repeats times",
+    "power": "probability that the test rejects: the target when a size or the effect was "
+             "solved for, else the computed power",
+    "achieved_power": "power at the integer design of the row (at least the target when a "
+                      "size was solved for)",
+    "max_power": "power with infinitely many items at the row's number of seeds (below 1 "
+                 "when seeds shift a and b differently)",
+    "n_evaluations": "evaluations per condition: items × repeats, or seeds × items",
+    "n_effective": "independent items the evaluations are worth: n · repeats / design_effect",
+    "repeats": "evaluations of each item per condition (noise seeds or training seeds)",
+    "icc": "intra-item correlation of the paired difference a − b across an item's repeated "
+           "evaluations (noise seeds or training seeds)",
+    "design_effect": "Kish's design effect 1 + (repeats − 1) · icc",
+    "seed_sd_difference": "SD over training seeds of the per-seed accuracy difference a − b "
+                          "with infinitely many items (the seed component of a plan)",
+    "standard_error": "standard deviation of the estimated difference a − b",
+    "alternative": "two-sided, greater or less: the alternative of the test of a − b",
+    "solved_for": "the quantity a power row solved for (n, n_items, n_seeds, power or "
+                  "effect)",
+    "pool_size": "items available (e.g. 1319 for the GSM8K test split); empty when not "
+                 "checked",
+    "exceeds_pool": "whether the items needed exceed pool_size",
+    "min_repeats": "fewest repeats of all pool_size items that reach the effective n needed",
+    "note": "remarks on the row in words",
 }
 
 #: table -> declared column order (pingouin's ``col_order``)
@@ -84,15 +118,23 @@ TABLE_COLUMNS: Mapping[str, tuple[str, ...]] = {
     "seeds": ("condition", "seed", "eval_noise", "accuracy", "retention"),
     "omnibus": ("eval_noise", "n_conditions", "n_seeds", "n_items", "question", "test",
                 "statistic", "dof", "pvalue"),
-    "tests": ("eval_noise", "a", "b", "n_strata", "n_items", "n_a_only", "n_b_only",
-              "accuracy_a", "accuracy_b", "estimate", "ci_low", "ci_high", "ci_level",
-              "ci_method", "question", "test", "statistic", "pvalue", "pvalue_adjusted",
-              "multiplicity", "alpha", "reject"),
+    "tests": ("eval_noise", "a", "b", "role", "n_seeds", "n_strata", "n_items", "n_a_only",
+              "n_b_only", "accuracy_a", "accuracy_b", "estimate", "ci_low", "ci_high",
+              "ci_level", "ci_method", "question", "test", "statistic", "dof", "pvalue",
+              "pvalue_adjusted", "multiplicity", "alpha", "reject"),
     "hypotheses": ("id", "statement", "metric", "a", "b", "eval_noise", "relation", "margin",
                    "estimate", "ci_low", "ci_high", "ci_level", "ci_method", "pvalue",
                    "pvalue_adjusted", "multiplicity", "verdict", "reason"),
     "missing": ("condition", "seed", "eval_noise", "noise_seed"),
     "dropped": ("condition", "seed", "eval_noise", "noise_seed", "item_id", "reason"),
+    "power": ("design", "method", "discordance", "effect", "baseline", "n", "power",
+              "achieved_power", "n_evaluations", "n_effective", "repeats", "icc",
+              "design_effect", "alpha", "alternative", "solved_for", "pool_size",
+              "exceeds_pool", "min_repeats", "note"),
+    "power_seeds": ("n_seeds", "n_items", "n_evaluations", "power", "achieved_power",
+                    "max_power", "effect", "discordance", "seed_sd_difference", "icc", "dof",
+                    "standard_error", "method", "alpha", "alternative", "pool_size",
+                    "exceeds_pool", "note"),
 }
 
 

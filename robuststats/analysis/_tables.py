@@ -1,4 +1,9 @@
-"""Accuracy per condition and noise level, per-seed values, and retention."""
+"""Accuracy per condition and noise level, per-seed values, and retention.
+
+With several training seeds the intervals treat seeds and items as random (the seed-random
+t of :mod:`robuststats.stats._seed_random`): accuracy and retention are properties of a
+training procedure. With one seed they are item bootstraps (BCa).
+"""
 
 from __future__ import annotations
 
@@ -26,9 +31,12 @@ def summary_tables(out: pd.DataFrame, opts: Any) -> tuple[pd.DataFrame, pd.DataF
         x = aligned.values[cond]
         per_seed = x.mean(axis=1)
         with quiet_degenerate():
-            res = stats.bootstrap_accuracy(
-                squeeze(x), confidence_level=opts.confidence_level,
-                n_resamples=opts.n_resamples, rng=rng_for(opts, "acc", cond, level))
+            if x.shape[0] > 1:  # a procedure's accuracy: seeds and items random
+                res = stats.seed_random_accuracy(x, confidence_level=opts.confidence_level)
+            else:
+                res = stats.bootstrap_accuracy(
+                    squeeze(x), confidence_level=opts.confidence_level,
+                    n_resamples=opts.n_resamples, rng=rng_for(opts, "acc", cond, level))
         at = out[(out["condition"] == cond) & (out["eval_noise"] == level)]
         rows.append({
             "condition": cond, "eval_noise": level, "n_seeds": len(aligned.rows),
@@ -66,9 +74,14 @@ def retention_table(out: pd.DataFrame, seeds: pd.DataFrame, opts: Any,
             drops.append(aligned.dropped)
             clean, noisy = aligned.values[(cond, 0.0)], aligned.values[(cond, level)]
             with quiet_degenerate():
-                res = stats.bootstrap_retention(
-                    squeeze(clean), squeeze(noisy), confidence_level=opts.confidence_level,
-                    n_resamples=opts.n_resamples, rng=rng_for(opts, "ret", cond, level))
+                if clean.shape[0] > 1:  # seeds and items random (delta method, log scale)
+                    res = stats.seed_random_retention(
+                        clean, noisy, confidence_level=opts.confidence_level)
+                else:
+                    res = stats.bootstrap_retention(
+                        squeeze(clean), squeeze(noisy),
+                        confidence_level=opts.confidence_level,
+                        n_resamples=opts.n_resamples, rng=rng_for(opts, "ret", cond, level))
             per_seed = seeds[(seeds["condition"] == cond) & (seeds["eval_noise"] == level)
                              & seeds["seed"].isin(aligned.rows)]["retention"]
             rows.append({

@@ -1,9 +1,22 @@
 """Tests between conditions at each noise level: an omnibus test, then pairwise tests.
 
-Each row says which question its test answers. The McNemar tests here hold the trained
-models fixed: they answer "do these trained models differ on these items?", with every
-(seed, noise_seed) evaluation a stratum and each item a cluster across strata (Durkalski
-et al. 2003). Cochran's Q is the omnibus version for k conditions on the same blocks.
+Each row says which question its test answers (``question``) and whether it decides
+(``role``):
+
+* With several training seeds the deciding test is the seed-random t test
+  (:func:`robuststats.stats.seed_random_test`): seeds and items are both random, so it
+  answers "does procedure a differ from b?". Its interval is the row's interval.
+* The McNemar tests hold the trained models fixed: they answer "do these trained models
+  differ on these items?", with every (seed, noise_seed) evaluation a stratum and each item
+  a cluster across strata (Durkalski et al. 2003). With several seeds they are kept as a
+  ``diagnostic`` row: when seeds shift a and b differently, the models can differ while the
+  procedures do not, and the McNemar test then rejects far above its nominal level
+  (``docs/statistics.md`` §9). With one training seed the two questions cannot be told
+  apart and McNemar decides.
+
+Multiplicity is adjusted over the deciding rows (the family of decisions) and, separately,
+over the diagnostic rows; ``reject`` is empty on diagnostic rows. Cochran's Q is the
+omnibus version of the clustered McNemar test for k conditions on the same blocks.
 """
 
 from __future__ import annotations
@@ -14,11 +27,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from robuststats.analysis._common import quiet_degenerate, rng_for, squeeze
+from robuststats.analysis._common import quiet_degenerate
 from robuststats.errors import InputError
 from robuststats.outcomes import align
 
 QUESTION_MODELS = "do these trained models differ on these items? (models fixed)"
+QUESTION_PROCEDURES = ("does procedure a differ from procedure b? (training seeds and items "
+                       "random)")
+ROLE_DECISION = "decision"
+ROLE_DIAGNOSTIC = "diagnostic"
 QUESTION_OMNIBUS = ("do the trained models of these conditions differ at all on these "
                     "items? (models fixed, items as clusters)")
 
@@ -77,32 +94,51 @@ def pairwise_tests(out: pd.DataFrame, opts: Any, drops: list[pd.DataFrame]) -> p
             by_seed = align(out, [a, b], level, by="seed", holes="drop")
             drops += [strata.dropped, by_seed.dropped]
             xa, xb = strata.values[a].astype(int), strata.values[b].astype(int)
+            sa, sb = by_seed.values[a], by_seed.values[b]
             with quiet_degenerate():
-                test, name = _mcnemar(stats, xa, xb, opts.mcnemar)
-                diff = stats.bootstrap_difference(
-                    squeeze(by_seed.values[a]), squeeze(by_seed.values[b]),
-                    confidence_level=opts.confidence_level, n_resamples=opts.n_resamples,
-                    rng=rng_for(opts, "diff", a, b, level))
-            rows.append({
-                "eval_noise": level, "a": a, "b": b, "n_strata": len(strata.rows),
-                "n_items": xa.shape[1], "n_a_only": int(((xa == 1) & (xb == 0)).sum()),
+                mcnemar, name = _mcnemar(stats, xa, xb, opts.mcnemar)
+                procedures = stats.seed_random_test(
+                    sa, sb, confidence_level=opts.confidence_level)
+            common = {
+                "eval_noise": level, "a": a, "b": b, "n_seeds": sa.shape[0],
+                "n_strata": len(strata.rows), "n_items": xa.shape[1],
+                "n_a_only": int(((xa == 1) & (xb == 0)).sum()),
                 "n_b_only": int(((xa == 0) & (xb == 1)).sum()),
                 "accuracy_a": float(xa.mean()), "accuracy_b": float(xb.mean()),
                 "estimate": float(xa.mean() - xb.mean()),
-                "ci_low": float(diff.confidence_interval.low),
-                "ci_high": float(diff.confidence_interval.high),
-                "ci_level": float(opts.confidence_level), "ci_method": diff.method,
-                "question": QUESTION_MODELS, "test": name,
-                "statistic": float(test.statistic), "pvalue": float(test.pvalue),
-            })
+            }
+            interval = {"ci_low": float(procedures.confidence_interval.low),
+                        "ci_high": float(procedures.confidence_interval.high),
+                        "ci_level": float(opts.confidence_level),
+                        "ci_method": procedures.method}
+            no_interval = dict.fromkeys(interval, np.nan) | {"ci_method": ""}
+            models = {"question": QUESTION_MODELS, "test": name,
+                      "statistic": float(mcnemar.statistic),
+                      # the exact test's statistic is a count; the stratified ones are χ²(1)
+                      "dof": np.nan if len(strata.rows) == 1 else 1.0,
+                      "pvalue": float(mcnemar.pvalue)}
+            if sa.shape[0] > 1:
+                rows.append({**common, **interval, "role": ROLE_DECISION,
+                             "question": QUESTION_PROCEDURES, "test": procedures.method,
+                             "statistic": float(procedures.statistic),
+                             "dof": float(procedures.dof), "pvalue": float(procedures.pvalue)})
+                rows.append({**common, **no_interval, "role": ROLE_DIAGNOSTIC, **models})
+            else:
+                rows.append({**common, **interval, "role": ROLE_DECISION, **models})
     tests = pd.DataFrame(rows)
     if tests.empty:
         return tests
-    tests["pvalue_adjusted"] = np.asarray(
-        stats.adjust_pvalues(tests["pvalue"].to_numpy(), method=opts.multiplicity), float)
+    tests["pvalue_adjusted"] = np.nan
+    for role in (ROLE_DECISION, ROLE_DIAGNOSTIC):
+        mask = (tests["role"] == role).to_numpy()
+        if mask.any():
+            tests.loc[mask, "pvalue_adjusted"] = np.asarray(stats.adjust_pvalues(
+                tests.loc[mask, "pvalue"].to_numpy(), method=opts.multiplicity), float)
     tests["multiplicity"] = opts.multiplicity
     tests["alpha"] = float(opts.alpha)
-    tests["reject"] = tests["pvalue_adjusted"] < opts.alpha
+    decides = tests["role"] == ROLE_DECISION
+    tests["reject"] = pd.array([bool(p < opts.alpha) if d else pd.NA for p, d in
+                                zip(tests["pvalue_adjusted"], decides)], dtype="boolean")
     return tests
 
 

@@ -3,19 +3,26 @@
 Each subcommand module exposes ``add_parser(subparsers)`` and ``run(args) -> int`` and
 imports nothing heavy at module level, so ``robuststats --help`` starts instantly. The CLI
 parses and prints; the library computes. Tests call :func:`main` with an argv list.
+
+Every invalid input ends the same way: exit code 2 and one line on stderr,
+``robuststats COMMAND: error: <what is wrong, naming the flag or key>``. That holds for
+argparse's own errors (no usage block), the library's :class:`InputError` and a path the
+system refuses (:class:`OSError`: too long, not readable, not a directory).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from robuststats._version import __version__
 from robuststats.errors import InputError
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "main", "one_line"]
 
 #: subcommand name -> module implementing it (kept in the order shown by --help)
 COMMANDS: dict[str, str] = {
@@ -26,8 +33,26 @@ COMMANDS: dict[str, str] = {
 }
 
 
+def one_line(text: str, width: int = 2000) -> str:
+    """``text`` as one line of at most ``width`` characters: line breaks become spaces and
+    any other unprintable character its escape (``\\x0c``), so a value a user typed cannot
+    break the line or the terminal."""
+    if not text.isprintable():
+        text = re.sub(r"\s*[\r\n]+\s*", " ", text).replace("\t", " ")
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                       for c in text)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the package's error form: one line, exit code 2, a pointer to --help."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="robuststats",
         description=(
             "Statistically sound noise-robustness experiments: power analysis, multi-seed "
@@ -43,17 +68,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, but an unknown argument is reported by its subcommand
+    (``robuststats study: error: unrecognized arguments: --bogus``)."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = getattr(args, "command", None)
+        subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        owner = subparsers[0].choices.get(command, parser) if subparsers and command \
+            else parser
+        owner.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``robuststats``; returns the process exit code."""
     parser = build_parser()
-    args = parser.parse_args(list(argv) if argv is not None else None)
+    args = _parse(parser, list(argv) if argv is not None else None)
     if args.command is None:
         parser.print_help()
         return 0
     try:
         return int(args.run(args) or 0)
     except InputError as exc:
-        print(f"robuststats {args.command}: error: {exc}", file=sys.stderr)
+        print(f"robuststats {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"robuststats {args.command}: interrupted", file=sys.stderr)
@@ -62,6 +100,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         # output piped into e.g. `head`: stop quietly, as Unix tools do
         _silence_stdout()
         return 141
+    except OSError as exc:
+        # a path the system refuses (too long, unreadable, not a directory): the user's
+        # input, answered like any other bad input
+        print(f"robuststats {args.command}: error: {_os_message(exc)}", file=sys.stderr)
+        return 2
+
+
+def _os_message(exc: OSError) -> str:
+    """``'path': reason.`` for an OSError, the path shortened and escaped."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    if exc.filename is None:
+        return one_line(f"{reason}.")
+    name = repr(str(exc.filename))
+    if len(name) > 120:
+        name = f"{name[:60]}...{name[-60:]}"
+    return one_line(f"{name}: {reason}.")
 
 
 def _silence_stdout() -> None:

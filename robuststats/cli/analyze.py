@@ -68,9 +68,17 @@ def _stored_spec(source: Path) -> dict[str, Any] | None:
     for candidate in (source / "manifest.json", source / "spec.json"):
         if candidate.is_file():
             try:
-                return json.loads(candidate.read_text()).get("spec")
-            except (ValueError, OSError, AttributeError) as exc:
+                stored = json.loads(candidate.read_text(encoding="utf-8"))
+            except (ValueError, OSError, RecursionError) as exc:
                 raise InputError(f"{candidate}: not a readable JSON manifest ({exc}).") from None
+            if not isinstance(stored, dict):
+                raise InputError(f"{candidate}: a manifest must hold a JSON object, got "
+                                 f"{type(stored).__name__}.")
+            spec = stored.get("spec")
+            if spec is not None and not isinstance(spec, dict):
+                raise InputError(f"{candidate}: `spec` must be a JSON object (the resolved "
+                                 f"study), got {type(spec).__name__}.")
+            return spec
     return None
 
 

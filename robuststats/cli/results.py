@@ -5,14 +5,21 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from robuststats.cli._output import add_format_option, emit, fmt_noise, fmt_p, render_table
+from robuststats.cli._output import (
+    add_format_option,
+    emit,
+    fmt_noise,
+    fmt_p,
+    non_negative_float,
+    render_table,
+)
 
 __all__ = ["add_parser", "run"]
 
 #: manifest facts that ``results show`` prints, in order
-_FACTS = ("sealed", "source", "spec_hash", "seeds", "noise_seeds", "n_items", "cells_planned",
-          "cells_finished", "cells_failed", "device", "seconds", "alpha", "confidence_level",
-          "multiplicity", "analysis")
+_FACTS = ("sealed", "source", "spec_hash", "run_hash", "seeds", "noise_seeds", "n_items",
+          "n_items_requested", "cells_planned", "cells_finished", "cells_failed", "device",
+          "seconds", "alpha", "confidence_level", "multiplicity", "analysis")
 
 _ROOT_HELP = "result store root (default results/)"
 
@@ -48,7 +55,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                           help="compare the tables of two versions; exit 1 if they differ")
     diff.add_argument("a", metavar="VERSION_A")
     diff.add_argument("b", metavar="VERSION_B")
-    diff.add_argument("--rtol", type=float, default=1e-9, help="relative tolerance")
+    diff.add_argument("--rtol", type=non_negative_float, default=1e-9,
+                      help="relative tolerance")
     p.set_defaults(run=run)
     return p
 
@@ -86,10 +94,11 @@ def _list(store: Any, args: argparse.Namespace) -> int:
                              "cells_planned": None, "path": str(path), "error": str(exc)})
                 continue
             m = v.manifest
+            counts = m.get("row_counts")
             rows.append({"version": v.label, "study": v.study, "number": v.number,
                          "kind": _kind(m), "sealed": m.get("sealed"),
                          "spec_hash": m.get("spec_hash"),
-                         "outcomes": m.get("row_counts", {}).get("outcomes"),
+                         "outcomes": counts.get("outcomes") if isinstance(counts, dict) else None,
                          "cells_finished": m.get("cells_finished"),
                          "cells_planned": m.get("cells_planned"), "path": str(v.path)})
 
@@ -175,15 +184,37 @@ def _verify(store: Any, args: argparse.Namespace) -> int:
         rows.append({"version": report.version, "ok": report.ok,
                      "files": len(version.manifest.get("files", {})),
                      "changed": report.changed, "missing": report.missing,
-                     "unexpected": report.extra})
+                     "unexpected": report.extra, "cells": report.cells,
+                     "cells_changed": report.cells_changed,
+                     "cells_missing": report.cells_missing,
+                     "cells_unexpected": report.cells_extra, "run_dir": report.run_dir,
+                     "run_cells_differ": report.run_cells_differ,
+                     "run_cells_gone": report.run_cells_gone, "run_note": report.run_note})
 
     def text() -> str:
         lines = []
         for r in rows:
+            name = r["version"]
             if r["ok"]:
-                lines.append(f"{r['version']}: OK ({r['files']} files)")
+                cells = f", {r['cells']} cells" if r["cells"] else ""
+                lines.append(f"{name}: OK ({r['files']} files{cells})")
             for kind in ("changed", "missing", "unexpected"):
-                lines += [f"{r['version']}: {kind}: {f}" for f in r[kind]]
+                lines += [f"{name}: {kind}: {f}" for f in r[kind]]
+            for kind in ("changed", "missing", "unexpected"):
+                lines += [f"{name}: cell {kind} in outcomes.parquet: {c}"
+                          for c in r[f"cells_{kind}"]]
+            if r["run_dir"] is not None:
+                lines += [f"{name}: cell differs from the run directory {r['run_dir']}: {c}"
+                          for c in r["run_cells_differ"]]
+                gone = r["run_cells_gone"]
+                if gone:
+                    lines.append(f"{name}: {len(gone)} cell(s) no longer in the run "
+                                 f"directory {r['run_dir']} (first: {gone[0]})")
+                if not (r["run_cells_differ"] or gone):
+                    lines.append(f"{name}: every cell matches the run directory "
+                                 f"{r['run_dir']}")
+            elif r["cells"] and r["run_note"]:
+                lines.append(f"{name}: cells not traced to a run directory: {r['run_note']}")
         return "\n".join(lines)
 
     emit(args.format, data=rows, text=text)

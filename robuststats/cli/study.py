@@ -21,6 +21,18 @@ def _positive(text: str) -> int:
     return value
 
 
+#: worker processes: each holds a model and the task (hundreds of MB); more than this is a
+#: typo, not a machine
+MAX_WORKERS = 256
+
+
+def _workers(text: str) -> int:
+    value = _positive(text)
+    if value > MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_WORKERS}, got {text!r}")
+    return value
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "study", help="run or resume a study file (training, noisy evaluation, analysis)",
@@ -38,7 +50,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--n-items", type=_positive, metavar="N", help="evaluation items per cell")
     p.add_argument("--noise-seeds", type=_positive, metavar="N",
                    help="inference-noise draws per noisy cell (clean cells use one)")
-    p.add_argument("--workers", type=_positive, default=2, metavar="N",
+    p.add_argument("--workers", type=_workers, default=2, metavar="N",
                    help="parallel worker processes (default 2; 1 runs in this process)")
     p.add_argument("--out", default="results", metavar="DIR",
                    help="result store root (default results/)")
@@ -47,19 +59,32 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--fresh", action="store_true",
                    help="discard an existing run directory of this study and start over")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (on stderr)")
+    p.add_argument("--check", "--dry-run", action="store_true",
+                   help="validate the study file, the flags, the task and the trainer, print "
+                        "the plan (cells, models) and stop: nothing is trained or evaluated")
     add_format_option(p)
     p.set_defaults(run=run)
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from robuststats.study.runner import run_study
+    from robuststats.study.runner import Interrupted, check_output_dir, run_study
     from robuststats.study.spec import StudySpec
 
     spec = StudySpec.from_file(args.study_file).with_overrides(
         seeds=args.seeds, n_items=args.n_items, noise_seeds=args.noise_seeds)
-    result = run_study(spec, out=args.out, runs=args.runs, workers=args.workers,
-                       fresh=args.fresh, progress=not args.no_progress)
+    if args.check:
+        return _check(args, spec)
+    # before anything is built or trained: a bad --out must not surface after the compute
+    check_output_dir(args.out, "--out")
+    check_output_dir(args.runs, "--runs")
+    try:
+        result = run_study(spec, out=args.out, runs=args.runs, workers=args.workers,
+                           fresh=args.fresh, progress=not args.no_progress)
+    except Interrupted as exc:
+        print(f"robuststats study: interrupted by {exc}; finished cells are kept in "
+              f"{args.runs}/{spec.name}: rerun the same command to resume", file=sys.stderr)
+        return 128 + exc.signum
     from robuststats.report._views import claim, records
     from robuststats.results import confidence_level, normalize_table
 
@@ -93,3 +118,37 @@ def _text(name: str, result: Any, hyp: Any) -> str:
     if rows:
         lines += ["", render_table(rows, list(HYPOTHESIS_HEADERS), headers=HYPOTHESIS_HEADERS)]
     return "\n".join(lines)
+
+
+def _check(args: argparse.Namespace, spec: Any) -> int:
+    """``--check``: everything a run validates before its first cell, then the plan."""
+    from robuststats.study.executor import preflight
+
+    preflight(spec)  # builds the task and the trainer: unknown names, bad parameters
+    seeds = spec.seed_list()
+    levels = spec.evaluation.noise_levels
+    data = {"study": spec.name, "valid": True, "conditions": list(spec.conditions),
+            "seeds": seeds, "noise_levels": levels,
+            "noise_seeds": spec.evaluation.noise_seed_list(),
+            "n_items": spec.evaluation.n_items, "cells_planned": spec.n_cells(),
+            "models": len(spec.conditions) * len(seeds),
+            "hypotheses": [h.id for h in spec.hypotheses], "spec_hash": spec.spec_hash()}
+
+    def text() -> str:
+        shown = ", ".join(map(str, seeds[:10])) + (", ..." if len(seeds) > 10 else "")
+        items = "all items" if spec.evaluation.n_items is None else \
+            f"{spec.evaluation.n_items} items"
+        return "\n".join([
+            f"study {spec.name}: valid; nothing was run (--check)",
+            f"  task {spec.task.name}, trainer {spec.trainer.name}, "
+            f"{items} of the {spec.evaluation.split} split",
+            f"  {len(spec.conditions)} condition(s): {', '.join(spec.conditions)}",
+            f"  {len(seeds)} training seed(s): {shown}",
+            f"  noise levels {', '.join(f'{x:g}' for x in levels)}; "
+            f"{len(data['noise_seeds'])} noise seed(s) per noisy level",
+            f"  {data['cells_planned']} cells, {data['models']} model(s) to train, "
+            f"{len(spec.hypotheses)} hypothesis(es)",
+        ])
+
+    emit(args.format, data=data, text=text)
+    return 0

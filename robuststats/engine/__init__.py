@@ -26,6 +26,8 @@ _EXPORTS: dict[str, str] = {
     # torch-free
     "ALL_OPS": "robuststats.engine._spec",
     "KINDS": "robuststats.engine._spec",
+    "MATMUL_OPS": "robuststats.engine._spec",
+    "TARGETS": "robuststats.engine._spec",
     "OP_PRESETS": "robuststats.engine._spec",
     "PHASES": "robuststats.engine._spec",
     "NoiseSpec": "robuststats.engine._spec",
@@ -38,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     "apply_from_env": "robuststats.engine._env",
     "stop_from_env": "robuststats.engine._env",
     "quantize": "robuststats.engine._error_models",
+    "fake_quantize": "robuststats.engine._quantize",
     "Injection": "robuststats.engine._inject",
     "inject": "robuststats.engine._inject",
     "required_ops": "robuststats.engine._inject",
@@ -59,8 +62,17 @@ if TYPE_CHECKING:  # static analysers see the real names
     )
     from robuststats.engine._error_models import quantize  # noqa: F401
     from robuststats.engine._inject import Injection, inject, required_ops  # noqa: F401
+    from robuststats.engine._quantize import fake_quantize  # noqa: F401
     from robuststats.engine._session import InjectionVerificationError, NoiseSession  # noqa: F401
-    from robuststats.engine._spec import ALL_OPS, KINDS, OP_PRESETS, PHASES, NoiseSpec  # noqa: F401
+    from robuststats.engine._spec import (  # noqa: F401
+        ALL_OPS,
+        KINDS,
+        MATMUL_OPS,
+        OP_PRESETS,
+        PHASES,
+        TARGETS,
+        NoiseSpec,
+    )
 
 
 __getattr__, __dir__ = lazy_exports('robuststats.engine', _EXPORTS, globals())

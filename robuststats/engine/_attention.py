@@ -32,9 +32,11 @@ real inputs (:class:`UnsupportedAttentionError` when they differ).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sys
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -302,8 +304,10 @@ def noisy_attention_forward(
     if original == "sdpa" and plain and set(scales) <= {"attention_output"} and (
         scales.get("attention_output", (0.0, 0.0))[1] == 0.0
     ):
-        return _sdpa(module, session, layer, scales, query, key, value, attention_mask,
-                     scaling, dropout, kwargs)
+        # the engine's own sdpa call: not a product the model hides from verification
+        with _engine_attention(inst):
+            return _sdpa(module, session, layer, scales, query, key, value, attention_mask,
+                         scaling, dropout, kwargs)
 
     q_len = query.shape[2]
     is_causal = kwargs.get("is_causal")
@@ -311,18 +315,26 @@ def noisy_attention_forward(
     causal = attention_mask is None and q_len > 1 and bool(is_causal)
     if causal and key.shape[2] > q_len:  # as sdpa: an empty static-cache prefill
         key, value = key[:, :, :q_len], value[:, :, :q_len]
-    flag = inst.tls if inst is not None else None
-    if flag is not None:
-        flag.in_attention = True
-    try:
+    with _engine_attention(inst):
         # once per class and variant: never a silent difference from the model's attention
         _self_check(module, query, key, value, attention_mask, causal, scaling, kwargs)
         out, probs = _blocked(module, session, layer, name, scales, query, key, value,
                               attention_mask, causal, scaling, dropout, kwargs, True)
+    return out.transpose(1, 2).contiguous(), probs
+
+
+@contextlib.contextmanager
+def _engine_attention(inst: Any) -> Iterator[None]:
+    """Marks this thread as inside the engine's attention: its products (and its own sdpa
+    call) are the engine's, not the model's hidden ones."""
+    flag = inst.tls if inst is not None else None
+    if flag is not None:
+        flag.in_attention = True
+    try:
+        yield
     finally:
         if flag is not None:
             flag.in_attention = False
-    return out.transpose(1, 2).contiguous(), probs
 
 
 def _sdpa(

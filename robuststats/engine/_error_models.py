@@ -3,7 +3,7 @@
 Every model returns the *error* tensor ``e`` (so the noisy result is ``y + e``); the
 session adds it in place where autograd allows and records ``‖e‖² / ‖y‖²``.
 
-Stochastic models (draw from the session's own ``torch.Generator``):
+Stochastic models (draw from the session's own noise streams, ``_rng.NoiseStream``):
 
 - ``relative_gaussian``: ``e = s·|y|·ε``, ε ~ N(0, 1). Same law as ``y·(1 + s·ε)`` because
   ``sign(y)·ε`` is again N(0, 1); RMS relative error = s.
@@ -18,6 +18,8 @@ Deterministic models (no randomness, same input → same error):
   (OCP FP8 formats, Micikevicius et al. 2022, arXiv:2209.05433).
 - ``int8``: per-tensor symmetric fake quantization ``q(y) = round(y/Δ)·Δ``,
   ``Δ = max|y| / 127``, clipped to [−127, 127] (Jacob et al. 2018, arXiv:1712.05877).
+- ``nvfp4``: NVIDIA's two-level NVFP4 (blocks of 16, E4M3 block scale, float32 tensor scale;
+  :mod:`robuststats.engine._quantize`, round to nearest even).
 - ``mxfp4``: OCP Microscaling MXFP4 (OCP MX spec v1.0, 2023): blocks of 32 along the last
   dimension share an E8M0 scale ``X = 2^(⌊log2 max|v|⌋ − 2)``; elements are E2M1
   (magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6), round to nearest, saturating at 6.
@@ -34,12 +36,13 @@ from collections.abc import Callable
 import torch
 
 from robuststats._validation import check_choice, check_number
+from robuststats.engine._rng import NoiseStream, randn
 from robuststats.errors import InputError
 
 __all__ = ["ERROR_MODELS", "FORMATS", "compute_error", "error_tensor", "quantize"]
 
 #: the deterministic number formats that :func:`quantize` implements
-FORMATS = ("fp8_e4m3", "fp8_e5m2", "int8", "mxfp4")
+FORMATS = ("fp8_e4m3", "fp8_e5m2", "int8", "mxfp4", "nvfp4")
 
 _FP8 = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
 _E2M1_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
@@ -54,7 +57,12 @@ def _amax(y: torch.Tensor) -> torch.Tensor:
 
 def _quant_fp8(y: torch.Tensor, kind: str) -> torch.Tensor:
     dtype = _FP8[kind]
-    c = torch.finfo(dtype).max / _amax(y)
+    fmax = torch.finfo(dtype).max
+    # c = fmax / max|y| must stay finite: for an all-zero (or sub-1e-36) tensor, fmax / tiny
+    # overflows to inf and 0·inf = NaN. Clamping max|y| at fmax / float32-max keeps c
+    # finite; such a tensor then quantizes exactly (zero stays zero).
+    amax = y.detach().abs().amax().float().clamp_min(fmax / torch.finfo(torch.float32).max)
+    c = fmax / amax
     yf = y.float()
     return ((yf * c).to(dtype).float() / c).to(y.dtype)
 
@@ -102,7 +110,7 @@ def _check_tensor(y: object, name: str = "y") -> torch.Tensor:
 
 def quantize(y: torch.Tensor, kind: str) -> torch.Tensor:
     """Fake-quantize ``y`` with a deterministic format (``fp8_e4m3``, ``fp8_e5m2``, ``int8``,
-    ``mxfp4``); same shape and dtype as ``y``.
+    ``mxfp4``, ``nvfp4``); same shape and dtype as ``y``.
 
     An unknown ``kind`` (``"fp16"``) raises :class:`~robuststats.errors.InputError` that
     lists the formats.
@@ -117,16 +125,31 @@ def _quantize(y: torch.Tensor, kind: str) -> torch.Tensor:
         return _quant_fp8(y, kind)
     if kind == "int8":
         return _quant_int8(y)
+    if kind == "nvfp4":
+        return _quant_nvfp4(y)
     return _quant_mxfp4(y)
 
 
-def _relative_gaussian(y: torch.Tensor, s: float, g: torch.Generator | None) -> torch.Tensor:
-    e = torch.randn(y.shape, generator=g, dtype=y.dtype, device=y.device)
+def _quant_nvfp4(y: torch.Tensor) -> torch.Tensor:
+    from robuststats.engine._quantize import _fake_quantize
+
+    if y.ndim == 0:
+        return _quant_nvfp4(y.reshape(1)).reshape(())
+    return _fake_quantize(y, "nvfp4", "block", 16, "even").to(y.dtype)
+
+
+# ``g``: the session's NoiseStream (parallel, thread-count independent) or, through the
+# public ``compute_error``, a plain torch.Generator
+Gen = NoiseStream | torch.Generator | None
+
+
+def _relative_gaussian(y: torch.Tensor, s: float, g: Gen) -> torch.Tensor:
+    e = randn(y.shape, g, y.dtype, y.device)
     return e.mul_(y.detach().abs()).mul_(s)
 
 
-def _absolute_gaussian(y: torch.Tensor, s: float, g: torch.Generator | None) -> torch.Tensor:
-    return torch.randn(y.shape, generator=g, dtype=y.dtype, device=y.device).mul_(s)
+def _absolute_gaussian(y: torch.Tensor, s: float, g: Gen) -> torch.Tensor:
+    return randn(y.shape, g, y.dtype, y.device).mul_(s)
 
 
 def _systematic_bias(y: torch.Tensor, s: float, g: torch.Generator | None) -> torch.Tensor:
@@ -150,10 +173,12 @@ ERROR_MODELS: dict[str, Callable[[torch.Tensor, float, torch.Generator | None], 
     "fp8_e5m2": _format("fp8_e5m2"),
     "int8": _format("int8"),
     "mxfp4": _format("mxfp4"),
+    "nvfp4": _format("nvfp4"),
 }
 
 #: Kinds whose error does not depend on a random draw.
-DETERMINISTIC_KINDS = frozenset({"systematic_bias", "fp8_e4m3", "fp8_e5m2", "int8", "mxfp4"})
+DETERMINISTIC_KINDS = frozenset({"systematic_bias", "fp8_e4m3", "fp8_e5m2", "int8", "mxfp4",
+                                 "nvfp4"})
 
 
 def compute_error(
@@ -169,9 +194,7 @@ def compute_error(
     return error_tensor(kind, y, float(scale), generator)
 
 
-def error_tensor(
-    kind: str, y: torch.Tensor, scale: float, generator: torch.Generator | None
-) -> torch.Tensor:
+def error_tensor(kind: str, y: torch.Tensor, scale: float, generator: Gen) -> torch.Tensor:
     """:func:`compute_error` without validation, for the session's hot path (the session
     checked ``kind`` and ``scale`` once, through its ``NoiseSpec``)."""
     with torch.no_grad():

@@ -23,13 +23,42 @@ _VERIFY_CHOICES = (True, False, "ops", "layers")
 
 def _attention_switchable(mm: ModelMap) -> bool:
     cfg = mm.hf_config
-    return bool(mm.attention) and cfg is not None and hasattr(cfg, "_attn_implementation")
+    return (bool(mm.attention) and cfg is not None and hasattr(cfg, "_attn_implementation")
+            and mm.attention_backend)
+
+
+def _check_attention_reachable(spec: NoiseSpec, mm: ModelMap, model: nn.Module) -> None:
+    """Refuse a model whose attention the engine can reach neither through transformers'
+    AttentionInterface nor as functional ops (Falcon computes sdpa in its own code)."""
+    cfg = mm.hf_config
+    if not mm.attention or cfg is None or _attention_switchable(mm):
+        return
+    cls = type(model).__name__
+    ops = set(spec.op_set)
+    named = ops & _ATTENTION_OPS if not isinstance(spec.ops, str) else set()
+    if named:
+        raise InputError(
+            f"`ops` requests {sorted(named)}, but {cls} computes attention in its own code, "
+            "not through transformers' AttentionInterface; request 'matmul' and 'softmax' "
+            "on the model loaded with attn_implementation='eager' instead."
+        )
+    impl = getattr(cfg, "_attn_implementation", None)
+    if impl != "eager" and ops & {"matmul", "softmax", "attention_scores", "attention_output"}:
+        raise InputError(
+            f"{cls} computes attention with {impl!r} in its own code, not through "
+            "transformers' AttentionInterface, which hides the attention matrix products "
+            f"and softmax from `ops`={spec.ops!r}; load the model with "
+            "attn_implementation='eager' (its eager attention is reached as 'matmul' and "
+            "'softmax')."
+        )
 
 
 def _features(spec: NoiseSpec, mm: ModelMap) -> set[str]:
     ops = set(spec.op_set)
     features = set()
-    if "linear" in ops and mm.linears:
+    # weight products belong to `linear` only: with `matmul`/`bmm` requested, the wrappers
+    # also keep a Linear subclass's `x @ W.T` and a product module's products out of them
+    if ops & {"linear", "matmul", "bmm"} and (mm.linears or mm.product_modules):
         features.add("linear")
     if ops & {"rms_norm", "layer_norm"} and mm.norm_modules:
         features.add("norm")
@@ -119,7 +148,20 @@ class Injection:
 
     def _verify(self, session: NoiseSession) -> None:
         required = required_ops(self.spec, self.map) if self.verify != "layers" else set()
+        if isinstance(self.spec.ops, str):
+            # a preset does not require an op whose every place was switched off by a
+            # multiplier of 0
+            required = {op for op in required if any(
+                o == op and max(session.scales(o, ly, name)) > 0
+                for ly, o, name in self.map.sites
+            ) or op not in self.map.anchors}
         missing = session.verification_problems(required)
+        if self.verify != "layers":
+            ran = {"forward": session.forward_calls > 0, "backward": session.backward_ran}
+            for what, why in session.blind.items():
+                for phase, on in ran.items():
+                    if on and session.phase_scales[phase] > 0:
+                        missing.append((f"{what} ({why})", phase))
         if self.verify == "ops":
             missing = [m for m in missing if m[0].startswith("op ")]
         if missing:
@@ -163,6 +205,7 @@ def inject(
                          f"{did_you_mean(verify, ('ops', 'layers'))}.")
     mm = build_model_map(model)
     mm.check_layers(spec.layer_indices)
+    _check_attention_reachable(spec, mm, model)
     for key in spec.layer_scales or {}:
         if isinstance(key, int):
             mm.check_layers((key,), "layer_scales")

@@ -4,14 +4,17 @@ One :class:`Installation` per model, reference-counted by feature, so that neste
 and sessions in several threads share one set of patches and the model is restored
 exactly when the last session leaves:
 
-- ``linear``: an instance-level ``forward`` on every ``nn.Linear`` (removed on exit; a
-  pre-existing instance ``forward`` is kept and called);
+- ``linear``: an instance-level ``forward`` on every ``nn.Linear`` and every product
+  module (``Conv1D``, MoE experts and routers; see ``_products``), removed on exit; a
+  pre-existing instance ``forward`` is kept and called;
 - ``norm``: forward pre-/post-hooks on RMSNorm/LayerNorm modules (Qwen2RMSNorm never calls
   a norm function, so only the module is a reliable place);
 - ``attention``: ``config._attn_implementation`` switched to the engine's registered
   attention function (restored on exit);
-- always: hooks on the root module (forward count, backward detection, "is the model
-  running") and on each decoder layer (current layer, gradient-checkpoint replay).
+- always: hooks on the entry modules — the root and each module between it and the
+  decoder-layer list, so that calling ``model.model(x)`` counts as running the model —
+  (forward count, backward detection, "is the model running"; only the outermost call
+  counts) and on each decoder layer (current layer, gradient-checkpoint replay).
 
 Every patch asks :meth:`Installation.active` which session to serve: the innermost
 session opened *in the calling thread* (inner replaces outer; the outer resumes when the
@@ -42,6 +45,7 @@ from torch import nn
 
 from robuststats.engine._autograd import BackwardNoise
 from robuststats.engine._model_map import ModelMap
+from robuststats.engine._products import own_products_hidden, product_forward
 from robuststats.engine._session import NoiseSession, in_backward
 
 __all__ = ["Installation", "acquire", "release"]
@@ -113,10 +117,10 @@ class Installation:
         return not self._features
 
     def _install_hooks(self) -> list[Any]:
-        handles = [
-            self.model.register_forward_pre_hook(self._root_pre),
-            self.model.register_forward_hook(self._root_post, always_call=True),
-        ]
+        handles = []
+        for entry in self.map.entry_modules:
+            handles.append(entry.register_forward_pre_hook(self._root_pre))
+            handles.append(entry.register_forward_hook(self._root_post, always_call=True))
         for i, layer in enumerate(self.map.layer_modules):
             handles.append(layer.register_forward_pre_hook(_layer_pre(self, i)))
             handles.append(layer.register_forward_hook(self._layer_post, always_call=True))
@@ -126,13 +130,18 @@ class Installation:
         return [h.remove for h in handles]
 
     def _root_pre(self, module: nn.Module, args: Any) -> None:
+        # entry modules nest (model → model.model): only the outermost call is a forward
+        depth = getattr(self.tls, "entry_depth", 0)
+        self.tls.entry_depth = depth + 1
         s = self.active()
-        if s is not None:
+        if s is not None and depth == 0:
             s.root_enter()
 
     def _root_post(self, module: nn.Module, args: Any, output: Any) -> None:
+        depth = max(getattr(self.tls, "entry_depth", 1) - 1, 0)
+        self.tls.entry_depth = depth
         s = self.active()
-        if s is not None:
+        if s is not None and depth == 0:
             s.root_exit(output)
 
     def _layer_post(self, module: nn.Module, args: Any, output: Any) -> None:
@@ -149,6 +158,10 @@ class Installation:
             rec[2].append(self)
             _chain_linear(rec)
             undo.append(_unchain_linear(rec, self))
+        for module in self.map.product_modules:
+            prev = module.__dict__.get("forward")
+            module.forward = types.MethodType(product_forward(self, module, prev), module)
+            undo.append(_restore_forward(module, prev))
         return undo
 
     def _install_norm(self) -> list[Any]:
@@ -177,6 +190,16 @@ class Installation:
             _attention.owners_add(m, self)
             undo.append(lambda m=m: _attention.owners_remove(m, self))
         return undo
+
+
+def _restore_forward(module: nn.Module, prev: Any) -> Any:
+    def undo() -> None:
+        if prev is None:
+            module.__dict__.pop("forward", None)
+        else:
+            module.forward = prev
+
+    return undo
 
 
 def _chain_linear(rec: list[Any]) -> None:
@@ -214,6 +237,7 @@ def _linear_forward(inst: Installation, module: nn.Module, prev: Any) -> Any:
     # a plain nn.Linear gets noise on grad_weight too; a subclass with its own forward
     # (e.g. a quantized linear) gets it on grad_input only
     plain = prev is None and type(module).forward is nn.Linear.forward
+    hidden = clean if plain else own_products_hidden(module, clean)
 
     def forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
         s = inst.active()
@@ -221,13 +245,13 @@ def _linear_forward(inst: Installation, module: nn.Module, prev: Any) -> Any:
             return clean(x)
         fs, bs = s.scales("linear", layer, name)
         if fs == 0.0 and bs == 0.0:
-            return clean(x)
+            return clean(x) if plain else hidden(x)
         if plain:
             return s.apply_op(
                 "linear", layer, name, lambda x_, w_: F.linear(x_, w_, self.bias),
                 (x, self.weight),
             )
-        return s.apply_op("linear", layer, name, clean, (x,))
+        return s.apply_op("linear", layer, name, hidden, (x,))
 
     return forward
 

@@ -1,7 +1,8 @@
 """A `TorchFunctionMode` that reaches functional ops: matmul, bmm, softmax, silu, gelu.
 
 It sees ``torch.matmul``, ``a @ b`` (``Tensor.__matmul__`` arrives as ``Tensor.matmul``),
-``torch.bmm``, ``F.softmax``/``Tensor.softmax``, ``F.silu`` (what ``nn.SiLU`` and
+``torch.mm``, ``torch.addmm`` and ``torch.einsum`` (booked as ``matmul``), ``torch.bmm`` and
+``torch.baddbmm`` (booked as ``bmm``), ``F.softmax``/``Tensor.softmax``, ``F.silu`` (what ``nn.SiLU`` and
 transformers' ``SiLUActivation`` call) and ``F.gelu``. The mode is entered only by a
 session that requests one of these ops, only in that session's thread, and it injects
 only while that session's model is running (so a softmax in user code between forward
@@ -30,8 +31,17 @@ def _funcs() -> dict[Any, str]:
         (torch.Tensor.matmul, "matmul"),
         (torch.Tensor.__matmul__, "matmul"),
         (torch.Tensor.__rmatmul__, "matmul"),
+        # other spellings of the same products (Bloom's attention uses baddbmm; Mamba-2
+        # mixers einsum): a preset that promises every matrix product must see them
+        (torch.mm, "matmul"),
+        (torch.Tensor.mm, "matmul"),
+        (torch.addmm, "matmul"),
+        (torch.Tensor.addmm, "matmul"),
+        (torch.einsum, "matmul"),
         (torch.bmm, "bmm"),
         (torch.Tensor.bmm, "bmm"),
+        (torch.baddbmm, "bmm"),
+        (torch.Tensor.baddbmm, "bmm"),
         (F.softmax, "softmax"),
         (torch.softmax, "softmax"),
         (torch.Tensor.softmax, "softmax"),
@@ -39,7 +49,8 @@ def _funcs() -> dict[Any, str]:
         (F.gelu, "gelu"),
     ]:
         table[obj] = op
-    for name, op in [("matmul", "matmul"), ("bmm", "bmm"), ("softmax", "softmax")]:
+    for name, op in [("matmul", "matmul"), ("mm", "matmul"), ("addmm", "matmul"),
+                     ("bmm", "bmm"), ("baddbmm", "bmm"), ("softmax", "softmax")]:
         base = getattr(torch._C, "TensorBase", None)
         if base is not None and hasattr(base, name):
             table[getattr(base, name)] = op
@@ -59,11 +70,16 @@ class NoiseMode(TorchFunctionMode):
         self.inst = inst
         self.session = session
         self.ops = session.ops & FUNCTIONAL_OPS
+        # attention products requested: an sdpa call of the model's own (not the engine's
+        # attention function) hides them, and verification must say so
+        self.watch_sdpa = bool(session.ops & {"attention_scores", "attention_output"})
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         kwargs = kwargs or {}
         op = _FUNCS.get(func)
         if op is None or op not in self.ops:
+            if func is F.scaled_dot_product_attention and self.watch_sdpa:
+                self._note_hidden_attention()
             return func(*args, **kwargs)
         s = self.session
         if self.inst.active() is not s or getattr(self.inst.tls, "in_attention", False):
@@ -73,6 +89,17 @@ class NoiseMode(TorchFunctionMode):
             return func(*args, **kwargs)
         name = s.map.layer_path(layer)
         return s.apply_op(op, layer, name, lambda *a: func(*a, **kwargs), tuple(args))
+
+    def _note_hidden_attention(self) -> None:
+        s = self.session
+        if self.inst.active() is not s or getattr(self.inst.tls, "in_attention", False):
+            return
+        layer = s.current_layer()
+        if layer is not None:
+            s.blind.setdefault(
+                f"op 'attention_scores' in F.scaled_dot_product_attention (layer {layer})",
+                "sdpa called by the model itself computes both attention products unseen",
+            )
 
 
 def remove_mode(mode: TorchFunctionMode) -> bool:

@@ -1,9 +1,17 @@
 """Static map of a model: decoder layers, and which modules anchor which ops.
 
-Built once per session. A *layer* is one element of the model's decoder-layer list
-(Hugging Face: ``model.model.layers[i]``); for plain torch modules, the first
-``nn.ModuleList`` of same-class blocks, or the children of a root ``nn.Sequential``.
-Modules outside that list (embeddings, ``lm_head``, a final norm) belong to layer ``-1``.
+Built once per session. A *layer* is one element of the model's decoder-layer list.
+For a Hugging Face model it is the layer list of the language model (``get_decoder()``:
+``model.model.layers``, ``model.model.language_model.layers`` in a vision-language model,
+never a vision tower's blocks), whatever classes its elements have (hybrid models mix
+attention and Mamba layers). For plain torch modules it is the first ``nn.ModuleList`` of
+same-class blocks, or the children of a root ``nn.Sequential``. Modules outside that list
+(embeddings, ``lm_head``, a final norm, a vision tower) belong to layer ``-1``.
+
+*Product modules* are the modules other than ``nn.Linear`` that own a matrix-shaped
+weight and multiply by it in their own ``forward``: transformers' ``Conv1D`` (GPT-2),
+MoE experts holding stacked ``(n_experts, out, in)`` weights, MoE routers, a
+``nn.Bilinear``. Embeddings (a lookup), convolutions and norms are not product modules.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from torch import nn
+from torch.nn.modules.conv import _ConvNd
 
 from robuststats.errors import InputError, did_you_mean
 
@@ -45,6 +54,15 @@ def _is_attention(module: nn.Module) -> bool:
     return type(module).__name__.endswith("Attention") and hasattr(module, "config")
 
 
+def _is_product_module(module: nn.Module) -> bool:
+    """A module other than ``nn.Linear`` that owns a floating parameter of ≥ 2 dims."""
+    if isinstance(module, (nn.Linear, nn.Embedding, nn.EmbeddingBag, _ConvNd)):
+        return False
+    if _norm_op(module) is not None or "Embedding" in type(module).__name__:
+        return False
+    return any(p.is_floating_point() and p.ndim >= 2 for p in module.parameters(recurse=False))
+
+
 @dataclass
 class ModelMap:
     """Names, layer indices and op anchors of one model (keys are ``id(module)``)."""
@@ -55,12 +73,22 @@ class ModelMap:
     names: dict[int, str]
     layer_of: dict[int, int]
     linears: list[nn.Module] = field(default_factory=list)
+    product_modules: list[nn.Module] = field(default_factory=list)
     norms: dict[int, str] = field(default_factory=dict)  # id → "rms_norm" | "layer_norm"
     norm_modules: list[nn.Module] = field(default_factory=list)
     attention: list[nn.Module] = field(default_factory=list)
     # op → set of layer indices that structurally contain it (drives preset verification)
     anchors: dict[str, set[int]] = field(default_factory=dict)
+    # (layer, op, name) of every place a module anchors an op; ``name`` is the key its
+    # scale is looked up under (the module's name; the layer's path for activations,
+    # which are reached as functional calls)
+    sites: list[tuple[int, str, str]] = field(default_factory=list)
+    # the root and every module between it and the layer list (``model``, ``model.model``,
+    # ``model.model.language_model``): calling any of them runs the layers
+    entry_modules: list[nn.Module] = field(default_factory=list)
     hf_config: object | None = None
+    # transformers models whose attention dispatches through AttentionInterface
+    attention_backend: bool = False
 
     def layer_path(self, layer: int) -> str:
         if layer == OUTSIDE or self.layer_prefix is None:
@@ -90,7 +118,56 @@ class ModelMap:
                          f"{did_you_mean(key, self.names.values())}.")
 
 
+def _hf_model(model: nn.Module) -> nn.Module | None:
+    """The transformers model: ``model`` itself, or the outermost transformers model
+    inside a plain wrapper (a value head, an RL policy wrapper)."""
+    for module in model.modules():
+        if hasattr(module, "config") and hasattr(type(module), "_supports_attention_backend"):
+            return module
+    return None
+
+
+def _hf_decoder(model: nn.Module) -> nn.Module | None:
+    """The language model of a transformers model (``get_decoder()``), or None."""
+    if not hasattr(model, "config"):
+        return None
+    get = getattr(model, "get_decoder", None)
+    if not callable(get):
+        return None
+    try:
+        decoder = get()
+    except Exception:  # some models raise for "no decoder"; fall back to the generic search
+        return None
+    return decoder if isinstance(decoder, nn.Module) else None
+
+
+def _expected_layers(model: nn.Module) -> int | None:
+    cfg = getattr(model, "config", None)
+    get_text = getattr(cfg, "get_text_config", None)
+    try:
+        text = get_text(decoder=True) if callable(get_text) else cfg
+    except Exception:
+        text = cfg
+    n = getattr(text, "num_hidden_layers", None)
+    return n if isinstance(n, int) and n > 0 else None
+
+
 def _find_layer_list(model: nn.Module) -> tuple[str | None, list[nn.Module]]:
+    names = {id(m): n for n, m in model.named_modules()}
+    hf = _hf_model(model)
+    decoder = _hf_decoder(hf) if hf is not None else None
+    if decoder is not None and id(decoder) in names:
+        # the language model's own list, mixed classes allowed (Jamba: attention and Mamba
+        # layers); its length is the config's num_hidden_layers when the config says so
+        expected = _expected_layers(hf)  # type: ignore[arg-type]
+        lists = [
+            (n, m) for n, m in decoder.named_modules()
+            if isinstance(m, nn.ModuleList) and len(m) > 0
+            and n.rsplit(".", 1)[-1] in _PREFERRED_LIST_NAMES
+        ]
+        for _, m in sorted(lists, key=lambda nm: nm[0].count(".")):
+            if expected is None or len(m) == expected:
+                return names[id(m)], list(m)
     candidates: list[tuple[str, nn.ModuleList]] = []
     for name, module in model.named_modules():
         if isinstance(module, nn.ModuleList) and len(module) > 0:
@@ -108,6 +185,19 @@ def _find_layer_list(model: nn.Module) -> tuple[str | None, list[nn.Module]]:
     return None, []
 
 
+def _entry_modules(model: nn.Module, prefix: str | None) -> list[nn.Module]:
+    entries = [model]
+    if prefix:
+        parts = prefix.split(".")[:-1]  # ancestors of the list, not the list itself
+        module = model
+        for part in parts:
+            module = getattr(module, part, None)
+            if not isinstance(module, nn.Module):
+                break
+            entries.append(module)
+    return entries
+
+
 def build_model_map(model: nn.Module) -> ModelMap:
     """Walk ``model`` once and record names, layers and op anchors."""
     if not isinstance(model, nn.Module):
@@ -117,7 +207,10 @@ def build_model_map(model: nn.Module) -> ModelMap:
     names: dict[int, str] = {}
     layer_of: dict[int, int] = {}
     mm = ModelMap(prefix, len(layer_modules), layer_modules, names, layer_of)
-    mm.hf_config = getattr(model, "config", None)
+    hf = _hf_model(model)
+    mm.hf_config = getattr(hf if hf is not None else model, "config", None)
+    mm.attention_backend = bool(getattr(type(hf), "_supports_attention_backend", False))
+    mm.entry_modules = _entry_modules(model, prefix)
     # named_modules is depth-first, so a block is seen before its children
     stack: list[tuple[str, int]] = []
     for name, module in model.named_modules(remove_duplicate=False):
@@ -130,7 +223,7 @@ def build_model_map(model: nn.Module) -> ModelMap:
             stack.append((name, layer_ids[id(module)]))
         layer = stack[-1][1] if stack else OUTSIDE
         layer_of[id(module)] = layer
-        op = None
+        op, key = None, name
         if isinstance(module, nn.Linear):
             mm.linears.append(module)
             op = "linear"
@@ -139,11 +232,16 @@ def build_model_map(model: nn.Module) -> ModelMap:
             mm.norm_modules.append(module)
             op = norm
         elif (act := _activation_op(module)) is not None:
-            op = act
+            op, key = act, None
         elif _is_attention(module):
             mm.attention.append(module)
             for a in ("attention_scores", "softmax", "attention_output"):
                 mm.anchors.setdefault(a, set()).add(layer)
+                mm.sites.append((layer, a, name))
+        if op is None and _is_product_module(module):
+            mm.product_modules.append(module)
+            op = "linear"
         if op is not None:
             mm.anchors.setdefault(op, set()).add(layer)
+            mm.sites.append((layer, op, mm.layer_path(layer) if key is None else key))
     return mm

@@ -18,6 +18,7 @@ from robuststats._validation import check_choice, check_int
 from robuststats.engine._autograd import BackwardNoise
 from robuststats.engine._error_models import error_tensor
 from robuststats.engine._model_map import OUTSIDE, ModelMap
+from robuststats.engine._rng import NoiseStream
 from robuststats.engine._spec import ALL_OPS, PHASES, NoiseSpec
 from robuststats.errors import RobuststatsError
 
@@ -64,7 +65,7 @@ class NoiseSession:
             k: v for k, v in (spec.layer_scales or {}).items() if isinstance(k, int)
         }
         self._scale_cache: dict[tuple[str, int, str], tuple[float, float]] = {}
-        self._gens: dict[tuple[str, torch.device], torch.Generator] = {}
+        self._gens: dict[tuple[str, int, torch.device], NoiseStream] = {}
         self._lock = threading.Lock()
         self._counts: dict[tuple[int, str, str], int] = defaultdict(int)
         self._acc: dict[tuple[int, str, str], torch.Tensor] = {}
@@ -80,25 +81,34 @@ class NoiseSession:
         self._draws: dict[int, int] = defaultdict(int)
         self._replay: dict[int, list[Any]] = {}
         self.unreplayed = 0
+        #: matrix products that ran out of the engine's sight: what → why (a product
+        #: module's weights in an opaque kernel; the model's own sdpa call)
+        self.blind: dict[str, str] = {}
         #: ids of the autograd graph tasks (backward calls) that reached the model's outputs
         self.graph_tasks: dict[int, None] = {}
         self.mode: Any = None  # the session's TorchFunctionMode, when functional ops are requested
         self._devices = {p.device for p in model.parameters()} or {torch.device("cpu")}
+        # target 'inputs' / 'weights': the error model acts on the operands of products
+        self._operands: Any = None
+        if spec.target != "output":
+            from robuststats.engine._operands import OperandNoise
+
+            self._operands = OperandNoise(self)
 
     # --- randomness ------------------------------------------------------------------------
 
-    def _gen(self, phase: str, layer: int, device: torch.device) -> torch.Generator:
+    def _gen(self, phase: str, layer: int, device: torch.device) -> NoiseStream:
         """Each (phase, layer) has its own stream, so the noise of one layer does not depend
-        on which other layers are selected, and a checkpointed layer can be replayed alone."""
+        on which other layers are selected, and a checkpointed layer can be replayed alone.
+        Streams draw in parallel on CPU, identically for any thread count (``_rng``)."""
         key = (phase, layer, device)
         g = self._gens.get(key)
         if g is None:
-            g = torch.Generator(device=device)
-            g.manual_seed(_stream_seed(self.spec.seed, phase, layer))
+            g = NoiseStream(_stream_seed(self.spec.seed, phase, layer), device)
             self._gens[key] = g
         return g
 
-    def _forward_gen(self, layer: int, device: torch.device) -> torch.Generator:
+    def _forward_gen(self, layer: int, device: torch.device) -> NoiseStream:
         if not in_backward():
             self._draws[layer] += 1
             return self._gen("forward", layer, device)
@@ -111,17 +121,13 @@ class NoiseSession:
                 return self._gen("forward", layer, device)
             rec = saved.pop()
             states, n_draws = rec[0], rec[1]
-            gens = {}
-            for dev, state in states.items():
-                g = torch.Generator(device=dev)
-                g.set_state(state)
-                gens[dev] = g
+            seed = _stream_seed(self.spec.seed, "forward", layer)
+            gens = {dev: NoiseStream(seed, dev).set_state(state) for dev, state in states.items()}
             replay = self._replay[layer] = [gens, n_draws if n_draws is not None else 1 << 62]
         replay[1] -= 1
         g = replay[0].get(device)
         if g is None:
-            g = replay[0][device] = torch.Generator(device=device)
-            g.manual_seed(_stream_seed(self.spec.seed, "forward", layer))
+            g = replay[0][device] = NoiseStream(_stream_seed(self.spec.seed, "forward", layer), device)
         return g
 
     # --- layers and gradient checkpointing --------------------------------------------------
@@ -242,6 +248,8 @@ class NoiseSession:
         """Run ``fn(*tensors)`` as a noisy ``op``: backward noise on the gradients of every
         differentiable tensor input, forward noise on the output (straight-through)."""
         fs, bs = self.scales(op, layer, name)
+        if self._operands is not None:  # input quantization or static weight noise
+            return self._operands.run(op, layer, name, fn, tensors, fs) if fs > 0.0 else fn(*tensors)
         if bs > 0.0 and torch.is_grad_enabled():
             tensors = tuple(
                 BackwardNoise.apply(t, self, layer, op, bs)
@@ -265,8 +273,24 @@ class NoiseSession:
             return y
         recompute = in_backward()
         tracked = y.requires_grad and torch.is_grad_enabled()
+        if y.dtype in LOW_PRECISION:
+            with torch.no_grad():
+                out, realised, yf = self._low_precision(y, scale, self._forward_gen(layer, y.device))
+                if not recompute:
+                    self._record(layer, op, "forward", yf, realised, 1.0, count=count)
+                if not tracked:
+                    return y.copy_(out)
+            return _StraightThrough.apply(y, out)
         with torch.no_grad():
-            e, alpha = self._error(y, scale, self._forward_gen(layer, y.device))
+            g = self._forward_gen(layer, y.device)
+            if (not tracked and self.kind == "relative_gaussian" and y.device.type == "cpu"
+                    and y.is_contiguous()):
+                # draw, multiply, measure and add chunk by chunk in parallel (bitwise equal)
+                norms = g.perturb_relative_(y, scale)
+                if not recompute:
+                    self._book(layer, op, "forward", norms, count=count)
+                return y
+            e, alpha = self._error(y, scale, g)
             if not recompute:
                 self._record(layer, op, "forward", y, e, alpha, count=count)
             if not tracked:
@@ -284,21 +308,37 @@ class NoiseSession:
             self.late_backward += 1
             return grad
         with torch.no_grad():
-            e, alpha = self._error(grad, scale, self._gen("backward", layer, grad.device))
+            g = self._gen("backward", layer, grad.device)
+            if grad.dtype in LOW_PRECISION:
+                out, realised, gf = self._low_precision(grad, scale, g)
+                self._record(layer, op, "backward", gf, realised, 1.0, count=count)
+                return out
+            e, alpha = self._error(grad, scale, g)
             self._record(layer, op, "backward", grad, e, alpha, count=count)
             # never in place: autograd may hand the same gradient buffer to several inputs
             return torch.add(grad, e, alpha=alpha)
 
     def _error(
-        self, y: torch.Tensor, scale: float, g: torch.Generator
+        self, y: torch.Tensor, scale: float, g: NoiseStream
     ) -> tuple[torch.Tensor, float]:
         """``(e, alpha)`` with noisy result ``y + alpha·e``."""
         if self.kind == "relative_gaussian":
             # fused form of y·(1 + s·ε): e = ε·y in place on the fresh draw, alpha = s
             # (ε·y has the law of ε·|y|; no |y| temporary, one pass fewer than the naive form)
-            e = torch.randn(y.shape, generator=g, dtype=y.dtype, device=y.device)
-            return e.mul_(y), scale
+            return g.randn(y.shape, y.dtype).mul_(y), scale
         return error_tensor(self.kind, y, scale, g), 1.0
+
+    def _low_precision(
+        self, y: torch.Tensor, scale: float, g: torch.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A bf16/fp16 result: the error is computed in fp32 from the fp32 value of ``y``
+        and the sum is rounded once to ``y``'s dtype. Returns ``(noisy, realised, y_fp32)``
+        with ``realised`` = noisy − y in fp32: what survived the rounding (an error below
+        half an ulp of ``y`` rounds away, and the statistics must say so)."""
+        yf = y.detach().float()
+        e, alpha = self._error(yf, scale, g)
+        out = torch.add(yf, e, alpha=alpha).to(y.dtype)
+        return out, out.float().sub_(yf), yf
 
     def _record(
         self,
@@ -311,9 +351,17 @@ class NoiseSession:
         *,
         count: bool = True,
     ) -> None:
+        # norms in at least fp32: an fp16 norm overflows past 65504 (→ inf/inf = NaN)
+        dtype = torch.float32 if y.dtype in LOW_PRECISION else None
+        norms = torch.stack((torch.linalg.vector_norm(y, dtype=dtype),
+                             torch.linalg.vector_norm(e, dtype=dtype) * alpha))
+        self._book(layer, op, phase, norms.double().square_(), count=count)
+
+    def _book(self, layer: int, op: str, phase: str, norms: torch.Tensor, *,
+              count: bool = True) -> None:
+        """Count one injection with squared norms ``(‖y‖², ‖e‖²)`` (a float64 device tensor);
+        ``count=False`` adds the norms of a later block of an injection already counted."""
         key = (layer, op, phase)
-        norms = torch.stack((torch.linalg.vector_norm(y), torch.linalg.vector_norm(e) * alpha))
-        norms = norms.double().square_()
         with self._lock:
             if count:
                 self._counts[key] += 1
@@ -322,7 +370,7 @@ class NoiseSession:
                 # a normal tensor even under torch.inference_mode(), so that a session used
                 # for a rollout can keep accumulating in a training step afterwards
                 with torch.inference_mode(False):
-                    self._acc[key] = norms.clone()
+                    self._acc[key] = norms.clone()  # callers may pass a cached tensor
             else:
                 acc.add_(norms)
 
@@ -384,12 +432,39 @@ class NoiseSession:
         return missing
 
     def scales_any(self, layer: int, phase: str) -> bool:
-        """Whether some requested op can reach ``layer`` in ``phase`` with a positive scale."""
+        """Whether ``layer`` must receive an injection in ``phase``: some module in it that
+        anchors a requested op (a linear or product module, a norm, an attention module,
+        an activation) has a positive scale there, after multipliers. Functional ops with
+        no module of their own (``matmul``, ``bmm``, a softmax outside attention) make a
+        layer required only when the spec names its ops explicitly: a preset does not
+        promise that every layer computes one (``nn.Sequential(Linear, ReLU, Linear)``)."""
         i = 0 if phase == "forward" else 1
+        for ly, op, name in self.map.sites:
+            if ly == layer and op in self.ops and self.scales(op, ly, name)[i] > 0:
+                return True
+        if isinstance(self.spec.ops, str):
+            return False
         path = self.map.layer_path(layer)
-        return any(self.scales(op, layer, path)[i] > 0 for op in self.ops) or any(
-            v > 0 for k, v in self._module_scales.items() if k.startswith(path + ".")
-        )
+        return any(op in _FUNCTIONAL and self.scales(op, layer, path)[i] > 0 for op in self.ops)
+
+
+_FUNCTIONAL = frozenset({"matmul", "bmm", "softmax", "silu", "gelu"})
+
+
+#: Output dtypes whose noise is computed in fp32 and rounded once (see ``_low_precision``).
+LOW_PRECISION = frozenset({torch.float16, torch.bfloat16})
+
+
+class _StraightThrough(torch.autograd.Function):
+    """Forward: ``noisy`` (a constant); backward: the gradient goes to ``y`` unchanged."""
+
+    @staticmethod
+    def forward(ctx: Any, y: torch.Tensor, noisy: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return noisy
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
+        return grad, None
 
 
 def _stream_seed(seed: int, phase: str, layer: int) -> int:

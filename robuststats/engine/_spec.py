@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from robuststats._validation import check_choice, check_keys
+from robuststats.engine._formats import QUANT_FORMATS, check_format
 from robuststats.errors import InputError, did_you_mean
 
-__all__ = ["ALL_OPS", "KINDS", "OP_PRESETS", "PHASES", "NoiseSpec"]
+__all__ = ["ALL_OPS", "KINDS", "MATMUL_OPS", "OP_PRESETS", "PHASES", "TARGETS", "NoiseSpec"]
 
 #: Every op the engine can reach, in a fixed order (used for stats and verification).
 ALL_OPS: tuple[str, ...] = (
@@ -53,11 +54,23 @@ KINDS: tuple[str, ...] = (
     "fp8_e5m2",
     "int8",
     "mxfp4",
+    "nvfp4",
 )
+
+#: Where an error model acts: an op's ``output`` (default), the ``inputs`` of a matrix
+#: product (weights and activations quantized, as a low-precision kernel does), or its
+#: ``weights`` only (weight-only quantization such as W4A16, or static weight noise drawn
+#: once per session).
+TARGETS: tuple[str, ...] = ("output", "inputs", "weights")
+#: Ops that are matrix products: the ops input quantization applies to.
+MATMUL_OPS: tuple[str, ...] = ("linear", "matmul", "bmm", "attention_scores", "attention_output")
+#: Error models of ``target="weights"`` besides the number formats: static Gaussian noise.
+_STATIC_KINDS = ("relative_gaussian", "absolute_gaussian")
 
 PHASES: tuple[str, ...] = ("forward", "backward")
 _PHASE_NAMES = ("forward", "backward", "both")
-_SPEC_KEYS = ("scale", "kind", "phases", "ops", "layers", "layer_scales", "seed")
+_SPEC_KEYS = ("scale", "kind", "phases", "ops", "layers", "layer_scales", "seed", "target",
+              "granularity", "block_size", "ties")
 
 
 def _check_scale(value: Any, name: str) -> float:
@@ -69,13 +82,21 @@ def _check_scale(value: Any, name: str) -> float:
     return value
 
 
+#: largest layer index a spec may name (no model has this many layers; a range past it
+#: would only allocate)
+MAX_LAYER_INDEX = 99_999
+
+
 def _check_index(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InputError(f"`{name}` must hold non-negative layer indices, got {value!r}.")
+    if value > MAX_LAYER_INDEX:
+        raise InputError(f"`{name}` must hold layer indices up to {MAX_LAYER_INDEX:,}, "
+                         f"got {value!r}.")
     return value
 
 
-_RANGE_RE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+_RANGE_RE = re.compile(r"^\s*(\d{1,9})\s*(?:-\s*(\d{1,9})\s*)?$")
 
 
 def _parse_layers(layers: Any) -> tuple[int, ...] | None:
@@ -99,8 +120,8 @@ def _parse_layers(layers: Any) -> tuple[int, ...] | None:
                 raise InputError(
                     f"`layers` string must look like '3', '3-5' or '0,2,7-9', got {layers!r}."
                 )
-            lo = int(m.group(1))
-            hi = int(m.group(2)) if m.group(2) is not None else lo
+            lo = _check_index(int(m.group(1)), "layers")
+            hi = _check_index(int(m.group(2)), "layers") if m.group(2) is not None else lo
             if hi < lo:
                 raise InputError(f"`layers` range {part.strip()!r} is empty (end < start).")
             out.update(range(lo, hi + 1))
@@ -116,6 +137,7 @@ def _parse_layers(layers: Any) -> tuple[int, ...] | None:
         window = layers["window"]
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise InputError(f"`layers.window` must be a positive integer, got {window!r}.")
+        _check_index(start + window - 1, "layers")
         return tuple(range(start, start + window))
     if isinstance(layers, Iterable):
         items = list(layers)
@@ -163,7 +185,7 @@ def _parse_ops(ops: Any) -> str | tuple[str, ...]:
         if not names:
             raise InputError("`ops` must name at least one op.")
         for name in names:
-            if name not in ALL_OPS:
+            if not isinstance(name, str) or name not in ALL_OPS:
                 raise InputError(
                     f"`ops` contains an unknown op {name!r}{did_you_mean(name, ALL_OPS)}; "
                     f"known ops: {list(ALL_OPS)}."
@@ -224,6 +246,20 @@ class NoiseSpec:
         prefix (``{"model.layers.0.mlp": 2.0}``). A module-name entry wins over an index.
     seed : int
         Seed of the session's own noise generators (never the global RNG).
+    target : {"output", "inputs", "weights"}
+        ``output`` (default): the error model acts on each op's result. ``inputs``: the
+        operands of each selected matrix product are fake-quantized to the format ``kind``
+        (weights and activations, e.g. W8A8) and the product is computed in float32.
+        ``weights``: only the weights of ``linear`` ops, either quantized (weight-only, e.g.
+        NVFP4A16) or perturbed by Gaussian noise drawn once per session and parameter
+        (static noise: the same perturbation on every call). Both are forward-phase models.
+    granularity : {"tensor", "row", "block"}, optional
+        Scale sharing of input quantization along the contraction dimension (default per
+        format: ``tensor`` for fp8/int8; MXFP4/NVFP4 blocks are fixed).
+    block_size : int, optional
+        Elements per block for ``granularity="block"`` (default 128 for fp8/int8).
+    ties : {"even", "away", "zero"}
+        Tie rule of input quantization's round-to-nearest (default ``even``).
     """
 
     scale: float | None = None
@@ -234,6 +270,10 @@ class NoiseSpec:
     layers: Any = None
     layer_scales: dict[int | str, float] | None = None
     seed: int = 0
+    target: str = "output"
+    granularity: str | None = None
+    block_size: int | None = None
+    ties: str = "even"
 
     def __post_init__(self) -> None:
         phases = _parse_phases(self.phases)
@@ -261,6 +301,41 @@ class NoiseSpec:
         object.__setattr__(self, "ops", _parse_ops(self.ops))
         object.__setattr__(self, "layers", layers)
         object.__setattr__(self, "layer_scales", _parse_layer_scales(self.layer_scales))
+        self._check_target()
+
+    def _check_target(self) -> None:
+        check_choice(self.target, "target", TARGETS)
+        if self.target == "output":
+            if self.granularity is not None or self.block_size is not None or self.ties != "even":
+                raise InputError("`granularity`, `block_size` and `ties` apply to input "
+                                 "quantization (target 'inputs' or 'weights'), not to "
+                                 "target 'output'.")
+            return
+        if self.phase_scales["backward"] > 0:
+            raise InputError(f"target {self.target!r} is a forward-phase error model (its "
+                             f"gradients pass straight through); `phases` must be 'forward', "
+                             f"got {self.phases!r}.")
+        ops = self.op_set
+        if self.target == "inputs":
+            if self.kind not in QUANT_FORMATS:
+                raise InputError(f"target 'inputs' quantizes to a number format: `kind` must be "
+                                 f"one of {list(QUANT_FORMATS)}, got {self.kind!r}.")
+            extra = [op for op in ops if op not in MATMUL_OPS]
+            if extra:
+                raise InputError(f"target 'inputs' applies to matrix products {list(MATMUL_OPS)}; "
+                                 f"`ops` also names {extra}.")
+        else:
+            if self.kind not in (*QUANT_FORMATS, *_STATIC_KINDS):
+                raise InputError(f"target 'weights' needs `kind` in "
+                                 f"{[*QUANT_FORMATS, *_STATIC_KINDS]}, got {self.kind!r}.")
+            if tuple(ops) != ("linear",):
+                raise InputError(f"target 'weights' perturbs the weights of 'linear' ops; "
+                                 f"`ops` must be 'linear', got {self.ops!r}.")
+        if self.kind in QUANT_FORMATS:
+            check_format(self.kind, self.granularity, self.block_size, self.ties)
+        elif self.granularity is not None or self.block_size is not None or self.ties != "even":
+            raise InputError(f"`granularity`, `block_size` and `ties` apply to number formats, "
+                             f"not to static {self.kind!r} noise.")
 
     def __hash__(self) -> int:
         # fields may hold dicts (phases, layer_scales): hash a canonical text form instead
@@ -333,6 +408,10 @@ class NoiseSpec:
             "layers": layers,
             "layer_scales": None if self.layer_scales is None else dict(self.layer_scales),
             "seed": self.seed,
+            "target": self.target,
+            "granularity": self.granularity,
+            "block_size": self.block_size,
+            "ties": self.ties,
         }
 
     @classmethod

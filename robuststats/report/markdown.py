@@ -108,7 +108,8 @@ VIEWS: Mapping[str, Mapping[str, Callable[[Row], str]]] = {
         "statistic": _stat, "dof": _raw("dof"), "p": lambda r: fmt_p(r.get("pvalue")),
     },
     "tests": {
-        "noise": _noise, "a": _raw("a"), "b": _raw("b"), "strata": _raw("n_strata"),
+        "noise": _noise, "a": _raw("a"), "b": _raw("b"), "role": _raw("role"),
+        "seeds": _raw("n_seeds"), "strata": _raw("n_strata"),
         "items": _raw("n_items"), "a only": _raw("n_a_only"), "b only": _raw("n_b_only"),
         "acc a %": _pct("accuracy_a"), "acc b %": _pct("accuracy_b"),
         "a − b (pp)": _pct("estimate", signed=True), "interval": _ci,
@@ -302,6 +303,10 @@ def _one_question(df: pd.DataFrame, view: Mapping[str, Callable[[Row], str]]
 
 def _tests(tests: pd.DataFrame) -> list[str]:
     ask, view = _one_question(tests, VIEWS["tests"])
+    # tables written before the seed-random test have neither column
+    absent = {h for h, col in (("role", "role"), ("seeds", "n_seeds"))
+              if col not in tests.columns or tests[col].isna().all()}
+    view = {h: f for h, f in view.items() if h not in absent}
     methods = _distinct(tests, "multiplicity")
     procedure = f" ({', '.join(methods)})" if methods else ""
     intervals = _distinct(tests, "ci_method")
@@ -312,14 +317,16 @@ def _tests(tests: pd.DataFrame) -> list[str]:
         items = list(view.items())
         view = dict([*items[:at], ("interval method", _raw("ci_method")), *items[at:]])
     return [
-        "## Paired comparisons (McNemar, stratified over seeds and noise seeds)\n\n"
+        "## Paired comparisons\n\n"
         f"`a only`: discordant pairs right under `a` and wrong under `b`; `b only`: the "
-        f"reverse. `p adj` corrects for the whole family of comparisons{procedure}.{ask}\n\n"
-        "Scope: the McNemar p-values condition on the trained models (they account for "
-        "items, clustered across seeds and noise draws, but not for training-seed "
-        "variation); the intervals resample seeds as well and so speak about the training "
-        "procedure. A tiny p-value beside an interval that covers 0 means the models differ "
-        "on these items but the seeds disagree on the direction or size. The hypothesis "
-        "verdicts rest on the intervals.\n",
+        f"reverse. `p adj` corrects for the family of deciding comparisons{procedure}.{ask}\n\n"
+        "Scope: with several training seeds the `decision` row is the seed-random t test: "
+        "seeds and items are both random, so it asks whether the training *procedures* "
+        "differ, and it alone decides `reject`. The `diagnostic` row beside it is the "
+        "McNemar test stratified over seeds and noise seeds, with items as clusters: it "
+        "holds the trained models fixed and asks whether *these models* differ on these "
+        "items. A tiny diagnostic p-value beside a deciding interval that covers 0 means the "
+        "models differ but the seeds disagree on the direction or size. With one training "
+        "seed the two questions coincide and McNemar decides.\n",
         markdown_table(tests, formats=view),
     ]

@@ -5,6 +5,7 @@ Never imports torch.
 
 from __future__ import annotations
 
+from robuststats.results._cells import cell_digest, cell_digests, cell_key
 from robuststats.results._diff import TABLE_KEYS, diff_versions
 from robuststats.results._store import (
     MANIFEST,
@@ -31,6 +32,9 @@ __all__ = [
     "ResultStore",
     "ResultVersion",
     "VerifyReport",
+    "cell_digest",
+    "cell_digests",
+    "cell_key",
     "confidence_level",
     "diff_versions",
     "is_analysis_only",

@@ -20,7 +20,7 @@ __all__ = ["TABLE_KEYS", "diff_versions"]
 TABLE_KEYS: dict[str, list[str]] = {
     "summary": ["condition", "eval_noise"],
     "retention": ["condition", "eval_noise"],
-    "tests": ["eval_noise", "a", "b"],
+    "tests": ["eval_noise", "a", "b", "role"],
     "hypotheses": ["id"],
     "seeds": ["condition", "seed", "eval_noise"],
     "omnibus": ["eval_noise"],

@@ -38,9 +38,13 @@ def confidence_level(manifest: Mapping[str, Any]) -> float | None:
     """The analysis' interval level recorded in a manifest (or report meta), or None."""
     level = manifest.get("confidence_level")
     if level is None:
-        spec = manifest.get("spec") or {}
-        level = (spec.get("analysis") or {}).get("confidence_level")
-    return None if level is None else float(level)
+        spec = manifest.get("spec")
+        analysis = spec.get("analysis") if isinstance(spec, Mapping) else None
+        level = analysis.get("confidence_level") if isinstance(analysis, Mapping) else None
+    # a damaged manifest may hold anything here: only a number is a level
+    if isinstance(level, bool) or not isinstance(level, (int, float)):
+        return None
+    return float(level)
 
 
 def is_analysis_only(manifest: Mapping[str, Any]) -> bool:
@@ -61,6 +65,9 @@ def normalize_table(name: str, df: pd.DataFrame, *,
     if ("ci_low" in out.columns and "ci_level" not in out.columns
             and confidence_level is not None):
         out = out.assign(ci_level=float(confidence_level))
+    if name == "tests" and "role" not in out.columns and len(out.columns):
+        # before the seed-random test, every row of the tests table decided `reject`
+        out = out.assign(role="decision")
     declared = [c for c in TABLE_COLUMNS.get(name, ()) if c in out.columns]
     return out[declared + [c for c in out.columns if c not in declared]]
 

@@ -26,6 +26,8 @@ _EXPORTS: dict[str, str] = {
     "PilotPairs": "robuststats.stats._discordance",
     "PoolSizeWarning": "robuststats.stats._power",
     "PowerResult": "robuststats.stats._power",
+    "SeedComponents": "robuststats.stats._seed_components",
+    "SeedPowerResult": "robuststats.stats._power_seeds",
     "SeedRandomResult": "robuststats.stats._seed_random",
     "adjust_pvalues": "robuststats.stats._multiplicity",
     "bootstrap_accuracy": "robuststats.stats._bootstrap",
@@ -36,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "crossed_variance": "robuststats.stats._seed_random",
     "estimate_discordance": "robuststats.stats._discordance",
     "estimate_icc": "robuststats.stats._discordance",
+    "estimate_seed_components": "robuststats.stats._seed_components",
     "evaluate_hypotheses": "robuststats.stats._hypotheses",
     "evaluate_hypothesis": "robuststats.stats._hypotheses",
     "mcnemar": "robuststats.stats._mcnemar",
@@ -43,6 +46,9 @@ _EXPORTS: dict[str, str] = {
     "power_mcnemar": "robuststats.stats._power",
     "power_curve": "robuststats.stats._power_table",
     "power_table": "robuststats.stats._power_table",
+    "power_seeds": "robuststats.stats._power_seeds",
+    "power_seeds_curve": "robuststats.stats._power_seeds",
+    "power_seeds_table": "robuststats.stats._power_seeds",
     "power_two_proportions": "robuststats.stats._power",
     "read_pilot": "robuststats.stats._discordance",
     "seed_random_accuracy": "robuststats.stats._seed_random",
@@ -88,7 +94,17 @@ if TYPE_CHECKING:  # static analysers see the real names
         power_mcnemar,
         power_two_proportions,
     )
+    from robuststats.stats._power_seeds import (  # noqa: F401
+        SeedPowerResult,
+        power_seeds,
+        power_seeds_curve,
+        power_seeds_table,
+    )
     from robuststats.stats._power_table import power_curve, power_table  # noqa: F401
+    from robuststats.stats._seed_components import (  # noqa: F401
+        SeedComponents,
+        estimate_seed_components,
+    )
     from robuststats.stats._seed_random import (  # noqa: F401
         CrossedVariance,
         SeedRandomResult,

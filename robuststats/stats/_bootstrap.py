@@ -45,7 +45,8 @@ from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning,
 from robuststats.stats._resample import (
     crossed_variance_ratio,
     jackknife_influence,
-    resampled_means,
+    lattice_scale,
+    resampled_totals,
 )
 
 __all__ = [
@@ -58,6 +59,8 @@ __all__ = [
 ]
 
 _BASIC_METHODS = ("bca", "percentile")
+#: largest lattice total L·k·n: products of two totals stay below 2**52, exact in float64
+_MAX_EXACT_TOTAL = 2**26
 _RETENTION_METHODS = ("bca", "percentile", "log-ratio", "studentized")
 
 
@@ -110,14 +113,18 @@ class BootstrapResult:
                                       drop=("bootstrap_distribution",))])
 
 
-# --- statistics as functions of resampled means (last axis: one mean per input) ---
+# --- statistics as functions of totals (last axis: one total per input) ---
+# ``denom`` turns totals into means (k n, times the lattice scale L). Each statistic is one
+# correctly rounded quotient of exact integer totals (0/1 or i/L outcomes), so statistics
+# that are equal as fractions are equal as floats: ties with the observed value, and with
+# lattice values such as 0, are counted exactly (see ``_snap_ties`` for the rest).
 
-def _accuracy(m: np.ndarray) -> np.ndarray:
-    return m[..., 0]
+def _accuracy(t: np.ndarray, denom: float) -> np.ndarray:
+    return t[..., 0] / denom
 
 
-def _difference(m: np.ndarray) -> np.ndarray:
-    return m[..., 0] - m[..., 1]
+def _difference(t: np.ndarray, denom: float) -> np.ndarray:
+    return (t[..., 0] - t[..., 1]) / denom
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -125,17 +132,18 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         return num / den
 
 
-def _retention(m: np.ndarray) -> np.ndarray:  # inputs (clean, noisy)
-    return _ratio(m[..., 1], m[..., 0])
+def _retention(t: np.ndarray, denom: float) -> np.ndarray:  # inputs (clean, noisy)
+    return _ratio(t[..., 1], t[..., 0])
 
 
-def _log_retention(m: np.ndarray) -> np.ndarray:
+def _log_retention(t: np.ndarray, denom: float) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.log(m[..., 1]) - np.log(m[..., 0])
+        return np.log(_retention(t, denom))
 
 
-def _retention_difference(m: np.ndarray) -> np.ndarray:  # (clean_a, noisy_a, clean_b, noisy_b)
-    return _ratio(m[..., 1], m[..., 0]) - _ratio(m[..., 3], m[..., 2])
+def _retention_difference(t: np.ndarray, denom: float) -> np.ndarray:
+    # (clean_a, noisy_a, clean_b, noisy_b): z_a/c_a − z_b/c_b = (z_a c_b − z_b c_a)/(c_a c_b)
+    return _ratio(t[..., 1] * t[..., 2] - t[..., 3] * t[..., 0], t[..., 0] * t[..., 2])
 
 
 _QUANTITIES = {
@@ -144,6 +152,45 @@ _QUANTITIES = {
     "retention": _retention,
     "retention_difference": _retention_difference,
 }
+
+
+def _ratio_sign(stat: str, t: np.ndarray, t_hat: np.ndarray) -> np.ndarray:
+    """Exact sign of θ(t) − θ(t̂) for the ratio statistics, in Python integers.
+
+    ``t``: ``(c, m)`` integer totals of resamples whose θ equals θ̂ as a float; distinct
+    fractions with large denominators can round to the same float.
+    """
+    t = np.rint(t).astype(np.int64).astype(object)
+    h = [int(v) for v in np.rint(t_hat)]
+    if stat in ("retention", "log_retention"):  # z/c vs ẑ/ĉ, c, ĉ > 0
+        diff = t[:, 1] * h[0] - h[1] * t[:, 0]
+    else:  # N/D vs N̂/D̂ with N = z_a c_b − z_b c_a, D = c_a c_b > 0
+        num = t[:, 1] * t[:, 2] - t[:, 3] * t[:, 0]
+        den = t[:, 0] * t[:, 2]
+        diff = num * (h[0] * h[2]) - (h[1] * h[2] - h[3] * h[0]) * den
+    return np.array([(d > 0) - (d < 0) for d in diff], dtype=float)
+
+
+def _snap_ties(raw: np.ndarray, estimate: float, ratio: float,
+               exact_sign=None) -> np.ndarray:
+    """Resampled statistics, rescaled by ``ratio`` about the estimate, with exact ties.
+
+    A resample equal to θ̂ as a fraction stays exactly θ̂; one that differs stays on its
+    side of θ̂ (rounding may not merge it into θ̂, after the rescaling either).
+    ``exact_sign(indices)`` resolves float-equal resamples of a ratio statistic.
+    """
+    tie = raw == estimate
+    sign = np.sign(raw - estimate)
+    if exact_sign is not None and tie.any():
+        where = np.flatnonzero(tie)
+        sign[where] = exact_sign(where)
+        tie[where] = sign[where] == 0.0
+    boot = raw if ratio == 1.0 else estimate + (raw - estimate) * ratio
+    boot = np.where(tie, estimate, boot)
+    merged = (boot == estimate) & ~tie & (sign != 0.0)
+    if merged.any():
+        boot[merged] = np.nextafter(estimate, sign[merged] * np.inf)
+    return boot
 
 
 def _aligned(arrays: dict[str, object]) -> list[np.ndarray]:
@@ -164,18 +211,17 @@ def _bootstrap_iv(arrays, confidence_level, n_resamples, method, rng, methods):
     return matrices, level, b, gen
 
 
-def _studentized_se(parts: dict[str, np.ndarray], n: int) -> np.ndarray:
+def _studentized_se(totals: np.ndarray, scale: int, n: int) -> np.ndarray:
     """Delta-method SE of log(noisy/clean) in each resample (one seed).
 
-    With item weights w: ``Var = Σ_i w_i (z_i/Z − c_i/C)² / n²``, the plug-in variance of
-    the influence function of log(Z/C); for 0/1 outcomes it equals (b + c)/((a + b)(a + c)).
+    ``totals``: ``(..., 5)`` scaled totals of clean c, noisy z, c², z·c, z². With item
+    weights w: ``Var = Σ_i w_i (z_i/Z − c_i/C)² / n²``, the plug-in variance of the influence
+    function of log(Z/C); for 0/1 outcomes it equals (b + c)/((a + b)(a + c)).
     """
-    means = parts["means"]  # (B, 2): clean, noisy
-    c_bar, z_bar = means[:, 0], means[:, 1]
-    cross = parts["cross"][:, :, :, 0, 0]  # (B, 2, 2): Σ_i w_i X_a[i] X_b[i]
+    c_bar, z_bar = totals[..., 0] / (scale * n), totals[..., 1] / (scale * n)
+    cc, zc, zz = (totals[..., j] / scale**2 for j in (2, 3, 4))  # Σ_i w_i X_a[i] X_b[i]
     with np.errstate(divide="ignore", invalid="ignore"):
-        var = (cross[:, 1, 1] / z_bar**2 - 2.0 * cross[:, 1, 0] / (z_bar * c_bar)
-               + cross[:, 0, 0] / c_bar**2) / n**2
+        var = (zz / z_bar**2 - 2.0 * zc / (z_bar * c_bar) + cc / c_bar**2) / n**2
     return np.sqrt(np.maximum(var, 0.0))
 
 
@@ -201,29 +247,43 @@ def fit_bootstrap(
     clean accuracy of 0 in a ratio) are dropped with a :class:`DegenerateDataWarning`.
     """
     k, n = matrices[0].shape
+    m = len(matrices)
     scheme = "items" if k == 1 else "seeds x items"
     studentized = method == "studentized"
     log_scale = method in ("log-ratio", "studentized")
+    stat = "log_retention" if log_scale else quantity
     func = _log_retention if log_scale else _QUANTITIES[quantity]
-    observed_means = np.array([mat.mean() for mat in matrices])
-    estimate = float(func(observed_means))
-    parts = resampled_means(matrices, n_resamples, rng, extra_item_products=studentized)
-    boot = func(parts["means"])
+    stacked = np.stack(matrices)  # (m, k, n)
+    scale = lattice_scale(stacked)
+    if scale is not None and scale * k * n > _MAX_EXACT_TOTAL:
+        scale = None  # products of two totals would leave float64's exact integers
+    values = np.rint(stacked * scale) if scale is not None else stacked
+    if studentized:  # item products for the delta-method SE: c², z·c, z²
+        c, z = values[0], values[1]
+        values = np.concatenate([values, np.stack([c * c, z * c, z * z])])
+    denom = float((scale or 1) * k * n)
+    observed = values.sum(axis=(1, 2))
+    estimate = float(func(observed[:m], denom))
+    totals = resampled_totals(values, n_resamples, rng)
+    raw = func(totals[:, :m], denom)
+    ratio = 1.0
     if k > 1:
         # rescale deviations so the bootstrap variance of the linearized quantity matches
         # the crossed random-effects estimate (see crossed_variance_ratio)
-        grad = _gradient(func, observed_means)
-        linear = np.tensordot(grad, np.stack(matrices), axes=1)
-        boot = estimate + (boot - estimate) * crossed_variance_ratio(linear)
+        means = observed[:m] / denom
+        grad = _gradient(lambda mu: func(mu, 1.0), means)
+        linear = np.tensordot(grad, stacked, axes=1)
+        ratio = crossed_variance_ratio(linear)
+    exact_sign = None
+    if scale is not None and stat != "accuracy" and stat != "difference":
+        def exact_sign(where):
+            return _ratio_sign(stat, totals[where, :m], observed[:m])
+    boot = _snap_ties(raw, estimate, ratio, exact_sign)
     finite = np.isfinite(boot)
     t_boot, se_hat = None, 0.0
     if studentized:
-        se_star = _studentized_se(parts, n)
-        ones = {
-            "means": observed_means[None, :],
-            "cross": np.einsum("asi,bti->abst", np.stack(matrices), np.stack(matrices))[None],
-        }
-        se_hat = float(_studentized_se(ones, n)[0])
+        se_star = _studentized_se(totals, scale or 1, n)
+        se_hat = float(_studentized_se(observed, scale or 1, n))
         with np.errstate(divide="ignore", invalid="ignore"):
             t_boot = (boot - estimate) / se_star
         # a resample with no spread (se* = 0) and θ* = θ̂ carries t* = 0
@@ -241,7 +301,7 @@ def fit_bootstrap(
         t_boot = t_boot[finite] if t_boot is not None else None
     acc = 0.0
     if method == "bca":
-        u_items, u_seeds = jackknife_influence(matrices, func)
+        u_items, u_seeds = jackknife_influence(matrices, lambda mu: func(mu, 1.0))
         acc = acceleration(u_items[np.isfinite(u_items)], u_seeds[np.isfinite(u_seeds)])
     fit = BootstrapFit(estimate=estimate, boot=boot, method=method, acceleration=acc,
                        log_scale=log_scale, t_boot=t_boot, se_hat=se_hat)

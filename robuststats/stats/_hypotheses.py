@@ -30,9 +30,16 @@ two-sided ``1 − α`` interval is TOST at ``α/2`` per side (conservative again
 ``1 − 2α`` interval), so that one interval decides every verdict. Using two-sided tests for
 directional decisions follows Shaffer (1980), Ann. Stat. 8:1342–1347.
 
-Which interval: accuracy with one seed and one evaluation per item uses Tango's (1998)
-score interval; otherwise a two-way (seeds × items) BCa bootstrap of ``acc_a − acc_b``.
-Retention uses a BCa bootstrap of ``retention(a) − retention(b)``, two-way over seeds.
+Which interval. A hypothesis is about training procedures, so with several training seeds
+the seeds are random as well as the items: ``acc_a − acc_b`` gets the seed-random t
+(:func:`robuststats.stats.seed_random_test`: crossed two-way ANOVA variance of the per-item
+differences, Satterthwaite degrees of freedom) and ``retention(a) − retention(b)`` the same
+t on its delta-method linearization (:func:`robuststats.stats.seed_random_retention_test`).
+With one seed, accuracy of one evaluation per item uses Tango's (1998) score interval,
+accuracy averaged over noise seeds the paired t over items, and retention a BCa bootstrap
+over items. The seed-random t never decides on discordant pairs that differ by at most one
+(``|t| ≤ 1``, ``docs/statistics.md`` §9); the clustered McNemar test of the trained models
+is recorded in ``detail`` as a diagnostic.
 """
 
 from __future__ import annotations

@@ -21,6 +21,11 @@ from robuststats.stats._evidence import (
 )
 from robuststats.stats._mcnemar import paired_table
 from robuststats.stats._mcnemar_stratified import mcnemar_stratified
+from robuststats.stats._seed_random import (
+    seed_random_evidence,
+    seed_random_retention_test,
+    seed_random_test,
+)
 
 if TYPE_CHECKING:
     from robuststats.stats._hypotheses import Hypothesis
@@ -64,9 +69,23 @@ def _accuracy_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: in
         if b + c == 0:
             warnings.warn(f"{label}: no discordant pairs.", DegenerateDataWarning, stacklevel=4)
         return tango_evidence(a, b, c, d, detail)
-    evidence = _bootstrap("difference", [xa, xb], n_resamples=n_resamples, rng=rng,
-                          level=level, label=label)
+    # several seeds: seeds and items random; one seed with means over noise seeds: the paired
+    # t over items. Either way |t| <= 1 when the pooled discordant pairs differ by at most
+    # one, so such data never decides (see ._seed_random).
+    k, n = xa.shape
+    res = _quiet(seed_random_test, xa, xb)
+    scope = "seeds and items random" if k > 1 else "items random"
+    detail = f"{label}; {k} seed(s) x {n} items, {scope}; {res.method} on {res.dof:.3g} df"
+    evidence = seed_random_evidence(res, detail)
     return replace(evidence, detail=evidence.detail + _clustered_mcnemar(h, outcomes))
+
+
+def _quiet(test, *mats: np.ndarray):  # type: ignore[no-untyped-def]
+    """The seed-random test; constant differences (no spread) fall back with a warning that
+    the verdict's ``ci_method`` already records."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        return test(*mats)
 
 
 def _clustered_mcnemar(h: Hypothesis, outcomes: pd.DataFrame) -> str:
@@ -78,8 +97,8 @@ def _clustered_mcnemar(h: Hypothesis, outcomes: pd.DataFrame) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DegenerateDataWarning)
         res = mcnemar_stratified(strata.values[h.a], strata.values[h.b], method="clustered")
-    return (f"; clustered McNemar over {len(strata.rows)} strata (δ = 0): "
-            f"chi2 = {res.statistic:.3g}, p = {res.pvalue:.3g}")
+    return (f"; diagnostic, models fixed: clustered McNemar over {len(strata.rows)} strata "
+            f"(δ = 0): chi2 = {res.statistic:.3g}, p = {res.pvalue:.3g}")
 
 
 def _retention_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: int,
@@ -104,8 +123,14 @@ def _retention_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: i
                 "none (retention undefined)",
                 f"{label}; clean accuracy of {cond!r} is 0",
             )
-    return _bootstrap("retention_difference", mats, n_resamples=n_resamples, rng=rng,
-                      level=level, label=label)
+    k, n = mats[0].shape
+    if k == 1:
+        return _bootstrap("retention_difference", mats, n_resamples=n_resamples, rng=rng,
+                          level=level, label=label)
+    res = _quiet(seed_random_retention_test, *mats)
+    detail = (f"{label}; {k} seed(s) x {n} items, seeds and items random; {res.method} "
+              f"(delta method) on {res.dof:.3g} df")
+    return seed_random_evidence(res, detail)
 
 
 def gather_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: int,

@@ -61,6 +61,10 @@ POWER_METHODS = {
     "pooled-cc": "two-proportion z-test with continuity correction (Fleiss, Tytun & Ury 1980)",
     "unpooled": "two-proportion z-test, unpooled (Wald) variance",
     "arcsine": "arcsine transform, Cohen's h (Cohen 1988)",
+    "seed-random": "seed-random t test over training seeds and items (crossed ANOVA, "
+    "Satterthwaite df), power averaged over its mean squares",
+    "noncentral-t": "seed-random t test, noncentral t at the expected mean squares "
+    "(Satterthwaite 1946)",
 }
 
 
@@ -193,7 +197,7 @@ def power_mcnemar(
     correlation: float | None = None,
     alpha: float = 0.05,
     alternative: str = "two-sided",
-    method: str = "connor",
+    method: str | None = None,
     repeats: int = 1,
     icc: float = 0.0,
     pool_size: int | None = None,
@@ -227,16 +231,19 @@ def power_mcnemar(
     alternative : {"two-sided", "greater", "less"}
         Two-sided test, or one-sided: ``"greater"`` claims acc(a) > acc(b) (a is δ more
         accurate), ``"less"`` acc(a) < acc(b), as in ``mcnemar(a, b, alternative=...)``.
-    method : {"connor", "exact", "midp", "asymptotic", "asymptotic-cc"}
-        ``"connor"``: asymptotic McNemar test, Connor (1987) normal approximation
-        (closed form; matches R ``MESS::power_mcnemar_test(method="normal")``).
-        The others name the test that will be run (the ``method`` names of
-        :func:`robuststats.stats.mcnemar`) and compute its exact unconditional power,
-        summed over the Binomial(n, π_D) number of discordant pairs (Suissa & Shuster
-        1991): ``"exact"`` conditional binomial test (R
-        ``MESS::power_mcnemar_test(method="exact")``), ``"midp"`` mid-p test,
+    method : {"exact", "midp", "asymptotic", "asymptotic-cc", "connor"}, optional
+        The test that will be run (the ``method`` names of
+        :func:`robuststats.stats.mcnemar`), whose exact unconditional power is summed
+        over the Binomial(n, π_D) number of discordant pairs (Suissa & Shuster 1991):
+        ``"exact"`` conditional binomial test, the test ``mcnemar`` and ``analyze`` run
+        (R ``MESS::power_mcnemar_test(method="exact")``), ``"midp"`` mid-p test,
         ``"asymptotic"`` z-test without and ``"asymptotic-cc"`` with continuity
-        correction.
+        correction. ``"connor"``: Connor's (1987) normal approximation of the asymptotic
+        test (closed form; R ``MESS::power_mcnemar_test(method="normal")``); it misstates
+        the power of the test it approximates by up to 15 points when π_D ≈ δ, and that of
+        the exact test by up to 4 points at its own n (``docs/power.md``). Default
+        (None): ``"exact"``; past 10⁷ effective pairs, where the exact sums stop and the
+        two agree to within 10⁻³, ``"connor"`` (the result's ``method`` says which).
     repeats, icc : int, float
         Each item evaluated ``repeats`` times (noise seeds, training seeds) with
         intra-item correlation ``icc``: the ``n · repeats`` evaluations are worth
@@ -259,17 +266,25 @@ def power_mcnemar(
     Examples
     --------
     >>> r = power_mcnemar(effect=0.03, power=0.8, discordance=0.20)
-    >>> r.n
+    >>> r.n, r.method
+    (1800, 'exact')
+    >>> power_mcnemar(effect=0.03, power=0.8, discordance=0.20, method="connor").n
     1742
     """
     solve = _exactly_one_none(effect=effect, n=n, power=power)
-    alpha_, alternative_, sides, method_ = _test_settings(alpha, alternative, method,
-                                                          MCNEMAR_METHODS)
+    default = method is None
+    alpha_, alternative_, sides, method_ = _test_settings(
+        alpha, alternative, "exact" if default else method, MCNEMAR_METHODS)
     m, rho, deff = design_effect(repeats, icc)
     pool = None if pool_size is None else check_int(pool_size, "pool_size", low=1)
     target = None if power is None else _check_power(power, alpha_, sides)
     n_items = None if n is None else check_int(n, "n", low=1)
     if n_items is not None and method_ != "connor" and n_items * m / deff > MAX_EXACT_N:
+        if default:
+            return power_mcnemar(effect, n, power, baseline=baseline, discordance=discordance,
+                                 correlation=correlation, alpha=alpha, alternative=alternative,
+                                 method="connor", repeats=repeats, icc=icc,
+                                 pool_size=pool_size)
         raise InputError(
             f"`n` = {n_items} is worth {n_items * m / deff:.3g} independent pairs, more than "
             f"the exact computation handles ({MAX_EXACT_N:.0e}); use method='connor'."
@@ -293,6 +308,11 @@ def power_mcnemar(
         else:
             found = exact_n(target, design.discordance, design.effect, alpha_, sides, method_,
                             max_n=MAX_EXACT_N)
+            if found is None and default:
+                return power_mcnemar(effect, n, power, baseline=baseline,
+                                     discordance=discordance, correlation=correlation,
+                                     alpha=alpha, alternative=alternative, method="connor",
+                                     repeats=repeats, icc=icc, pool_size=pool_size)
             if found is None:
                 raise InputError(
                     f"`effect` = {design.effect:g} needs more than {MAX_EXACT_N:.0e} "

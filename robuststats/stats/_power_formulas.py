@@ -113,23 +113,49 @@ def _binom_cdf(k: np.ndarray, n: np.ndarray | int, p: float) -> np.ndarray:
     return np.where(k < 0, 0.0, np.where(k >= n_arr, 1.0, inside))
 
 
-def _binom_quantile(level: float, n: np.ndarray | int, p: float) -> np.ndarray:
-    """Smallest integer k with P(X ≤ k) ≥ ``level`` (``scipy.stats.binom.ppf``)."""
+def _binom_quantile(level: float, n: np.ndarray | int, p: float, *,
+                    normal_start: bool = False) -> np.ndarray:
+    """Smallest integer k with P(X ≤ k) ≥ ``level`` (``scipy.stats.binom.ppf``).
+
+    The search starts from ``bdtrik``'s continuous solution, or, with ``normal_start``,
+    from the normal approximation (``bdtrik`` costs about 50 µs a value; the normal start
+    is within a few steps of the answer except in far tails, where ``bdtrik`` takes over).
+    """
     import numpy as np
     from scipy import special
 
     n_arr = np.atleast_1d(np.asarray(n, dtype=float))
+    if normal_start:
+        mean, sd = n_arr * p, np.sqrt(n_arr * p * (1.0 - p))
+        start = np.floor(mean + _STANDARD.inv_cdf(level) * sd)
+        k = np.clip(start, 0, n_arr).astype(np.int64)
+        k, done = _step_to_quantile(k, level, n_arr, p, steps=8)
+        if done.all():
+            return k
+        rest = ~done
+        k[rest] = _binom_quantile(level, n_arr[rest], p)
+        return k
     with np.errstate(invalid="ignore"):
         start = special.bdtrik(level, n_arr, p)  # continuous solution; NaN at the edges
     k = np.clip(np.nan_to_num(np.floor(start), nan=0.0), 0, n_arr).astype(np.int64)
     # the continuous inverse is only a start: step to the exact integer quantile
-    for _ in range(64):
-        up = _binom_cdf(k, n_arr, p) < level
-        down = (k > 0) & (_binom_cdf(k - 1, n_arr, p) >= level)
+    return _step_to_quantile(k, level, n_arr, p, steps=64)[0]
+
+
+def _step_to_quantile(k: np.ndarray, level: float, n: np.ndarray, p: float, *,
+                      steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Step each ``k`` by ±1 towards the integer quantile; also say which arrived."""
+    import numpy as np
+
+    for _ in range(steps):
+        up = _binom_cdf(k, n, p) < level
+        down = (k > 0) & (_binom_cdf(k - 1, n, p) >= level)
         if not up.any() and not down.any():
-            break
+            return k, np.ones(k.shape, dtype=bool)
         k = k + up.astype(np.int64) - down.astype(np.int64)
-    return k
+    up = _binom_cdf(k, n, p) < level
+    down = (k > 0) & (_binom_cdf(k - 1, n, p) >= level)
+    return k, ~(up | down)
 
 
 def critical_counts(d: np.ndarray, alpha: float, sides: int, test: str = "exact") -> np.ndarray:
@@ -155,7 +181,7 @@ def critical_counts(d: np.ndarray, alpha: float, sides: int, test: str = "exact"
     level = alpha / sides
     if test in ("exact", "midp"):
         # smallest k with F(k) ≥ level; the rejection bound is that k or the one below
-        k = _binom_quantile(level, d, 0.5)
+        k = _binom_quantile(level, d, 0.5, normal_start=True)
         tail = _binom_cdf(k, d, 0.5)
         if test == "midp":
             tail = (tail + _binom_cdf(k - 1, d, 0.5)) / 2.0  # F(k) − ½·P(X = k)
@@ -219,30 +245,58 @@ def exact_n(
 ) -> int | None:
     """Smallest effective n at which the exact unconditional power crosses ``power``.
 
-    Integer bisection started from Connor's n. Exact power is not strictly monotone in n
-    (the saw-tooth of discrete tests; Chernick & Liu 2002, *Am. Stat.* 56, 149–155), but
-    summing over the Binomial(n, π_D) number of discordant pairs smooths it to ripples
-    far below 0.01; the n returned has ``power(n) ≥ target > power(n − 1)``. ``None`` when
+    Exact power is not strictly monotone in n (the saw-tooth of discrete tests; Chernick &
+    Liu 2002, *Am. Stat.* 56, 149–155), but summing over the Binomial(n, π_D) number of
+    discordant pairs smooths it to ripples far below 0.01; the n returned has
+    ``power(n) ≥ target > power(n − 1)``. The search brackets the crossing from Connor's
+    n (growing the bracket by 5 %, then doubling) and closes the bracket by interpolation
+    in √n, where power is close to linear, falling back to bisection whenever an
+    interpolated step does not halve it: about 6 evaluations instead of 20. ``None`` when
     no n up to ``max_n`` reaches the target.
     """
+    def power_at(n: int) -> float:
+        return exact_power(n, discordance, effect, alpha, sides, test)
+
     start = connor_n(power, discordance, effect, alpha, sides)
     if not start <= max_n:
         return None
-    hi = max(1, math.ceil(start))
-    while exact_power(hi, discordance, effect, alpha, sides, test) < power:
-        hi *= 2
-        if hi > max_n:
-            return None
-    lo = hi // 2 if hi > max(1, math.ceil(start)) else 0
-    while lo > 0 and exact_power(lo, discordance, effect, alpha, sides, test) >= power:
-        hi, lo = lo, lo // 2
-    # invariant: power(lo) < target ≤ power(hi) (power(0) = 0)
+    guess = min(max(1, math.ceil(start)), max_n)
+    p_guess = power_at(guess)
+    if p_guess >= power:
+        hi, p_hi, lo, p_lo = guess, p_guess, guess, p_guess
+        while lo > 0 and p_lo >= power:  # move down until below the target (power(0) = 0)
+            hi, p_hi = lo, p_lo
+            lo = int(lo / 1.05) if lo > 20 else lo - 1
+            p_lo = power_at(lo) if lo > 0 else 0.0
+    else:
+        lo, p_lo, hi, p_hi = guess, p_guess, guess, p_guess
+        growth = 1.05
+        while p_hi < power:
+            if hi >= max_n:
+                return None
+            lo, p_lo = hi, p_hi
+            hi = min(max_n, max(hi + 1, math.ceil(hi * growth)))
+            growth = min(2.0, growth * 1.5)
+            p_hi = power_at(hi)
+    # invariant: power(lo) < target ≤ power(hi)
     while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if exact_power(mid, discordance, effect, alpha, sides, test) >= power:
-            hi = mid
+        width = hi - lo
+        root_lo, root_hi = math.sqrt(lo), math.sqrt(hi)
+        frac = (power - p_lo) / (p_hi - p_lo) if p_hi > p_lo else 0.5
+        mid = round((root_lo + frac * (root_hi - root_lo)) ** 2)
+        mid = min(max(mid, lo + 1), hi - 1)
+        p_mid = power_at(mid)
+        if p_mid >= power:
+            hi, p_hi = mid, p_mid
         else:
-            lo = mid
+            lo, p_lo = mid, p_mid
+        if hi - lo > width / 2 and hi - lo > 1:  # a poor step: bisect once
+            mid = (lo + hi) // 2
+            p_mid = power_at(mid)
+            if p_mid >= power:
+                hi, p_hi = mid, p_mid
+            else:
+                lo, p_lo = mid, p_mid
     return hi
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from robuststats._validation import check_int, check_probability
 from robuststats.errors import InputError
+from robuststats.glossary import TABLE_COLUMNS
 from robuststats.stats._power import power_mcnemar, power_two_proportions
 from robuststats.stats._power_design import check_effect
 
@@ -26,12 +27,8 @@ __all__ = ["DEFAULT_DISCORDANCES", "POWER_TABLE_COLUMNS", "discordance_grid", "p
 #: models typically disagree on 5–30 % of items)
 DEFAULT_DISCORDANCES = (0.05, 0.10, 0.15, 0.20, 0.30, 0.40)
 
-#: declared column order of :func:`power_table`
-POWER_TABLE_COLUMNS = (
-    "design", "method", "discordance", "effect", "baseline", "n", "power", "achieved_power",
-    "n_evaluations", "n_effective", "repeats", "icc", "design_effect", "alpha", "alternative",
-    "solved_for", "pool_size", "exceeds_pool", "min_repeats", "note",
-)
+#: declared column order of :func:`power_table` (the glossary's ``TABLE_COLUMNS["power"]``)
+POWER_TABLE_COLUMNS = TABLE_COLUMNS["power"]
 
 
 def discordance_grid(effect: float, extra: Sequence[float] = ()) -> list[float]:
@@ -60,7 +57,7 @@ def power_table(
     baseline: float | None = None,
     alpha: float = 0.05,
     alternative: str = "two-sided",
-    method: str = "connor",
+    method: str | None = None,
     repeats: int = 1,
     icc: float = 0.0,
     pool_size: int | None = None,
@@ -167,7 +164,7 @@ def power_curve(
     n_values: Sequence[int],
     alpha: float = 0.05,
     alternative: str = "two-sided",
-    method: str = "connor",
+    method: str | None = None,
     repeats: int = 1,
     icc: float = 0.0,
     baseline: float | None = None,

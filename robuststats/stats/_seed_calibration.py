@@ -32,7 +32,7 @@ from robuststats.stats._mcnemar_stratified import mcnemar_stratified
 from robuststats.stats._seed_random import seed_random_retention_test, seed_random_test
 from robuststats.stats._simulate import seed_model, simulate_matrices, true_effects
 
-__all__ = ["calibrate_cell", "calibration_table", "seed_bootstrap_t"]
+__all__ = ["calibrate_cell", "calibrate_verdicts", "calibration_table", "seed_bootstrap_t"]
 
 #: effects of the non-null model used for coverage and power (logit scale)
 ALTERNATIVE_EFFECTS = dict(accuracy_effect=0.2, robustness_effect=0.2)
@@ -183,3 +183,64 @@ def calibration_table(rows: list[dict]) -> pd.DataFrame:
     df["coverage_se"] = np.sqrt(df["coverage"] * (1 - df["coverage"]) / df["reps"])
     df["size_se"] = np.sqrt(df["size"] * (1 - df["size"]) / df["reps"])
     return df
+
+
+#: verdict scenarios: (name, relation, model, margin rule, the verdict that is wrong there)
+#: margins sit on the boundary of the claim, where a wrong decision is most likely
+VERDICT_SCENARIOS = (
+    ("greater, margin = truth", "greater", "alt", "truth", ("VERIFIED", "FALSIFIED")),
+    ("less, margin = 0, procedures equal", "less", "null", "zero", ("VERIFIED", "FALSIFIED")),
+    ("equivalent, margin = |truth|", "equivalent", "alt", "abs-truth", ("VERIFIED",)),
+    ("equivalent, margin 0.02, procedures equal", "equivalent", "null", "0.02",
+     ("FALSIFIED",)),
+)
+
+
+def calibrate_verdicts(seed_effects: str, k: int, n: int, *, reps: int,
+                       rng: np.random.Generator, confidence_level: float = 0.95
+                       ) -> list[dict]:
+    """Wrong-decision rate of the hypothesis verdicts with the seed-random t (k ≥ 2).
+
+    For each scenario of :data:`VERDICT_SCENARIOS` and each quantity (accuracy difference,
+    retention difference at the noisy level), the verdict rule of
+    :mod:`robuststats.stats._hypotheses` is applied to the seed-random interval of one
+    simulated study; a verdict listed as wrong for the scenario counts as a wrong decision.
+    At a boundary margin both a VERIFIED and a FALSIFIED greater/less verdict are wrong, so
+    the rate is bounded by α; an equivalence verdict is TOST at α/2 per side.
+    """
+    from robuststats.stats._hypotheses import Hypothesis, _verdict
+
+    models = {"alt": seed_model(seed_effects, **ALTERNATIVE_EFFECTS),
+              "null": seed_model(seed_effects)}
+    truth_row = true_effects(seed_effects, **ALTERNATIVE_EFFECTS).iloc[-1]
+    truths = {"difference": float(truth_row["estimate"]),
+              "retention_difference": float(truth_row["retention_difference"])}
+    wrong: dict[tuple[str, str], list[bool]] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        for _ in range(reps):
+            sims = {kind: simulate_matrices(model, k, n, rng) for kind, model in models.items()}
+            for name, relation, kind, rule, bad in VERDICT_SCENARIOS:
+                sim = sims[kind]
+                for quantity in ("difference", "retention_difference"):
+                    truth = truths[quantity] if kind == "alt" else 0.0
+                    margin = {"truth": truth, "abs-truth": abs(truth), "zero": 0.0,
+                              "0.02": 0.02}[rule]
+                    if quantity == "difference":
+                        res = seed_random_test(sim[0, 1], sim[1, 1],
+                                               confidence_level=confidence_level)
+                    else:
+                        res = seed_random_retention_test(sim[0, 0], sim[0, 1], sim[1, 0],
+                                                         sim[1, 1],
+                                                         confidence_level=confidence_level)
+                    h = Hypothesis(id="H", metric="accuracy", a="A", b="B", eval_noise=0.05,
+                                   relation=relation, margin=margin)
+                    verdict = _verdict(h, res.confidence_interval)
+                    wrong.setdefault((name, quantity), []).append(verdict in bad)
+    rows = []
+    for (name, quantity), flags in wrong.items():
+        rate = float(np.mean(flags))
+        rows.append(dict(seed_effects=seed_effects, n_seeds=k, n_items=n, scenario=name,
+                         quantity=quantity, reps=len(flags), wrong_rate=rate,
+                         wrong_rate_se=math.sqrt(max(rate * (1 - rate), 1e-12) / len(flags))))
+    return rows

@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
+import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -36,7 +39,14 @@ from robuststats.study.plan import Cell, TrainJob, jobs
 from robuststats.study.registry import is_reference
 from robuststats.study.spec import StudySpec
 
-__all__ = ["ExecutionReport", "build_task", "build_trainer", "execute", "preflight", "run_job"]
+__all__ = ["ExecutionReport", "build_task", "build_trainer", "execute", "planned_items",
+           "preflight", "run_job"]
+
+#: seconds between a worker's checks that its parent is alive (the watchdog of a worker
+#: on a platform without PR_SET_PDEATHSIG, and the backstop on Linux)
+PARENT_POLL_SECONDS = 0.25
+#: seconds the workers get to exit after SIGTERM when a run is interrupted, before SIGKILL
+_TERMINATE_GRACE = 1.0
 
 
 @dataclass(frozen=True)
@@ -66,22 +76,34 @@ def build_trainer(spec: StudySpec) -> Any:
     return TRAINERS.build(spec.trainer.name, **params)
 
 
-def preflight(spec: StudySpec) -> None:
-    """Build the task and the trainer once in the calling process.
+def preflight(spec: StudySpec) -> Any:
+    """Build the task and the trainer once in the calling process; returns the task.
 
     Unknown names and bad parameters then stop the study with one clear error before any
     worker starts, instead of failing every cell.
     """
-    build_task(spec)
-    build_trainer(spec)
+    with spec.pointing_at("task"):
+        task = build_task(spec)
+    with spec.pointing_at("trainer"):
+        build_trainer(spec)
+    return task
+
+
+def planned_items(spec: StudySpec, task: Any) -> list[Any]:
+    """The items every cell evaluates: the task's ``evaluation.split``, cut to
+    ``evaluation.n_items`` (which may ask for more than the split has: then all of them)."""
+    items = list(task.items(spec.evaluation.split))
+    if spec.evaluation.n_items is not None:
+        items = items[: spec.evaluation.n_items]
+    return items
 
 
 def run_job(run_dir: str, spec: StudySpec, job: TrainJob, cells: list[Cell],
-            parent_pid: int | None = None,
             on_cell: Callable[[int], None] | None = None) -> dict[str, int]:
     """Train (or load) one model and evaluate its cells; runs inside a worker process.
 
     ``on_cell(1)`` is called after each cell (finished or failed) when running in-process.
+    Each cell's outcomes must hold exactly the planned items (:func:`planned_items`).
     """
     external = is_reference(spec.trainer.name)
     if not external:
@@ -93,9 +115,8 @@ def run_job(run_dir: str, spec: StudySpec, job: TrainJob, cells: list[Cell],
     try:
         model, task, trained_now = _model_for(ledger, spec, job)
         counts["trained"] = int(trained_now)
-        items = task.items(spec.evaluation.split)
-        if spec.evaluation.n_items is not None:
-            items = items[: spec.evaluation.n_items]
+        items = planned_items(spec, task)
+        item_ids = [str(it.item_id) for it in items]
     except Exception:
         text = traceback.format_exc()
         for cell in cells:
@@ -105,13 +126,11 @@ def run_job(run_dir: str, spec: StudySpec, job: TrainJob, cells: list[Cell],
             on_cell(len(cells))
         return counts
     for cell in cells:
-        if parent_pid is not None and os.getppid() != parent_pid:
-            break  # the parent was killed: stop instead of running on as an orphan
         start = time.perf_counter()
         try:
             df = _evaluate(model, task, items, spec, cell, external=external)
             ledger.write_cell(cell, df, seconds=time.perf_counter() - start,
-                              injections=df.attrs.get("injection_stats"))
+                              injections=df.attrs.get("injection_stats"), items=item_ids)
             counts["done"] += 1
         except Exception:
             ledger.record_failure(cell, traceback.format_exc())
@@ -142,7 +161,7 @@ def _model_for(ledger: RunLedger, spec: StudySpec, job: TrainJob) -> tuple[Any, 
 
 def _evaluate(model: Any, task: Any, items: list[Any], spec: StudySpec, cell: Cell,
               *, external: bool) -> Any:
-    noise = spec.evaluation.noise(cell.eval_noise, cell.noise_seed)
+    noise = spec.cell_noise(cell.condition, cell.eval_noise, cell.noise_seed)
     batch = spec.evaluation.batch_size
     own = getattr(model, "evaluate", None)
     if external and own is not None:
@@ -185,13 +204,21 @@ def execute(ledger: RunLedger, spec: StudySpec, pending: list[Cell], *, workers:
 def _run_pool(ledger: RunLedger, run_dir: str, spec: StudySpec,
               grouped: dict[TrainJob, list[Cell]], workers: int,
               progress: Callable[[int], None] | None) -> dict[str, int]:
+    """Run the jobs in a spawn-context pool; any interruption stops it within a second.
+
+    On Ctrl-C (or any exception, or SIGTERM turned into one by the runner) pending jobs are
+    cancelled and the workers terminated at once, instead of waiting for every submitted
+    job to finish: the cells written so far are kept, the cells in flight are lost.
+    """
     totals = {"done": 0, "failed": 0, "trained": 0}
     ctx = multiprocessing.get_context("spawn")
     all_cells = [c for cells in grouped.values() for c in cells]
     reported = 0
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                               initializer=_worker_init, initargs=(os.getpid(),))
+    try:
         futures: dict[Future[dict[str, int]], TrainJob] = {
-            pool.submit(run_job, run_dir, spec, job, cells, os.getpid()): job
+            pool.submit(run_job, run_dir, spec, job, cells): job
             for job, cells in grouped.items()
         }
         pending_f = set(futures)
@@ -213,7 +240,67 @@ def _run_pool(ledger: RunLedger, run_dir: str, spec: StudySpec,
                 if now > reported:
                     progress(now - reported)
                     reported = now
+    except BaseException:
+        _stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
     return totals
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the workers now (SIGTERM, then SIGKILL)."""
+    # the executor has no public way to end running work; its process table is the only
+    # handle on the workers (a dict pid -> Process since Python 3.7)
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in processes:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + _TERMINATE_GRACE
+    for p in processes:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in processes:
+        if p.is_alive():
+            p.kill()
+            p.join(1.0)
+
+
+def _worker_init(parent_pid: int) -> None:
+    """Runs first in every worker: make it die with its parent, and leave Ctrl-C to it.
+
+    A worker holds a model (hundreds of MB) and would otherwise run on for minutes as an
+    orphan after its parent is killed (SIGKILL cannot be handled by the parent). On Linux,
+    ``PR_SET_PDEATHSIG`` has the kernel send SIGKILL when the parent dies; everywhere, a
+    daemon thread checks ``os.getppid()`` every :data:`PARENT_POLL_SECONDS` and exits.
+    SIGINT is ignored: Ctrl-C reaches the whole process group, and the parent decides
+    (it stops the pool at once, see :func:`_stop_pool`).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _kill_me_with_parent()
+    if os.getppid() != parent_pid:
+        os._exit(1)  # the parent died before the line above could take effect
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True,
+                     name="robuststats-parent-watch").start()
+
+
+def _kill_me_with_parent() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl here: the watchdog thread remains
+        pass
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while True:
+        time.sleep(PARENT_POLL_SECONDS)
+        if os.getppid() != parent_pid:
+            os._exit(1)  # orphaned: the cell in flight is lost, finished cells are on disk
 
 
 def _mark_crashed(ledger: RunLedger, cells: list[Cell], text: str) -> dict[str, int]:

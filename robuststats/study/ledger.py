@@ -2,8 +2,10 @@
 
 Layout of ``<runs>/<study name>/``::
 
-    spec.json              resolved spec and its hash (what the run is for)
+    lock                   flock held by the one process running the study (holds its PID)
+    spec.json              resolved spec, its run hash and spec hash (what the run is for)
     cells/<cell key>.parquet   item outcomes of one finished cell (written atomically)
+    cells/<cell key>.json      the cell's record: SHA-256 of its rows and its row count
     injections/<cell key>.parquet  the evaluation's injection counts per layer × op × phase
     models/<condition>__s<seed>/   cached trained model (directory renamed into place)
     failures/<cell key>.txt    traceback of a cell that failed in the latest attempt
@@ -14,11 +16,21 @@ ledger.
 
 Why it is safe to kill at any moment: a cell file appears only through ``os.replace`` of a
 fully written and fsynced temporary file in the same directory, so a cell file either
-holds the complete table or does not exist; files that fail validation on reading are
-moved to ``corrupt/`` and the cell is run again. A cell's injection file is written (the
-same way) before its cell file, so every finished cell evaluated by the builtin evaluator
-has one. A model directory appears only through ``os.rename`` of a complete temporary
-directory.
+holds the complete table or does not exist. A cell's injection file and its record are
+written (the same way) before its cell file, so every finished cell has a record and,
+when evaluated by the builtin evaluator, an injection file. A model directory appears only
+through ``os.rename`` of a complete temporary directory.
+
+Why a damaged cell is never reused: on reading, a cell must parse, carry its own keys and
+0/1 outcomes, match its record (row count and SHA-256 of the rows, see
+:mod:`robuststats.results._cells`) and hold exactly the items of the plan. A cell that
+fails is moved to ``corrupt/`` with a :class:`CellIntegrityWarning` naming it, and runs
+again.
+
+What the run directory is for: :func:`run_hash`, the hash of the part of the spec that
+determines outcomes (task, model, trainer, conditions, evaluation, seeds). Hypotheses,
+analysis options and descriptions are outside it: changing them re-analyses the cells
+without training or evaluating anything.
 """
 
 from __future__ import annotations
@@ -28,6 +40,7 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,19 +48,39 @@ from typing import Any
 
 import pandas as pd
 
-from robuststats.errors import InputError
-from robuststats.outcomes import CELL_KEY, COLUMNS, DTYPES, empty_outcomes
+from robuststats.errors import InputError, RobuststatsWarning
+from robuststats.outcomes import empty_outcomes
+from robuststats.results._cells import cell_digest
+from robuststats.study.cellframes import (
+    INJECTION_COLUMNS,
+    cell_frame,
+    check_cell_frame,
+    check_injection_frame,
+    injection_frame,
+    items_problem,
+)
 from robuststats.study.plan import Cell, TrainJob
+from robuststats.study.runhash import read_spec_file, run_hash, run_scope, stored_run_hash
+from robuststats.study.runlock import RunLock
 from robuststats.study.spec import StudySpec
 
-__all__ = ["INJECTION_COLUMNS", "ModelStaging", "RunLedger", "atomic_write_bytes"]
+__all__ = ["INJECTION_COLUMNS", "RUN_FORMAT", "CellIntegrityWarning", "ModelStaging",
+           "RunLedger", "atomic_write_bytes", "run_hash", "run_scope"]
 
-#: the engine's session stats (``NoiseSession.stats``) and their dtypes on disk
-_STATS_DTYPES = {"layer": "int64", "op": "object", "phase": "object", "count": "int64",
-                 "rms_noise_ratio": "float64", "target_scale": "float64"}
-_CELL_KEYS = {c: DTYPES[c] for c in CELL_KEY}
-#: columns of the injections table: the cell's keys, then one row per layer × op × phase
-INJECTION_COLUMNS = [*_CELL_KEYS, *_STATS_DTYPES]
+#: format of ``spec.json``: 1 had one hash of the whole spec and no cell records; 2 adds
+#: ``run_hash`` (the outcome-determining part) and a record per cell
+RUN_FORMAT = 2
+#: entries of a run directory that ``--fresh`` keeps: the lock its caller holds
+_KEEP_ON_FRESH = ("lock",)
+
+
+class CellIntegrityWarning(RobuststatsWarning):
+    """A stored cell was unreadable, altered or did not match the plan; it runs again."""
+
+
+
+
+
 
 
 @dataclass(frozen=True)
@@ -98,7 +131,12 @@ def _fsync_dir(path: Path) -> None:
 
 
 class RunLedger:
-    """The resumable on-disk record of one study run."""
+    """The resumable on-disk record of one study run.
+
+    :meth:`open` takes the run directory's lock and holds it until :meth:`close` (or the
+    end of a ``with`` block, or the process). ``RunLedger(root)`` alone (as the worker
+    processes use it) takes no lock.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -106,44 +144,89 @@ class RunLedger:
         self.injections_dir = self.root / "injections"
         self.models_dir = self.root / "models"
         self.failures_dir = self.root / "failures"
+        self._lock: RunLock | None = None
+        # a run directory written before cells had records: its valid cells are adopted
+        self._adopt_unrecorded = False
 
     # ------------------------------------------------------------------ opening
     @classmethod
     def open(cls, root: str | Path, spec: StudySpec, *, fresh: bool = False) -> RunLedger:
-        """Open (or create) the run directory for ``spec``.
+        """Lock, open (or create) the run directory for ``spec``.
 
-        An existing run made from a different resolved spec is refused unless ``fresh``,
-        which deletes it (models included) and starts over.
+        A second process is refused while the first holds the lock (:class:`RunInUseError`,
+        naming its PID). An existing run whose :func:`run_hash` differs from ``spec``'s is
+        refused unless ``fresh``, which deletes it (models included) and starts over. A run
+        with the same run hash but other hypotheses or analysis options is reused as it is:
+        ``spec.json`` then records the new spec.
         """
         root = Path(root)
-        spec_file = root / "spec.json"
-        digest = spec.spec_hash()
-        if spec_file.exists():
-            try:
-                previous = json.loads(spec_file.read_text())
-                old = previous["spec_hash"]
-            except (OSError, ValueError, KeyError):
-                old = None
+        root.mkdir(parents=True, exist_ok=True)
+        lock = RunLock.acquire(root)
+        try:
+            ledger = cls(root)
+            ledger._lock = lock
+            ledger._prepare(spec, fresh=fresh)
+        except BaseException:
+            lock.release()
+            raise
+        return ledger
+
+    def _prepare(self, spec: StudySpec, *, fresh: bool) -> None:
+        spec_file = self.root / "spec.json"
+        digest = run_hash(spec)
+        stored = read_spec_file(spec_file) if spec_file.exists() else None
+        if stored is not None or spec_file.exists():
+            old = stored_run_hash(stored)
             if old != digest:
+                if not fresh and old is None:
+                    raise InputError(
+                        f"the run directory {str(self.root)!r} has an unreadable spec.json: "
+                        "pass --fresh to discard that run and start over, or choose another "
+                        "--runs directory.")
                 if not fresh:
                     raise InputError(
-                        f"the run directory {str(root)!r} belongs to a different version of "
-                        f"study {spec.name!r} (spec hash {str(old)[:12]}, now {digest[:12]}): "
-                        "the study file or the command-line overrides changed. Pass --fresh "
-                        "to discard that run and start over, or choose another --runs directory."
-                    )
-                shutil.rmtree(root)
-        elif fresh and root.exists():
-            shutil.rmtree(root)
-        ledger = cls(root)
-        for d in (ledger.cells_dir, ledger.injections_dir, ledger.models_dir,
-                  ledger.failures_dir):
+                        f"the run directory {str(self.root)!r} belongs to a different version "
+                        f"of study {spec.name!r} (run hash {old[:12]}, now "
+                        f"{digest[:12]}): the task, model, trainer, conditions, evaluation or "
+                        "seeds changed (in the study file or on the command line). Pass "
+                        "--fresh to discard that run and start over, or choose another "
+                        "--runs directory.")
+                _clear(self.root)
+                stored = None
+        elif fresh:
+            _clear(self.root)
+        for d in (self.cells_dir, self.injections_dir, self.models_dir, self.failures_dir):
             d.mkdir(parents=True, exist_ok=True)
-        if not spec_file.exists():
-            payload = {"spec_hash": digest, "spec": spec.resolved(), "created": _now()}
+        self._adopt_unrecorded = stored is not None and stored.get("run_format", 1) < RUN_FORMAT
+        spec_hash = spec.spec_hash()
+        if stored is None or stored.get("run_format", 1) < RUN_FORMAT \
+                or stored.get("spec_hash") != spec_hash:
+            payload = {"run_format": RUN_FORMAT, "run_hash": digest, "spec_hash": spec_hash,
+                       "spec": spec.resolved(),
+                       "created": (stored or {}).get("created", _now())}
+            if stored is not None:
+                payload["updated"] = _now()
             atomic_write_bytes(spec_file, json.dumps(payload, indent=2).encode())
-        ledger._sweep_temporaries()
-        return ledger
+            if stored is not None and stored.get("spec_hash") != spec_hash:
+                # same outcomes, other hypotheses or analysis: re-analysed, nothing recomputed
+                self.log_event({"event": "spec_updated", "spec_hash": spec_hash,
+                                "previous_spec_hash": stored.get("spec_hash")})
+            if stored is not None and stored.get("run_format", 1) < RUN_FORMAT:
+                self.log_event({"event": "run_format_upgraded", "run_format": RUN_FORMAT,
+                                "previous_run_format": stored.get("run_format", 1)})
+        self._sweep_temporaries()
+
+    def close(self) -> None:
+        """Release the run directory's lock (idempotent)."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def __enter__(self) -> RunLedger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @classmethod
     def existing(cls, root: str | Path) -> RunLedger:
@@ -155,8 +238,13 @@ class RunLedger:
     def spec_dict(self) -> dict[str, Any]:
         return json.loads((self.root / "spec.json").read_text())["spec"]
 
+    def run_hash(self) -> str | None:
+        """The run hash recorded in ``spec.json`` (recomputed for a format-1 directory)."""
+        return stored_run_hash(read_spec_file(self.root / "spec.json"))
+
     def _sweep_temporaries(self) -> None:
-        # leftovers of a killed writer: never read as results, safe to remove
+        # leftovers of a killed writer: never read as results, safe to remove (the lock
+        # guarantees that no other process is writing here)
         for directory in (self.cells_dir, self.injections_dir, self.failures_dir):
             for tmp in directory.glob(".*.tmp"):
                 tmp.unlink(missing_ok=True)
@@ -167,6 +255,10 @@ class RunLedger:
     def cell_path(self, cell: Cell) -> Path:
         return self.cells_dir / f"{cell.key}.parquet"
 
+    def record_path(self, cell: Cell) -> Path:
+        """The cell's record: SHA-256 of its rows and their count, written with the cell."""
+        return self.cells_dir / f"{cell.key}.json"
+
     def injections_path(self, cell: Cell) -> Path:
         return self.injections_dir / f"{cell.key}.parquet"
 
@@ -174,52 +266,120 @@ class RunLedger:
         return self.failures_dir / f"{cell.key}.txt"
 
     def write_cell(self, cell: Cell, outcomes: pd.DataFrame, *, seconds: float,
-                   injections: pd.DataFrame | Sequence[Mapping[str, Any]] | None = None
-                   ) -> None:
+                   injections: pd.DataFrame | Sequence[Mapping[str, Any]] | None = None,
+                   items: Sequence[str] | None = None) -> None:
         """Store the item outcomes of a finished cell atomically and log the event.
 
-        ``injections`` (the evaluator's ``injection_stats``: a frame or records with the
-        engine's stats columns; empty for a clean cell) is stored first, so a finished
-        cell never lacks the record of the noise it was evaluated under. ``None`` (an
-        evaluator that reports no counts) stores nothing.
+        ``items`` (the plan's item ids) must be exactly the items of ``outcomes`` when
+        given; a mismatch is an error of the cell, never a stored result. ``injections``
+        (the evaluator's ``injection_stats``: a frame or records with the engine's stats
+        columns; empty for a clean cell) is stored first, so a finished cell never lacks
+        the record of the noise it was evaluated under. ``None`` (an evaluator that reports
+        no counts) stores nothing. The cell's record (SHA-256 of its rows, row count) is
+        written before the cell file.
         """
         df = cell_frame(cell, outcomes)
+        if items is not None and (problem := items_problem(df, items)):
+            raise ValueError(f"the evaluator's outcomes do not match the plan: {problem}")
+        digest = cell_digest(df)
         event: dict[str, Any] = {"event": "cell_done", "cell": cell.key, "rows": len(df),
-                                 "seconds": round(seconds, 3)}
+                                 "sha256": digest, "seconds": round(seconds, 3)}
         if injections is not None:
             stats = injection_frame(cell, injections)
             atomic_write_bytes(self.injections_path(cell), stats.to_parquet(index=False))
             event["injections"] = int(stats["count"].sum())
+        self._write_record(cell, digest, len(df))
         atomic_write_bytes(self.cell_path(cell), df.to_parquet(index=False))
         self.clear_failure(cell)
         self.log_event(event)
 
-    def read_cell(self, cell: Cell) -> pd.DataFrame | None:
-        """The stored outcomes of ``cell``, or ``None`` when absent or not valid."""
-        return self._read(self.cell_path(cell), cell, _check_cell_frame)
+    def _write_record(self, cell: Cell, digest: str, rows: int) -> None:
+        record = {"cell": cell.key, "sha256": digest, "rows": rows, "written": _now()}
+        atomic_write_bytes(self.record_path(cell), json.dumps(record).encode())
 
-    def read_injections(self, cell: Cell) -> pd.DataFrame | None:
-        """The stored injection counts of ``cell``, or ``None`` when absent or not valid."""
-        return self._read(self.injections_path(cell), cell, _check_injection_frame)
+    def read_record(self, cell: Cell) -> dict[str, Any] | None:
+        """The cell's record (``sha256``, ``rows``), or ``None`` when absent or unreadable."""
+        try:
+            record = json.loads(self.record_path(cell).read_text())
+        except (OSError, ValueError):
+            return None
+        if not (isinstance(record, dict) and isinstance(record.get("sha256"), str)
+                and isinstance(record.get("rows"), int)):
+            return None
+        return record
 
-    def _read(self, path: Path, cell: Cell, check: Any) -> pd.DataFrame | None:
+    def read_cell(self, cell: Cell, *, items: Sequence[str] | None = None
+                  ) -> pd.DataFrame | None:
+        """The stored outcomes of ``cell``, or ``None`` when absent or not valid.
+
+        Valid: readable, this cell's keys, 0/1 outcomes, the rows and SHA-256 of its
+        record, and (when ``items``, the plan's item ids, is given) exactly those items.
+        An invalid file is moved to ``corrupt/`` with a :class:`CellIntegrityWarning`
+        naming the cell and what was wrong, so the cell runs again.
+        """
+        path = self.cell_path(cell)
         if not path.exists():
             return None
         try:
             df = pd.read_parquet(path)
-            check(cell, df)
+            check_cell_frame(cell, df)
+        except Exception as exc:
+            self._set_aside(cell, f"unreadable or not this cell's file ({_first_line(exc)})")
+            return None
+        record = self.read_record(cell)
+        if record is None and not self._adopt_unrecorded:
+            problem: str | None = "it has no record of its checksum"
+        elif record is not None and record["rows"] != len(df):
+            problem = f"it holds {len(df)} rows, its record says {record['rows']}"
+        elif record is not None and record["sha256"] != cell_digest(df):
+            problem = "its rows changed after it was written (SHA-256 differs from its record)"
+        else:
+            problem = items_problem(df, items) if items is not None else None
+        if problem is not None:
+            self._set_aside(cell, problem)
+            return None
+        if record is None:
+            # a cell of a run directory from before records were kept: valid and complete
+            # by every other check, so it is adopted (recorded) instead of recomputed
+            self._write_record(cell, cell_digest(df), len(df))
+            self.log_event({"event": "cell_adopted", "cell": cell.key, "rows": len(df)})
+        return df
+
+    def read_injections(self, cell: Cell) -> pd.DataFrame | None:
+        """The stored injection counts of ``cell``, or ``None`` when absent or not valid."""
+        path = self.injections_path(cell)
+        if not path.exists():
+            return None
+        try:
+            df = pd.read_parquet(path)
+            check_injection_frame(cell, df)
         except Exception:
-            # unreadable or another cell's: move it aside (never read as a result), so the
-            # cell runs again (cells) or is named as lacking a record (injections)
-            quarantine = self.root / "corrupt"
-            quarantine.mkdir(exist_ok=True)
-            os.replace(path, quarantine / f"{path.parent.name}-{path.name}."
-                                          f"{int(time.time() * 1000)}")
+            # moved aside: the cell is then named as lacking an injection record
+            self._quarantine(path)
             return None
         return df
 
-    def finished(self, cells: Iterable[Cell]) -> set[Cell]:
-        return {c for c in cells if self.read_cell(c) is not None}
+    def _set_aside(self, cell: Cell, problem: str) -> None:
+        for path in (self.cell_path(cell), self.record_path(cell)):
+            self._quarantine(path)
+        warnings.warn(f"cell {cell.key}: {problem}; moved to "
+                      f"{self.root / 'corrupt'} and run again.", CellIntegrityWarning,
+                      stacklevel=3)
+        self.log_event({"event": "cell_set_aside", "cell": cell.key, "reason": problem})
+
+    def _quarantine(self, path: Path) -> None:
+        # never read as a result again, but kept for a person to inspect
+        if not path.exists():
+            return
+        quarantine = self.root / "corrupt"
+        quarantine.mkdir(exist_ok=True)
+        os.replace(path, quarantine / f"{path.parent.name}-{path.name}."
+                                      f"{int(time.time() * 1000)}")
+
+    def finished(self, cells: Iterable[Cell], *, items: Sequence[str] | None = None
+                 ) -> set[Cell]:
+        """The ``cells`` with a valid stored file (:meth:`read_cell`); others are set aside."""
+        return {c for c in cells if self.read_cell(c, items=items) is not None}
 
     def settled(self, cell: Cell) -> bool:
         """True when ``cell`` has finished or failed in this attempt (for progress)."""
@@ -237,8 +397,10 @@ class RunLedger:
     def failures(self) -> dict[str, str]:
         return {p.stem: p.read_text() for p in sorted(self.failures_dir.glob("*.txt"))}
 
-    def outcomes(self, cells: Iterable[Cell]) -> pd.DataFrame:
-        frames = [df for c in cells if (df := self.read_cell(c)) is not None]
+    def outcomes(self, cells: Iterable[Cell], *, items: Sequence[str] | None = None
+                 ) -> pd.DataFrame:
+        """The outcomes of the valid stored ``cells`` (invalid ones are set aside)."""
+        frames = [df for c in cells if (df := self.read_cell(c, items=items)) is not None]
         if not frames:
             return empty_outcomes()
         return pd.concat(frames, ignore_index=True)
@@ -312,69 +474,34 @@ class RunLedger:
         return out
 
 
-def cell_frame(cell: Cell, outcomes: pd.DataFrame) -> pd.DataFrame:
-    """Outcomes of one cell (``item_id``, ``correct``[, ``score``]) with the cell's keys."""
-    for col in ("item_id", "correct"):
-        if col not in outcomes.columns:
-            raise ValueError(f"the evaluator returned no {col!r} column "
-                             f"(columns: {list(outcomes.columns)})")
-    if outcomes["item_id"].duplicated().any():
-        raise ValueError("the evaluator returned duplicate item_ids")
-    df = pd.DataFrame({
-        "condition": cell.condition, "seed": cell.seed, "eval_noise": cell.eval_noise,
-        "noise_seed": cell.noise_seed, "item_id": outcomes["item_id"].astype(str).to_numpy(),
-        "correct": outcomes["correct"].astype("int8").to_numpy(),
-    })
-    if "score" in outcomes.columns:
-        df["score"] = outcomes["score"].astype(float).to_numpy()
-    return df.astype({c: DTYPES[c] for c in COLUMNS})
 
 
-def injection_frame(cell: Cell | None,
-                    stats: pd.DataFrame | Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """The engine's session stats of one cell with the cell's keys in front."""
-    df = pd.DataFrame(stats) if not isinstance(stats, pd.DataFrame) else stats.copy()
-    if df.empty:
-        df = pd.DataFrame({c: pd.Series(dtype=t) for c, t in _STATS_DTYPES.items()})
-    missing = [c for c in _STATS_DTYPES if c not in df.columns]
-    if missing:
-        raise ValueError(f"the evaluator's injection stats lack columns {missing} "
-                         f"(columns: {list(df.columns)})")
-    if cell is not None:
-        keys = {"condition": cell.condition, "seed": cell.seed, "eval_noise": cell.eval_noise,
-                "noise_seed": cell.noise_seed}
-    else:
-        keys = {}
-    for i, (column, value) in enumerate(keys.items()):
-        df.insert(i, column, value)
-    for column, dtype in _CELL_KEYS.items():
-        if column not in df.columns:
-            df.insert(list(_CELL_KEYS).index(column), column, pd.Series(dtype=dtype))
-    extra = [c for c in df.columns if c not in INJECTION_COLUMNS]
-    return df[INJECTION_COLUMNS + extra].astype({**_CELL_KEYS, **_STATS_DTYPES})
 
 
-def _check_injection_frame(cell: Cell, df: pd.DataFrame) -> None:
-    missing = [c for c in INJECTION_COLUMNS if c not in df.columns]
-    if missing:
-        raise ValueError(f"injection file lacks columns {missing}")
-    if not df.empty and not ((df["condition"] == cell.condition).all()
-                             and (df["seed"] == cell.seed).all()
-                             and (df["eval_noise"] == cell.eval_noise).all()
-                             and (df["noise_seed"] == cell.noise_seed).all()):
-        raise ValueError("injection file belongs to another cell")
 
 
-def _check_cell_frame(cell: Cell, df: pd.DataFrame) -> None:
-    missing = [c for c in COLUMNS if c not in df.columns]
-    if missing or df.empty:
-        raise ValueError(f"cell file lacks columns {missing} or rows")
-    if not ((df["condition"] == cell.condition).all() and (df["seed"] == cell.seed).all()
-            and (df["eval_noise"] == cell.eval_noise).all()
-            and (df["noise_seed"] == cell.noise_seed).all()):
-        raise ValueError("cell file belongs to another cell")
-    if not df["correct"].isin([0, 1]).all():
-        raise ValueError("correct must be 0/1")
+
+
+
+
+
+
+
+
+def _clear(root: Path) -> None:
+    """Delete everything in ``root`` except the lock its caller holds (``--fresh``)."""
+    for entry in root.iterdir():
+        if entry.name in _KEEP_ON_FRESH:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _now() -> str:

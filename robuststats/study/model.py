@@ -14,6 +14,7 @@ spelled digit by digit, any ASCII text round-trips exactly, and task prompts sta
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from collections.abc import Mapping, Sequence
@@ -36,6 +37,12 @@ __all__ = [
 
 PAD, EOS, UNK = "<pad>", "<eos>", "<unk>"
 SPECIAL_TOKENS = (PAD, EOS, UNK)
+
+#: bounds of the tiny model (planned before anything is allocated): 50 M decoder
+#: parameters train with Adam in about 1 GB; a larger model is not what this trainer is for
+MAX_PARAMETERS = 50_000_000
+_MAX_SIZE = {"hidden_size": 16_384, "num_layers": 256, "num_heads": 1_024,
+             "num_kv_heads": 1_024, "intermediate_size": 65_536, "max_positions": 1_048_576}
 _CHARS = [c for c in string.printable if c not in "\t\r\x0b\x0c"]  # 95 printable + "\n"
 
 
@@ -95,10 +102,14 @@ class ModelSpec:
                                  f"accepted: {', '.join(sorted(names))}.")
         for name, value in params.items():
             if name == "rope_theta":
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                        or not 0 < value < math.inf:
                     raise InputError(f"`{key}.{name}` must be a positive number, got {value!r}.")
             elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InputError(f"`{key}.{name}` must be a positive integer, got {value!r}.")
+            elif value > _MAX_SIZE[name]:
+                raise InputError(f"`{key}.{name}` must be at most {_MAX_SIZE[name]:,}, "
+                                 f"got {value!r}.")
         spec = cls(**params)
         if spec.hidden_size % spec.num_heads or (spec.hidden_size // spec.num_heads) % 2:
             raise InputError(f"`{key}.hidden_size` must be divisible by `{key}.num_heads` "
@@ -107,7 +118,20 @@ class ModelSpec:
         if spec.num_heads % spec.num_kv_heads:
             raise InputError(f"`{key}.num_heads` must be a multiple of `{key}.num_kv_heads`, "
                              f"got {spec.num_heads} and {spec.num_kv_heads}.")
+        if spec.n_parameters() > MAX_PARAMETERS:
+            raise InputError(f"`{key}` sizes give {spec.n_parameters():,} parameters in the "
+                             f"decoder layers, more than {MAX_PARAMETERS:,} (this trainer "
+                             "trains tiny models on a CPU).")
         return spec
+
+    def n_parameters(self) -> int:
+        """Parameters of the decoder layers (attention, MLP, norms; embeddings excluded),
+        computed before anything is allocated."""
+        h, head = self.hidden_size, self.hidden_size // self.num_heads
+        kv = self.num_kv_heads * head
+        attention = h * h + 2 * (h * kv + kv) + h + h * h  # q (with bias), k, v, o
+        mlp = 3 * h * self.intermediate_size
+        return self.num_layers * (attention + mlp + 2 * h)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -3,13 +3,15 @@
 A cell is the unit that is evaluated and stored; a training job is the unit that is trained
 (one model per ``(condition, seed)``, shared by all of that model's cells). Clean cells
 (``eval_noise == 0``) are deterministic, so they get a single noise seed, ``0``: repeating
-them would add identical rows that inflate ``n`` without adding information.
+them would add identical rows that inflate ``n`` without adding information. So do the
+cells of a deterministic error model (a number format, ``EvaluationKind.deterministic``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from robuststats.results._cells import cell_key
 from robuststats.study.spec import StudySpec
 
 __all__ = ["Cell", "TrainJob", "jobs", "plan"]
@@ -43,7 +45,7 @@ class Cell:
     @property
     def key(self) -> str:
         """File-name-safe identifier, stable across runs (``E8c__s3__n0.05__ns1``)."""
-        return f"{self.condition}__s{self.seed}__n{self.eval_noise:g}__ns{self.noise_seed}"
+        return cell_key(self.condition, self.seed, self.eval_noise, self.noise_seed)
 
     @property
     def is_clean(self) -> bool:
@@ -52,12 +54,11 @@ class Cell:
 
 def plan(spec: StudySpec) -> list[Cell]:
     """All cells of ``spec`` in a stable order: condition, seed, noise level, noise seed."""
-    noise_seeds = spec.evaluation.noise_seed_list()
     cells: list[Cell] = []
     for condition in spec.conditions:
         for seed in spec.seed_list():
             for level in spec.evaluation.noise_levels:
-                draws = [0] if level == 0.0 else noise_seeds
+                draws = spec.evaluation.draws(level, spec.eval_kind(condition))
                 for ns in draws:
                     cells.append(Cell(condition, seed, float(level), int(ns)))
     return cells

@@ -17,6 +17,7 @@ reference to a user's factory: a class or a function called with the study file'
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -116,5 +117,20 @@ class Registry(Generic[T]):
         return self._factories[name]
 
     def build(self, name: str, /, **params: Any) -> T:
-        """``factory(name)(**params)``: the object, its parameters validated by its class."""
-        return self.factory(name)(**params)
+        """``factory(name)(**params)``: the object, its parameters validated by its class.
+
+        A user's factory whose signature does not take ``params`` is an :class:`InputError`
+        naming it, not a ``TypeError`` from somewhere inside.
+        """
+        factory = self.factory(name)
+        try:
+            signature = inspect.signature(factory)
+        except (TypeError, ValueError):  # a builtin without a signature: let it decide
+            signature = None
+        if signature is not None:
+            try:
+                signature.bind(**params)
+            except TypeError as exc:
+                raise InputError(f"{self.kind} {name!r} does not take the parameters "
+                                 f"{sorted(params)}: {exc}.") from None
+        return factory(**params)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,11 +36,27 @@ from pydantic import (
     model_validator,
 )
 
+from robuststats._validation import MAX_RESAMPLES, check_choice
 from robuststats.engine import NoiseSpec
 from robuststats.errors import InputError, closest_match, did_you_mean
 from robuststats.stats._multiplicity import MULTIPLICITY_METHODS
+from robuststats.study.eval_kinds import EVALUATION_KINDS, check_kind
+from robuststats.study.spec_bounds import (
+    MAX_BATCH_SIZE,
+    MAX_CELLS,
+    MAX_CONDITIONS,
+    MAX_HYPOTHESES,
+    MAX_ITEMS,
+    MAX_NAME_LENGTH,
+    MAX_NOISE_LEVELS,
+    MAX_NOISE_SEEDS,
+    MAX_SEEDS,
+    MAX_VERSION,
+    check_name,
+)
 from robuststats.study.spec_fields import (
     AQN,
+    MAX_SEED_VALUE,
     HypothesisField,
     TrainNoise,
     as_written,
@@ -49,17 +66,33 @@ from robuststats.study.spec_fields import (
 from robuststats.study.spec_fields import (
     seed_list as _seeds_of,
 )
+from robuststats.study.tasks._base import SPLITS
 from robuststats.study.yaml_lines import (
     KeyedError,
     KeyPath,
+    check_document,
+    component_key,
+    display,
     keyed,
     line_for,
     load_yaml_with_lines,
     location,
     pydantic_message,
+    read_study_text,
 )
 
 __all__ = [
+    "MAX_BATCH_SIZE",
+    "MAX_CELLS",
+    "MAX_CONDITIONS",
+    "MAX_HYPOTHESES",
+    "MAX_ITEMS",
+    "MAX_NAME_LENGTH",
+    "MAX_NOISE_LEVELS",
+    "MAX_NOISE_SEEDS",
+    "MAX_SEEDS",
+    "MAX_SEED_VALUE",
+    "MAX_VERSION",
     "MULTIPLICITY_CHOICES",
     "SPEC_FORMAT",
     "AnalysisSpec",
@@ -77,11 +110,9 @@ SPEC_FORMAT = 1
 #: ("none" included)
 MULTIPLICITY_CHOICES: tuple[str, ...] = tuple(MULTIPLICITY_METHODS)
 
-_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$"
-
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
 class NamedParams(_Strict):
@@ -100,6 +131,18 @@ class ConditionSpec(_Strict):
     description: str = ""
     train_noise: TrainNoise = None
     aqn: AQN = None
+    #: evaluate this condition under another error model than ``evaluation.kind`` (a name of
+    #: ``robuststats.study.eval_kinds.EVALUATION_KINDS``), at the same noise levels
+    eval_kind: str | None = None
+
+    @field_validator("eval_kind")
+    @classmethod
+    def _eval_kind(cls, v: str | None) -> str | None:
+        if v is not None and v not in EVALUATION_KINDS:
+            close = closest_match(v, EVALUATION_KINDS)
+            hint = f" (did you mean {close!r}?)" if close else ""
+            raise ValueError(f"must be one of {', '.join(map(repr, EVALUATION_KINDS))}{hint}")
+        return v
 
     _written: dict[str, Any] = PrivateAttr(default_factory=dict)
 
@@ -114,19 +157,22 @@ class ConditionSpec(_Strict):
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
         values = {"train_noise": self.train_noise, "aqn": self.aqn}
-        return {**handler(self), **written_forms(self._written, values)}
+        data = {**handler(self), **written_forms(self._written, values)}
+        if data.get("eval_kind") is None:
+            data.pop("eval_kind", None)  # absent when unused: older studies keep their hash
+        return data
 
 
 class EvaluationSpec(_Strict):
     """Inference-time noise levels, the error model and the item set."""
 
-    noise_levels: list[float] = Field(min_length=1)
+    noise_levels: list[float] = Field(min_length=1, max_length=MAX_NOISE_LEVELS)
     kind: str = "relative_gaussian"
     ops: str = "matmul_only"
     noise_seeds: int | list[int] = 1
     split: str = "test"
-    n_items: int | None = Field(default=None, gt=0)
-    batch_size: int = Field(default=64, gt=0)
+    n_items: int | None = Field(default=None, gt=0, le=MAX_ITEMS)
+    batch_size: int = Field(default=64, gt=0, le=MAX_BATCH_SIZE)
 
     @field_validator("noise_levels")
     @classmethod
@@ -141,26 +187,51 @@ class EvaluationSpec(_Strict):
     @field_validator("noise_seeds")
     @classmethod
     def _noise_seeds(cls, v: int | list[int]) -> int | list[int]:
-        return check_seed_field(v)
+        return check_seed_field(v, max_count=MAX_NOISE_SEEDS)
+
+    @field_validator("split")
+    @classmethod
+    def _split(cls, v: str) -> str:
+        # the splits every task serves (robuststats.study.tasks.SPLITS)
+        try:
+            return check_choice(v, "split", SPLITS)
+        except InputError as exc:
+            raise KeyedError((), str(exc)) from None
 
     @model_validator(mode="after")
     def _engine_accepts(self) -> EvaluationSpec:
         try:
-            NoiseSpec(scale=0.0, kind=self.kind, ops=self.ops)
+            entry = check_kind(self.kind)
+            if entry.uses_ops:
+                NoiseSpec(scale=0.0, kind=self.kind, ops=self.ops)
         except InputError as exc:
             raise keyed(exc, ("kind", "ops")) from None
+        if not entry.level_is_scale and sum(x > 0 for x in self.noise_levels) > 1:
+            raise KeyedError(("noise_levels",), f"kind {self.kind!r} is a number format: every "
+                             f"positive level evaluates the format itself, so give one "
+                             f"positive level, got {self.noise_levels}")
         return self
 
     def noise_seed_list(self) -> list[int]:
         return _seeds_of(self.noise_seeds)
 
-    def noise(self, eval_noise: float, noise_seed: int) -> NoiseSpec | None:
-        """The inference noise of one cell: forward only, ``scale`` = the level; ``None``
-        for the clean level 0."""
-        if eval_noise == 0.0:
-            return None
-        return NoiseSpec(scale=float(eval_noise), kind=self.kind, ops=self.ops,
-                         phases="forward", seed=int(noise_seed))
+    def noise(self, eval_noise: float, noise_seed: int, *,
+              kind: str | None = None) -> NoiseSpec | None:
+        """The inference noise of one cell: forward only; ``None`` for the clean level 0.
+
+        ``kind`` (default ``evaluation.kind``) is a name of
+        :data:`~robuststats.study.eval_kinds.EVALUATION_KINDS`: for an engine error model
+        the level is its ``scale`` on ``evaluation.ops``; a number format is applied at
+        full strength on its own ops.
+        """
+        return check_kind(kind or self.kind).spec(float(eval_noise), int(noise_seed), self.ops)
+
+    def draws(self, eval_noise: float, kind: str | None = None) -> list[int]:
+        """Noise seeds of the cells at ``eval_noise``: one (``0``) when the outcome cannot
+        depend on the seed (the clean level, a deterministic error model)."""
+        if eval_noise == 0.0 or check_kind(kind or self.kind).deterministic:
+            return [0]
+        return self.noise_seed_list()
 
 
 class AnalysisSpec(_Strict):
@@ -168,11 +239,11 @@ class AnalysisSpec(_Strict):
 
     alpha: float = Field(default=0.05, gt=0, lt=1)
     confidence_level: float = Field(default=0.95, gt=0, lt=1)
-    n_resamples: int = Field(default=2000, gt=0)
+    n_resamples: int = Field(default=2000, gt=0, le=MAX_RESAMPLES)
     multiplicity: str = "holm"
     reference: str | None = None
     mcnemar: Literal["clustered", "mantel-haenszel"] = "clustered"
-    rng_seed: int = Field(default=0, ge=0)
+    rng_seed: int = Field(default=0, ge=0, le=MAX_SEED_VALUE)
 
     @field_validator("multiplicity")
     @classmethod
@@ -188,16 +259,16 @@ class AnalysisSpec(_Strict):
 class StudySpec(_Strict):
     """A validated study: what to train, how to evaluate, which claims to test."""
 
-    name: str = Field(pattern=_NAME_PATTERN)
-    version: int = Field(ge=1)
+    name: str
+    version: int = Field(ge=1, le=MAX_VERSION)
     description: str = ""
     task: NamedParams
     model: dict[str, Any] = Field(default_factory=dict)
     trainer: NamedParams = NamedParams(name="builtin")
-    conditions: dict[str, ConditionSpec] = Field(min_length=1)
+    conditions: dict[str, ConditionSpec] = Field(min_length=1, max_length=MAX_CONDITIONS)
     evaluation: EvaluationSpec
     seeds: int | list[int] = 1
-    hypotheses: list[HypothesisField] = Field(default_factory=list)
+    hypotheses: list[HypothesisField] = Field(default_factory=list, max_length=MAX_HYPOTHESES)
     analysis: AnalysisSpec = AnalysisSpec()
 
     # key path -> line number in the source file (1-based); empty for specs from dicts
@@ -205,19 +276,31 @@ class StudySpec(_Strict):
     _source: str | None = PrivateAttr(default=None)
     _written: dict[str, Any] = PrivateAttr(default_factory=dict)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_document(cls, data: Any) -> Any:
+        # bounded nesting and size, and no control characters, before pydantic walks it
+        check_document(data)
+        return data
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return check_name(v, "study name")
+
     @field_validator("seeds")
     @classmethod
     def _seeds(cls, v: int | list[int]) -> int | list[int]:
-        return check_seed_field(v)
+        return check_seed_field(v, max_count=MAX_SEEDS)
 
     @field_validator("conditions")
     @classmethod
     def _condition_names(cls, v: dict[str, ConditionSpec]) -> dict[str, ConditionSpec]:
-        import re
-
         for name in v:
-            if not re.match(_NAME_PATTERN, str(name)):
-                raise ValueError(f"condition name {name!r} must match {_NAME_PATTERN}")
+            try:
+                check_name(name, "condition name")
+            except ValueError as exc:
+                raise KeyedError((name,), str(exc)) from None
         return v
 
     @model_validator(mode="wrap")
@@ -239,6 +322,7 @@ class StudySpec(_Strict):
     def _cross_checks(self) -> StudySpec:
         conds = list(self.conditions)
         levels = self.evaluation.noise_levels
+        self._check_plan_size()
 
         def condition(path: KeyPath, name: str | None) -> None:
             if name is not None and name not in conds:
@@ -248,6 +332,9 @@ class StudySpec(_Strict):
         condition(("analysis", "reference"), self.analysis.reference)
         seen: set[str] = set()
         for i, h in enumerate(self.hypotheses):
+            if not h.id.isprintable() or len(h.id) > MAX_NAME_LENGTH:
+                raise KeyedError(("hypotheses", i, "id"), f"a hypothesis id must be printable "
+                                 f"text of at most {MAX_NAME_LENGTH} characters, got {h.id!r}")
             if h.id in seen:
                 raise KeyedError(("hypotheses", i, "id"), f"duplicate hypothesis id {h.id!r}")
             seen.add(h.id)
@@ -264,14 +351,34 @@ class StudySpec(_Strict):
                                  f"must be a number >= 0, got {h.margin!r}")
         return self
 
+    def n_cells(self) -> int:
+        """Cells of the plan, counted without building it (:func:`robuststats.study.plan`)."""
+        levels = self.evaluation.noise_levels
+        clean = sum(1 for x in levels if x == 0.0)
+        noisy = len(levels) - clean
+        per_model = clean + noisy * len(_seeds_of(self.evaluation.noise_seeds))
+        return len(self.conditions) * len(_seeds_of(self.seeds)) * per_model
+
+    def _check_plan_size(self) -> None:
+        n = self.n_cells()
+        if n <= MAX_CELLS:
+            return
+        n_seeds = len(_seeds_of(self.seeds))
+        n_noise = len(_seeds_of(self.evaluation.noise_seeds))
+        key: KeyPath = ("seeds",) if n_seeds >= n_noise else ("evaluation", "noise_seeds")
+        raise KeyedError(key, f"the plan has {n:,} cells ({len(self.conditions)} conditions × "
+                         f"{n_seeds} seeds × {len(self.evaluation.noise_levels)} noise levels, "
+                         f"{n_noise} noise seeds per noisy level), more than {MAX_CELLS:,}; "
+                         "use fewer seeds, noise seeds or levels")
+
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None,
                   lines: Mapping[KeyPath, int] | None = None) -> StudySpec:
         """Validate a mapping; errors name the key path (and line, when ``lines`` is given)."""
         if not isinstance(data, Mapping):
-            raise InputError(f"{source or 'study'}: the top level must be a mapping of keys, "
-                             f"got {type(data).__name__}.")
+            raise InputError(f"{display(source or 'study')}: the top level must be a mapping "
+                             f"of keys, got {type(data).__name__}.")
         line_map = dict(lines or {})
         try:
             spec = cls.model_validate(dict(data))
@@ -284,16 +391,21 @@ class StudySpec(_Strict):
     @classmethod
     def from_file(cls, path: str | Path) -> StudySpec:
         """Load and validate a YAML study file; errors name the key path and its line."""
-        path = Path(path)
-        if not path.is_file():
-            raise InputError(f"study file {str(path)!r} does not exist.")
-        text = path.read_text(encoding="utf-8")
+        text = read_study_text(path)
         data, lines = load_yaml_with_lines(text, str(path))
         return cls.from_dict(data, source=str(path), lines=lines)
 
     # ------------------------------------------------------------------ resolution
     def seed_list(self) -> list[int]:
         return _seeds_of(self.seeds)
+
+    def eval_kind(self, condition: str) -> str:
+        """The evaluation error model of ``condition`` (its ``eval_kind`` or ``evaluation.kind``)."""
+        return self.conditions[condition].eval_kind or self.evaluation.kind
+
+    def cell_noise(self, condition: str, eval_noise: float, noise_seed: int) -> NoiseSpec | None:
+        """The NoiseSpec of one cell (``None`` when clean)."""
+        return self.evaluation.noise(eval_noise, noise_seed, kind=self.eval_kind(condition))
 
     def with_overrides(self, *, seeds: int | None = None, n_items: int | None = None,
                        noise_seeds: int | None = None) -> StudySpec:
@@ -303,9 +415,17 @@ class StudySpec(_Strict):
         seeds, the first ``N`` listed (an error if it lists fewer).
         """
         data = self.model_dump()
+        overridden: list[KeyPath] = []
+
+        def count(value: Any, name: str, high: int) -> int:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"`{name}` must be a positive integer, got {value!r}.")
+            if value > high:
+                raise InputError(f"`{name}` must be at most {high:,}, got {value!r}.")
+            return value
+
         if seeds is not None:
-            if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-                raise InputError(f"`seeds` must be a positive integer, got {seeds!r}.")
+            count(seeds, "seeds", MAX_SEEDS)
             if isinstance(self.seeds, list):
                 if seeds > len(self.seeds):
                     raise InputError(f"`seeds` asks for {seeds} seeds but the study file lists "
@@ -313,15 +433,19 @@ class StudySpec(_Strict):
                 data["seeds"] = self.seeds[:seeds]
             else:
                 data["seeds"] = seeds
+            overridden.append(("seeds",))
         if n_items is not None:
-            if isinstance(n_items, bool) or not isinstance(n_items, int) or n_items < 1:
-                raise InputError(f"`n_items` must be a positive integer, got {n_items!r}.")
-            data["evaluation"]["n_items"] = n_items
+            data["evaluation"]["n_items"] = count(n_items, "n_items", MAX_ITEMS)
+            overridden.append(("evaluation", "n_items"))
         if noise_seeds is not None:
-            if isinstance(noise_seeds, bool) or not isinstance(noise_seeds, int) or noise_seeds < 1:
-                raise InputError(f"`noise_seeds` must be a positive integer, got {noise_seeds!r}.")
-            data["evaluation"]["noise_seeds"] = noise_seeds
-        return StudySpec.from_dict(data, source=self._source, lines=self._lines)
+            data["evaluation"]["noise_seeds"] = count(noise_seeds, "noise_seeds",
+                                                      MAX_NOISE_SEEDS)
+            overridden.append(("evaluation", "noise_seeds"))
+        # an overridden value is no longer on its line of the file: errors about it name
+        # the key without a line
+        lines = {path: line for path, line in self._lines.items()
+                 if not any(path[: len(o)] == o for o in overridden)}
+        return StudySpec.from_dict(data, source=self._source, lines=lines)
 
     def resolved(self) -> dict[str, Any]:
         """The spec as plain JSON data with seeds and noise seeds spelled out: what the hash
@@ -343,6 +467,26 @@ class StudySpec(_Strict):
     def where(self, path: Sequence[str | int]) -> str:
         """``key.path (file line N)`` for messages raised after validation."""
         return location(self._source, tuple(path), self._lines)
+
+    @contextmanager
+    def pointing_at(self, section: Literal["task", "trainer"]) -> Iterator[None]:
+        """Errors raised while the task or trainer is built name the key and its line.
+
+        The task and the trainer validate their own ``params`` when they are built (before
+        the first cell, see :func:`robuststats.study.executor.preflight`); their messages
+        name the parameter in backticks, or ``unknown parameter 'x'``::
+
+            with spec.pointing_at("task"):
+                build_task(spec)
+            # studies/x.yaml: task.params.max_value (line 17): `max_value` must be ...
+        """
+        try:
+            yield
+        except InputError as exc:
+            message = str(exc)
+            path = component_key(section, message)
+            raise InputError(f"{location(self._source, path, self._lines)}: {message}") \
+                from None
 
 
 def _suggest(path: KeyPath) -> str:

@@ -22,8 +22,8 @@ from robuststats.errors import InputError
 from robuststats.stats._hypotheses import Hypothesis
 from robuststats.study.yaml_lines import KeyedError, keyed
 
-__all__ = ["AQN", "HypothesisField", "TrainNoise", "as_written", "check_seed_field",
-           "seed_list", "written_forms"]
+__all__ = ["AQN", "MAX_SEED_VALUE", "HypothesisField", "TrainNoise", "as_written",
+           "check_seed_field", "seed_list", "written_forms"]
 
 #: keys a study file must give for each hypothesis (``margin`` included: a pre-registered
 #: claim states its margin, even when it is 0)
@@ -35,13 +35,22 @@ def _field_names(cls: type) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 
 
-def _built_from_mapping(cls: Any) -> Callable[[Any], Any]:
-    """Validator: ``None`` or an instance as is, a mapping through ``cls.from_dict``."""
+def _built_from_mapping(cls: Any, bounds: Mapping[str, int] | None = None
+                        ) -> Callable[[Any], Any]:
+    """Validator: ``None`` or an instance as is, a mapping through ``cls.from_dict``.
+
+    ``bounds`` caps integer keys of the mapping before the class sees them (a count the
+    class would allocate: an AQN schedule holds ``num_stages`` values).
+    """
     keys = _field_names(cls)
 
     def build(value: Any) -> Any:
         if value is None or isinstance(value, cls):
             return value
+        for key, high in (bounds or {}).items():
+            given = value.get(key) if isinstance(value, Mapping) else None
+            if isinstance(given, int) and not isinstance(given, bool) and given > high:
+                raise KeyedError((key,), f"`{key}` must be at most {high:,}, got {given!r}")
         try:
             return cls.from_dict(value)
         except InputError as exc:
@@ -51,7 +60,10 @@ def _built_from_mapping(cls: Any) -> Callable[[Any], Any]:
 
 
 _noise_spec = _built_from_mapping(NoiseSpec)
-_aqn_schedule = _built_from_mapping(AQNSchedule)
+#: bounds of an AQN schedule's counts (docs/studies.md, "Bounds")
+AQN_BOUNDS = {"num_stages": 10_000, "stages_per_epoch": 10_000, "epochs": 10_000,
+              "total_steps": 10_000_000}
+_aqn_schedule = _built_from_mapping(AQNSchedule, AQN_BOUNDS)
 
 
 def _hypothesis(value: Any) -> Hypothesis:
@@ -115,17 +127,28 @@ def written_forms(written: Mapping[str, Any], values: Mapping[str, Any]) -> dict
     return out
 
 
-def check_seed_field(v: int | list[int]) -> int | list[int]:
+#: largest seed value: every generator a study uses (numpy, torch, ``random``) takes it
+MAX_SEED_VALUE = 2**32 - 1
+
+
+def check_seed_field(v: int | list[int], *, max_count: int) -> int | list[int]:
+    """A seed count in ``[1, max_count]`` or a list of at most ``max_count`` distinct seeds
+    in ``[0, MAX_SEED_VALUE]``."""
     if isinstance(v, bool):
         raise ValueError(f"must be a count or a list of integers, got {v!r}")
     if isinstance(v, int):
         if v < 1:
             raise ValueError(f"a count must be >= 1, got {v}")
+        if v > max_count:
+            raise ValueError(f"a count must be at most {max_count:,}, got {v}")
         return v
     if not v:
         raise ValueError("the list must not be empty")
-    if any(s < 0 for s in v):
-        raise ValueError(f"seeds must be >= 0, got {v}")
+    if len(v) > max_count:
+        raise ValueError(f"the list must hold at most {max_count:,} seeds, got {len(v):,}")
+    bad = [s for s in v if s < 0 or s > MAX_SEED_VALUE]
+    if bad:
+        raise ValueError(f"seeds must be in [0, {MAX_SEED_VALUE}], got {bad[0]}")
     if len(set(v)) != len(v):
         raise ValueError(f"seeds must be distinct, got {v}")
     return list(v)

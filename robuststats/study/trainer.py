@@ -166,15 +166,28 @@ def get_trainer(name: str, **params: Any) -> Trainer:
 
 # ------------------------------------------------------------------ validators
 
-def _positive_int(key: str, value: Any) -> int:
+#: bounds of the builtin trainer's counts: a larger value is a typo, not a plan
+MAX_STEPS = 10_000_000
+MAX_BATCH = 100_000
+
+
+def _positive_int(key: str, value: Any, high: int = MAX_STEPS) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(f"`{key}` must be a positive integer, got {value!r}.")
+    if value > high:
+        raise InputError(f"`{key}` must be at most {high:,}, got {value!r}.")
     return int(value)
+
+
+def _batch(key: str, value: Any) -> int:
+    return _positive_int(key, value, MAX_BATCH)
 
 
 def _non_negative_int(key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InputError(f"`{key}` must be a non-negative integer, got {value!r}.")
+    if value > MAX_STEPS:
+        raise InputError(f"`{key}` must be at most {MAX_STEPS:,}, got {value!r}.")
     return int(value)
 
 
@@ -221,7 +234,7 @@ class BuiltinTrainer(Trainer):
     params_spec: ClassVar[dict[str, tuple[Callable[[str, Any], Any], Any]]] = {
         "steps": (_positive_int, 500),
         "lr": (_positive_float, 3e-3),
-        "batch_size": (_positive_int, 32),
+        "batch_size": (_batch, 32),
         "warmup": (_fraction, 0.05),
         "weight_decay": (_fraction, 0.01),
         "model": (_model_params, {}),

@@ -55,11 +55,18 @@ def test_counts_combine_over_seeds_and_noise_seeds() -> None:
         parts += [frame("A", a, seed=seed, eval_noise=0.1, noise_seed=ns),
                   frame("B", b, seed=seed, eval_noise=0.1, noise_seed=ns)]
     out = validate_outcomes(pd.concat(parts))
-    t = analyze_outcomes(out, options=OPTS).tests.iloc[0]
+    tests = analyze_outcomes(out, options=OPTS).tests.set_index("role")
+    # two seeds: the seed-random t decides, the models-fixed McNemar is a diagnostic
+    decision, t = tests.loc["decision"], tests.loc["diagnostic"]
+    assert decision["question"].startswith("does procedure a differ from procedure b")
+    assert decision["test"].startswith("seed-random t")
+    assert not pd.isna(decision["reject"]) and pd.isna(t["reject"])
+    assert np.isnan(t["ci_low"]) and decision["ci_low"] < decision["estimate"]
     assert (t["n_strata"], t["n_a_only"], t["n_b_only"]) == (4, 5 + 6 + 3 + 7, 1 + 2 + 3 + 0)
     assert t["test"] == "stratified McNemar (clustered)"
-    mh = analyze_outcomes(out, options=AnalysisSpec(n_resamples=100,
-                                                        mcnemar="mantel-haenszel")).tests.iloc[0]
+    assert t["question"].startswith("do these trained models differ")
+    mh = analyze_outcomes(out, options=AnalysisSpec(n_resamples=100, mcnemar="mantel-haenszel")
+                          ).tests.set_index("role").loc["diagnostic"]
     # MH with pairs as strata = McNemar on pooled counts (b, c) = (21, 6):
     # R: mcnemar.test(matrix(c(0, 6, 21, 0), 2), correct = FALSE)  ->  X2 = 8.3333, p = 0.003892
     assert mh["pvalue"] == pytest.approx(0.003892, abs=1e-6)
@@ -88,12 +95,18 @@ def test_retention_seed_table_and_multiplicity() -> None:
     one = seeds[(seeds["condition"] == "A") & (seeds["eval_noise"] == 0.05)]
     assert res.retention.set_index("condition").loc["A", "seed_sd"] == pytest.approx(
         one["retention"].std(ddof=1))
-    # all pairs at two levels: 3 pairs × 2 = 6 tests; Holm adjusted >= raw, monotone family
-    assert len(res.tests) == 6
+    # all pairs at two levels: 3 pairs × 2 = 6 decisions (seed-random t, 3 seeds), each with
+    # its McNemar diagnostic; Holm adjusted >= raw within each family
+    assert len(res.tests) == 12
+    assert (res.tests["role"] == "decision").sum() == 6
     assert (res.tests["pvalue_adjusted"] >= res.tests["pvalue"] - 1e-15).all()
+    decisions = res.tests[res.tests["role"] == "decision"]
+    assert decisions["pvalue_adjusted"].max() <= 1.0
+    assert (decisions["reject"] == (decisions["pvalue_adjusted"] < 0.05)).all()
     ref = analyze_outcomes(out, options=AnalysisSpec(n_resamples=100, reference="C"))
-    assert sorted(zip(ref.tests["a"], ref.tests["b"])) == [("A", "C"), ("A", "C"), ("B", "C"),
-                                                          ("B", "C")]
+    ref_decisions = ref.tests[ref.tests["role"] == "decision"]
+    assert sorted(zip(ref_decisions["a"], ref_decisions["b"])) == [("A", "C"), ("A", "C"),
+                                                                  ("B", "C"), ("B", "C")]
 
 
 def test_missing_cells_make_their_hypotheses_inconclusive() -> None:
@@ -194,5 +207,7 @@ def test_tables_follow_the_glossary_order() -> None:
         declared = list(TABLE_COLUMNS[name])
         assert list(table.columns[:len(declared)]) == declared, name
         assert all(c in GLOSSARY for c in table.columns), name
-    assert (res.tests["ci_level"] == 0.95).all()
+    decides = res.tests["role"] == "decision"
+    assert (res.tests.loc[decides, "ci_level"] == 0.95).all()
+    assert res.tests.loc[~decides, "ci_level"].isna().all()
     assert res.settings["holes"] == "drop" and res.settings["n_resamples"] == 300

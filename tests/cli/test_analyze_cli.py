@@ -150,3 +150,57 @@ def test_bad_option_values_name_the_flag(tmp_path: Path, capsys) -> None:
     assert "--confidence-level" in capsys.readouterr().err
     assert main(["analyze", str(src), "--multiplicity", "holmes"]) == 2
     assert "--multiplicity" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("manifest", "message"), [
+    ('{"spec": "x"}', r"manifest.json: `spec` must be a JSON object \(the resolved study\), "
+                      r"got str\."),
+    ("[1, 2]", r"manifest.json: a manifest must hold a JSON object, got list\."),
+    ("[" * 100_000 + "]" * 100_000, r"manifest.json: not a readable JSON manifest "
+                                    r"\(maximum recursion depth exceeded"),
+    ('{"spec": {"name": "x\\ny"}}', r"study name 'x\\ny' must be letters"),
+])
+def test_damaged_manifest_is_one_line(tmp_path: Path, capsys, manifest: str,
+                                      message: str) -> None:
+    version = tmp_path / "store" / "s" / "v1"
+    version.mkdir(parents=True)
+    _outcomes_csv(tmp_path / "o.csv")
+    pd.read_csv(tmp_path / "o.csv").to_parquet(version / "outcomes.parquet")
+    (version / "manifest.json").write_text(manifest)
+    assert main(["analyze", str(version), "--n-resamples", "20"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    import re
+
+    assert re.search(message, err), err
+
+
+def test_argument_errors_are_one_line_without_usage(tmp_path: Path, capsys) -> None:
+    src = _outcomes_csv(tmp_path / "o.csv")
+    for argv in (["analyze", str(src), "--n-resamples", "x"],
+                 ["analyze", str(src), "--holes", "keep"],
+                 ["analyze", str(src), "--bogus"], ["analyze"]):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "usage:" not in err, err
+        assert err.startswith("robuststats analyze: error: ") and err.rstrip().endswith(
+            "(see 'robuststats analyze --help')")
+    assert main(["analyze", str(src), "--n-resamples", "1000000000000"]) == 2
+    assert "--n-resamples: Input should be less than or equal to 100000000" in \
+        capsys.readouterr().err
+    assert main(["analyze", "/" + "a" * 5000]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 400, err
+
+
+def test_control_characters_typed_by_the_user_are_escaped(tmp_path: Path, capsys) -> None:
+    assert main(["analyze", str(tmp_path / "a\x0cb\x1b[2J\nc.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err.splitlines()) == 1, err
+    assert "\\x0c" in err and "\\x1b[2J" in err and "\x1b" not in err
+    with pytest.raises(SystemExit):
+        main(["analyze", "x.csv", "\x0b"])
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "unrecognized arguments: \\x0b" in err, err

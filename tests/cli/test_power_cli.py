@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import robuststats.cli as cli
 
@@ -33,15 +35,16 @@ def _run(main, capsys, *argv: str) -> tuple[int, str, str]:
 def test_effect_alone_prints_table_over_discordance(main, capsys) -> None:
     code, out, _ = _run(main, capsys, "--effect", "0.03")
     assert code == 0
-    assert "π_D unknown" in out
-    # Connor (1987) n for δ = .03, power .8 (../shared/ARCHITECTURE.md: 1742 at π_D = .20)
+    assert "π_D unknown" in out and "exact McNemar test" in out
+    # exact McNemar test by default (docs/power.md table: 1800 at π_D = .20; Connor 1742)
     table = {
         line.split()[0]: line.split()[1]
         for line in out.splitlines()
         if line.strip() and line.split()[0].replace(".", "").isdigit()
     }
-    assert table["0.2"] == "1742"
+    assert table["0.2"] == "1800"
     assert set(table) >= {"0.03", "0.05", "0.1", "0.15", "0.2", "0.3"}
+    assert "--seeds K --seed-sd S" in out  # the way to plan several training seeds
     assert "unpaired design for comparison" in out
     assert "4360 items per condition" in out  # pooled z-test at accuracies .485/.515
     assert "--discordance" in out and "--pilot" in out
@@ -52,7 +55,7 @@ def test_json_has_n_when_solving_for_sample_size(main, capsys) -> None:
     code, out, err = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--format", "json")
     assert code == 0
     payload = json.loads(out)
-    assert payload["n"] == 1742
+    assert payload["n"] == 1800 and payload["method"] == "exact"
     assert payload["solved_for"] == "n"
     assert payload["unpaired"]["design"] == "unpaired"
     assert "exceeds the item pool of 1319" in err  # the default pool is GSM8K's test split
@@ -62,78 +65,109 @@ def test_json_table_mode_keeps_n_key(main, capsys) -> None:
     code, out, _ = _run(main, capsys, "--effect", "0.03", "--format", "json", "--pool-size", "0")
     payload = json.loads(out)
     assert code == 0 and "n" in payload and payload["n"] is None
-    assert [row["n"] for row in payload["table"]][:2] == [260, 434]
+    assert [row["n"] for row in payload["table"]][:2] == [263, 463]
     assert not any(row["exceeds_pool"] for row in payload["table"])
 
 
 def test_power_and_minimum_detectable_effect(main, capsys) -> None:
     code, out, _ = _run(
-        main, capsys, "--effect", "0.03", "--n", "1742", "--discordance", "0.2", "--format", "json"
+        main, capsys, "--effect", "0.03", "--n", "1800", "--discordance", "0.2", "--format", "json"
     )
     assert code == 0 and json.loads(out)["power"] == pytest.approx(0.8, abs=1e-3)
     code, out, _ = _run(main, capsys, "--n", "1319", "--discordance", "0.15")
+    assert code == 0
+    assert "minimum detectable effect δ = 0.03048" in out
+    code, out, _ = _run(main, capsys, "--n", "1319", "--discordance", "0.15", "--method", "connor")
     assert code == 0
     assert "minimum detectable effect δ = 0.02985" in out
 
 
 def test_exact_method_and_repeats(main, capsys) -> None:
     code, out, _ = _run(
-        main, capsys, "--effect", "0.03", "--discordance", "0.2", "--method", "exact", "--format", "json"
+        main, capsys, "--effect", "0.03", "--discordance", "0.2", "--method", "connor", "--format", "json"
     )
-    assert code == 0 and json.loads(out)["n"] == 1800
+    assert code == 0 and json.loads(out)["n"] == 1742
     code, out, _ = _run(
         main, capsys, "--effect", "0.03", "--discordance", "0.2", "--repeats", "3", "--icc", "0.3"
     )
     assert code == 0
-    assert "929 items (pairs) × 3 repeats = 2787 evaluations" in out
+    # exact n 1800 · deff 1.6 / 3 = 960 items
+    assert "960 items (pairs) × 3 repeats = 2880 evaluations" in out
 
 
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--effect", "-0.03"], "`effect` must be > 0"),
-        (["--effect", "0"], "`effect` must be > 0"),
+        (["--effect", "-0.03"], "`--effect` must be > 0"),
+        (["--effect", "0"], "`--effect` must be > 0"),
         (["--effect", "0.03", "--discordance", "0.02"], "impossible: π_D must be ≥ |δ|"),
-        (["--effect", "0.03", "--discordance", "1.5"], "`discordance` must be a number in (0, 1), got 1.5"),
+        (["--effect", "0.03", "--discordance", "1.5"], "`--discordance` must be a number in (0, 1), got 1.5"),
         (
             ["--effect", "0.03", "--discordance", "0.1", "--alpha", "0"],
-            "`alpha` must be a number in (0, 1), got 0.0",
+            "`--alpha` must be a number in (0, 1), got 0.0",
         ),
         (
             ["--effect", "0.03", "--discordance", "0.1", "--power", "1.2"],
-            "`power` must be a number in (0, 1), got 1.2",
+            "`--power` must be a number in (0, 1), got 1.2",
         ),
-        (["--effect", "0.03", "--baseline", "1.2"], "`baseline` must be a number in (0, 1), got 1.2"),
+        (["--effect", "0.03", "--baseline", "1.2"], "`--baseline` must be a number in (0, 1), got 1.2"),
         (
             ["--effect", "0.03", "--discordance", "0.1", "--baseline", "0.99"],
-            "impossible: `baseline` + `effect`",
+            "impossible: `--baseline` + `--effect`",
         ),
-        (["--effect", "0.03", "--correlation", "0.5"], "`correlation` needs `baseline`"),
+        (["--effect", "0.03", "--correlation", "0.5"], "`--correlation` needs `--baseline`"),
         (["--effect", "0.03", "--discordance", "0.1", "--correlation", "0.5"], "pass only one of"),
         (["--discordance", "0.1"], "pass --effect (to get n) or --n"),
         (["--n", "500"], "needs π_D"),
         (["--effect", "0.03", "--pool-size", "-1"], "`--pool-size` must be ≥ 0"),
-        (["--effect", "0.03", "--repeats", "0"], "`repeats` must be a positive integer"),
+        (["--effect", "0.03", "--repeats", "0"], "`--repeats` must be a positive integer"),
         (["--effect", "0.03", "--pilot", "/nonexistent/pilot.csv"], "does not exist"),
-        (["--effect", "1"], "`effect` must be a number in (0, 1), got 1.0"),
-        (["--effect", "1", "--discordance", "0.5"], "`effect` must be a number in (0, 1), got 1.0"),
+        (["--effect", "1"], "`--effect` must be a number in (0, 1), got 1.0"),
+        (["--effect", "1", "--discordance", "0.5"], "`--effect` must be a number in (0, 1), got 1.0"),
         (["--effect", "1e-320"], "is too small to detect: it needs more than 1e+12 items"),
+        (["--effect", "0.03", "--confidence-level", "3"], "`--confidence-level` applies to pilot"),
+        (["--effect", "0.03", "--eval-noise", "0.1"], "`--eval-noise` applies to pilot outcomes"),
+        (["--effect", "0.03", "--holes", "raise"], "`--holes` applies to pilot outcomes"),
+        (["--effect", "0.03", "--conditions", "A", "B"], "`--conditions` applies to pilot"),
+        (["--effect", "0.03", "--seeds", "0"], "`--seeds` must be a positive integer, got 0"),
+        (["--effect", "0.03", "--seeds", "1", "--seed-sd", "0.01"], "`--seed-sd` needs --seeds"),
+        (["--effect", "0.03", "--discordance", "0.2", "--seed-sd", "-0.01"],
+         "`--seed-sd` must be a number ≥ 0"),
+        (["--effect", "0.03", "--discordance", "0.2", "--seed-sd", "nan"],
+         "`--seed-sd` must be a finite number"),
+        (["--effect", "0.03", "--discordance", "0.2", "--seed-sd", "0.5"],
+         "impossible: `--seed-sd` = 0.5 needs a seed variance"),
+        (["--effect", "0.03", "--discordance", "0.2", "--seeds", "20000"],
+         "`--seeds` must be at most 10000"),
+        (["--effect", "0.03", "--seed-sd", "0.01"], "planning seeds needs π_D"),
+        (["--n", "300", "--discordance", "0.2", "--seed-sd", "0.01"],
+         "`--n` without --effect gives the minimum detectable effect"),
+        (["--effect", "0.03", "--discordance", "0.2", "--seeds", "5", "--repeats", "2"],
+         "`--repeats` applies to one-seed designs"),
+        (["--effect", "0.03", "--discordance", "0.2", "--seeds", "5", "--method", "exact"],
+         "`--method` exact does not apply to a design with several seeds"),
+        (["--effect", "0.03", "--discordance", "0.2", "--method", "seed-random"],
+         "`--method` seed-random does not apply to a design with one seed"),
+        (["--effect", "0.03", "--discordance", "0.2", "--seeds", "5", "--icc", "1.5"],
+         "`--icc` must be a number in [0, 1]"),
+        (["--effect", "0.03", "--discordance", "0.2", "--seeds", "5", "--plot", "p.txt"],
+         "`--plot` must name a figure file ending in"),
         (["--effect", "1e-320", "--discordance", "0.2"], "is too small to detect"),
-        (["--effect", "nan"], "`effect` must be a finite number, got nan"),
-        (["--effect", "inf", "--discordance", "0.2"], "`effect` must be a finite number"),
+        (["--effect", "nan"], "`--effect` must be a finite number, got nan"),
+        (["--effect", "inf", "--discordance", "0.2"], "`--effect` must be a finite number"),
         (["--effect", "0.03", "--plot", "x.txt"], "`--plot` must name a figure file ending in"),
         (["--effect", "0.03", "--plot", "curve"], "got 'curve'"),
-        (["--effect", "0.03", "--icc", "nan"], "`icc` must be a finite number, got nan"),
+        (["--effect", "0.03", "--icc", "nan"], "`--icc` must be a finite number, got nan"),
         (["--effect", "0.03", "--alpha", "1e-320", "--power", "1e-330"],
-         "`power` must be a number in (0, 1), got 0.0"),
+         "`--power` must be a number in (0, 1), got 0.0"),
         (["--effect", "1e-05", "--discordance", "0.5", "--method", "exact"],
          "more than the exact computation handles"),
         (["--effect", "0.03", "--n", "100000000", "--discordance", "0.2", "--method", "midp"],
          "more than the exact computation handles"),
         (["--effect", "0.03", "--confidence-level", "1", "--pilot", "/nonexistent.csv"],
          "does not exist"),
-        (["--n", "0", "--discordance", "0.2"], "`n` must be a positive integer, got 0"),
-        (["--effect", "0.03", "--n", "-5"], "`n` must be a positive integer, got -5"),
+        (["--n", "0", "--discordance", "0.2"], "`--n` must be a positive integer, got 0"),
+        (["--effect", "0.03", "--n", "-5"], "`--n` must be a positive integer, got -5"),
     ],
 )
 def test_bad_values_exit_2_with_one_line(main, capsys, argv: list[str], message: str) -> None:
@@ -245,7 +279,7 @@ def test_real_dispatcher_when_all_subcommands_exist(capsys) -> None:
         except ImportError:
             pytest.skip(f"{module} is not available yet")
     assert cli.main(["power", "--effect", "0.03", "--discordance", "0.06", "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["n"] == 521
+    assert json.loads(capsys.readouterr().out)["n"] == 562  # exact; Connor's 521 falls short
 
 
 def test_pilot_with_repeated_items_reports_icc(main, capsys, tmp_path: Path) -> None:
@@ -262,13 +296,15 @@ def test_pilot_with_repeated_items_reports_icc(main, capsys, tmp_path: Path) -> 
             ]
     path = tmp_path / "pilot.parquet"
     pd.DataFrame(rows).to_parquet(path)
-    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path), "--format", "json")
+    # --seeds 1: one trained model per condition, the 3 seeds as repeats of each item
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path), "--seeds", "1",
+                        "--format", "json")
     assert code == 0
     pilot = json.loads(out)["pilot"]
     assert pilot["evaluations_per_item"] == 3.0
     assert 0.0 < pilot["difference_icc"] < 1.0
     assert pilot["design_effect"] > 1.0  # discordance clusters on the hard items
-    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path))
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(path), "--seeds", "1")
     assert "for repeated items" in out and "--repeats M --icc" in out
 
 
@@ -399,13 +435,16 @@ def test_cli_imports_only_public_names() -> None:
     # the CLI parses, calls the public library and prints: no robuststats.stats._* module
     import ast
 
-    tree = ast.parse((ROOT / "robuststats" / "cli" / "power.py").read_text(encoding="utf-8"))
-    modules = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    modules |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for a in node.names}
+    modules: set[str | None] = set()
+    for name in ("power.py", "_power_modes.py"):
+        tree = ast.parse((ROOT / "robuststats" / "cli" / name).read_text(encoding="utf-8"))
+        modules |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        modules |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for a in node.names}
     ours = {m for m in modules if m and m.split(".")[0] == "robuststats"}
     assert ours == {"robuststats", "robuststats.errors", "robuststats.stats",
-                    "robuststats.cli._output"}
+                    "robuststats.cli._output", "robuststats.cli.power",
+                    "robuststats.cli._power_modes", "robuststats.report.power"}
 
 
 def test_json_inputs_reproduce_the_power_mode(main, capsys) -> None:
@@ -419,3 +458,157 @@ def test_json_inputs_reproduce_the_power_mode(main, capsys) -> None:
     again = power_mcnemar(inputs["effect"], inputs["n"], inputs["power"],
                           discordance=inputs["discordance"], method=inputs["method"])
     assert again.power == pytest.approx(payload["power"])
+
+
+# ------------------------------------------------------------------ several training seeds
+
+
+def test_seeds_solve_items_and_print_the_seed_table(main, capsys) -> None:
+    from robuststats.stats import power_seeds, power_seeds_table
+
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--seeds",
+                        "5", "--seed-sd", "0.01")
+    assert code == 0
+    expected = power_seeds(0.03, None, 5, 0.8, discordance=0.2, seed_sd=0.01)
+    assert f"5 seeds × {expected.n_items} items per condition" in out
+    assert "seed-random t test over training seeds and items" in out
+    assert "3 seeds or fewer never reach power 0.8: more items cannot make up for too few " \
+           "seeds" in out
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--seeds",
+                        "5", "--seed-sd", "0.01", "--format", "json")
+    payload = json.loads(out)
+    assert payload["design"] == "seeds" and payload["n_items"] == expected.n_items
+    table = power_seeds_table(0.03, discordance=0.2, seed_sd=0.01, pool_size=1319,
+                              as_frame=False)
+    assert [r["n_items"] for r in payload["table"]] == [r["n_items"] for r in table]
+    assert payload["inputs"]["seeds"] == 5 and payload["inputs"]["seed_sd"] == 0.01
+
+
+def test_seeds_too_few_says_so_and_names_the_fewest(main, capsys) -> None:
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--seeds",
+                        "3", "--seed-sd", "0.02", "--format", "json")
+    assert code == 0
+    payload = json.loads(out)
+    assert payload["n_items"] is None
+    assert "3 seeds reach at most power 0.316 however many items" in payload["error"]
+    assert "`--seed-sd`" in payload["error"] and "at least 6 seeds" in payload["error"]
+
+
+def test_seeds_power_minimum_effect_and_fewest_seeds(main, capsys) -> None:
+    from robuststats.stats import power_seeds
+
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--n", "500", "--discordance", "0.2",
+                        "--seeds", "5", "--seed-sd", "0.01", "--format", "json")
+    assert code == 0
+    assert json.loads(out)["power"] == pytest.approx(
+        power_seeds(0.03, 500, 5, None, discordance=0.2, seed_sd=0.01).power)
+    code, out, _ = _run(main, capsys, "--n", "500", "--discordance", "0.2", "--seeds", "5",
+                        "--seed-sd", "0.01")
+    assert code == 0 and "minimum detectable effect δ = 0.0374" in out
+    # no --seeds: the fewest seeds with --n items (or with the whole pool)
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--n", "500", "--discordance", "0.2",
+                        "--seed-sd", "0.01")
+    assert code == 0 and "fewest seeds with 500 items: 7 seeds × 500 items" in out
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--seed-sd",
+                        "0.01")
+    assert code == 0 and "fewest seeds with 1319 items: 5 seeds" in out
+    # seeds without a seed SD: planned as 0, and said so
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--seeds", "4")
+    assert code == 0 and "assuming seeds shift A and B alike (--seed-sd 0)" in out
+
+
+def test_the_readme_pilot_estimates_the_seed_component(main, capsys) -> None:
+    # README tour: robuststats power --effect 0.03 --pilot examples/pilot_outcomes.csv
+    #   --conditions E8c E8b
+    pilot = ROOT / "examples" / "pilot_outcomes.csv"
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(pilot),
+                        "--conditions", "E8c", "E8b")
+    assert code == 0
+    assert "pilot seeds: 5 per condition; seed SD of acc(E8c) − acc(E8b) = " in out
+    assert "(χ² on 4 df)" in out and "across the seed-SD interval" in out
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(pilot), "--conditions",
+                        "E8c", "E8b", "--seeds", "10", "--format", "json")
+    payload = json.loads(out)
+    from robuststats.stats import estimate_seed_components, read_pilot
+
+    pairs = read_pilot(pilot, conditions=["E8c", "E8b"])
+    comps = estimate_seed_components(pairs.x, pairs.y, seeds=[s for s, _ in pairs.strata])
+    assert payload["seed_sd"] == pytest.approx(comps.seed_sd)
+    assert payload["pilot"]["n_seeds"] == 5
+    assert payload["seed_sd_range"]["seed_sd_high"] == pytest.approx(
+        comps.confidence_interval.high)
+    low, high = payload["seed_sd_range"]["low"], payload["seed_sd_range"]["high"]
+    assert low is not None and low <= payload["n_items"]
+    assert high is None or high >= payload["n_items"]  # more seed variance, more items
+    # an explicit --seed-sd overrides the pilot's estimate: no range from its interval
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(pilot), "--conditions",
+                        "E8c", "E8b", "--seeds", "10", "--seed-sd", "0.005", "--format", "json")
+    payload = json.loads(out)
+    assert code == 0 and payload["seed_sd"] == 0.005 and "seed_sd_range" not in payload
+    # --seeds 1 plans the McNemar comparison of two trained models instead
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--pilot", str(pilot), "--conditions",
+                        "E8c", "E8b", "--seeds", "1")
+    assert code == 0 and "McNemar power analysis" in out
+
+
+def test_the_pilot_example_is_reproducible(tmp_path: Path, monkeypatch) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_pilot", ROOT / "examples" / "make_pilot.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    monkeypatch.setattr(module, "OUT", tmp_path / "pilot.csv")
+    module.main()
+    assert (tmp_path / "pilot.csv").read_bytes() == (
+        ROOT / "examples" / "pilot_outcomes.csv").read_bytes()
+
+
+def test_seeds_plot_writes_png(main, capsys, tmp_path: Path) -> None:
+    png = tmp_path / "seeds.png"
+    code, out, _ = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--seeds",
+                        "5", "--seed-sd", "0.01", "--plot", str(png))
+    assert code == 0 and f"power curve written to {png}" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, _, err = _run(main, capsys, "--effect", "0.03", "--discordance", "0.2", "--plot",
+                        str(tmp_path / "missing" / "dir" / "x.png"))
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("robuststats power: error: `--plot` cannot write")
+
+
+# ------------------------------------------------------------------------------ fuzzing
+_NUMBERS = ["0", "-1", "1", "0.5", "0.03", "0.2", "0.9", "1e-320", "1e308", "nan", "inf",
+            "-inf", "3", "abc", "", "1319"]
+_INTEGERS = ["0", "-5", "1", "2", "5", "300", "1319", "99999999999", "abc", "1.5"]
+_FLAGS = {
+    "--effect": _NUMBERS, "--n": _INTEGERS, "--power": _NUMBERS, "--discordance": _NUMBERS,
+    "--correlation": _NUMBERS, "--baseline": _NUMBERS, "--alpha": _NUMBERS,
+    "--icc": _NUMBERS, "--repeats": _INTEGERS, "--pool-size": _INTEGERS,
+    "--seeds": _INTEGERS, "--seed-sd": ["0", "0.01", "-0.01", "0.5", "nan", "1e-320"],
+    "--confidence-level": _NUMBERS, "--eval-noise": _NUMBERS, "--holes": ["drop", "raise"],
+    "--alternative": ["two-sided", "greater", "less", "both"],
+    "--method": ["exact", "connor", "midp", "seed-random", "noncentral-t", "fast"],
+    "--plot": ["x.txt", "curve", "/nonexistent/dir/p.png"], "--format": ["json", "yaml"],
+}
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(sorted(_FLAGS)), min_size=1, max_size=5, unique=True),
+       st.data())
+def test_fuzzed_argument_vectors_never_give_a_traceback(main, capsys, flags, data) -> None:
+    argv: list[str] = []
+    for flag in flags:
+        argv += [flag, data.draw(st.sampled_from(_FLAGS[flag]), label=flag)]
+    try:
+        code = main(["power", *argv])
+    except SystemExit as exc:  # argparse: a value of the wrong type or an unknown choice
+        assert exc.code == 2
+        capsys.readouterr()
+        return
+    out, err = capsys.readouterr()
+    assert code in (0, 2), (argv, code)
+    if code == 2:
+        assert out == "" and err.count("\n") == 1, (argv, err)
+        assert err.startswith("robuststats power: error: ") and "--" in err, (argv, err)
+    elif "--format" in argv and argv[argv.index("--format") + 1] == "json":
+        json.loads(out)

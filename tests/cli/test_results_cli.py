@@ -124,7 +124,9 @@ def test_json_output(tmp_path: Path, capsys) -> None:
     assert main(["results", "verify", "demo/v1", *root]) == 0
     assert json.loads(capsys.readouterr().out) == [
         {"version": "demo/v1", "ok": True, "files": 3, "changed": [], "missing": [],
-         "unexpected": []}]
+         "unexpected": [], "cells": 0, "cells_changed": [], "cells_missing": [],
+         "cells_unexpected": [], "run_dir": None, "run_cells_differ": [],
+         "run_cells_gone": [], "run_note": ""}]
     assert main(["results", "diff", "demo/v1", "demo/v2", *root]) == 1
     d = json.loads(capsys.readouterr().out)
     assert (d["a"], d["b"], d["identical"]) == ("demo/v1", "demo/v2", False)
@@ -245,3 +247,51 @@ def test_list_survives_a_damaged_manifest(tmp_path: Path, capsys) -> None:
     assert main(["results", "show", "demo", "--root", str(tmp_path)]) == 0
     assert capsys.readouterr().out.startswith("demo/v2  (")
     assert main(["results", "verify", "demo/v2", "--root", str(tmp_path)]) == 0
+
+
+def test_half_written_version_is_invisible(tmp_path: Path, capsys) -> None:
+    """What a publisher killed mid-write leaves (a temporary beside the versions) is never
+    listed, shown or verified, and the next publish removes it."""
+    _version(tmp_path, 0.8)
+    half = tmp_path / "demo" / ".tmp-v2-abc123"
+    half.mkdir()
+    (half / "outcomes.parquet").write_bytes(b"PAR1")
+    (tmp_path / "demo" / ".tmp-v2-abc123.lock").write_text("")
+    root = ["results", "--root", str(tmp_path)]
+    assert main([*root, "list", "--format", "json"]) == 0
+    assert [v["version"] for v in json.loads(capsys.readouterr().out)["versions"]] == ["demo/v1"]
+    assert main([*root, "show", "demo"]) == 0
+    assert capsys.readouterr().out.startswith("demo/v1  (")
+    assert main([*root, "verify", "demo"]) == 0
+    assert capsys.readouterr().out.strip() == "demo/v1: OK (3 files)"
+    _version(tmp_path, 0.9)
+    assert sorted(p.name for p in (tmp_path / "demo").iterdir()) == ["v1", "v2"]
+
+
+def test_verify_names_cells_that_changed(tmp_path: Path, capsys) -> None:
+    from robuststats.results import cell_digests, sha256_file
+
+    outcomes = pd.DataFrame({"condition": ["A", "A", "B"], "seed": [0, 0, 0],
+                             "eval_noise": [0.0, 0.0, 0.0], "noise_seed": [0, 0, 0],
+                             "item_id": ["q1", "q2", "q1"], "correct": [1, 0, 1]})
+
+    def writer(path: Path) -> None:
+        outcomes.to_parquet(path / "outcomes.parquet", index=False)
+
+    v = ResultStore(tmp_path).write("demo", writer, {"cells": cell_digests(outcomes)})
+    root = ["results", "--root", str(tmp_path)]
+    assert main([*root, "verify", "demo"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == ["demo/v1: OK (1 files, 2 cells)",
+                   "demo/v1: cells not traced to a run directory: the manifest names no run "
+                   "directory"]
+    # rewrite one value and the file's checksum: the cell digest still tells
+    path = v.path / "outcomes.parquet"
+    path.chmod(0o644)
+    outcomes.assign(correct=[1, 1, 1]).to_parquet(path, index=False)
+    manifest = json.loads((v.path / "manifest.json").read_text())
+    manifest["files"]["outcomes.parquet"]["sha256"] = sha256_file(path)
+    (v.path / "manifest.json").chmod(0o644)
+    (v.path / "manifest.json").write_text(json.dumps(manifest))
+    assert main([*root, "verify", "demo"]) == 1
+    assert "demo/v1: cell changed in outcomes.parquet: A__s0__n0__ns0" in capsys.readouterr().out

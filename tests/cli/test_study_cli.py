@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import sys
 import textwrap
@@ -108,3 +110,74 @@ def test_unknown_task_stops_before_any_cell_runs(tmp_path: Path, monkeypatch, ca
     err = capsys.readouterr().err
     assert "cannot load 'study_doubles:no_such_factory'" in err
     assert not list((tmp_path / "runs" / "fake" / "cells").glob("*.parquet"))
+
+
+def _fake_file(tmp_path: Path) -> Path:
+    path = tmp_path / "fake.yaml"
+    path.write_text(yaml.safe_dump(fake_study(n=5, noise_seeds=1, seeds=1)))
+    return path
+
+
+@pytest.mark.parametrize("flag", ["--out", "--runs"])
+def test_unusable_output_directory_stops_before_anything_runs(tmp_path: Path, monkeypatch,
+                                                              capsys, flag: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(HERE))
+    study = _fake_file(tmp_path)
+    (tmp_path / "a_file").write_text("x")
+    cases = [
+        (str(tmp_path / "a_file"), rf"{flag} '.*a_file' is not a directory\.$"),
+        (str(tmp_path / "a_file" / "sub"),
+         rf"{flag} '.*a_file/sub' cannot be created: '.*a_file' is not a directory\.$"),
+        ("d" * 5000, rf"{flag} 'd{{60}}…d{{60}} \(5000 characters\)' is not writable: File "
+                     r"name too long\.$"),
+    ]
+    for value, message in cases:
+        assert main(["study", str(study), "--workers", "1", "--no-progress", flag, value]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and err.startswith("robuststats study: error: ")
+        assert re.search(message, err.strip()), err
+    # nothing ran and nothing was created
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("error, words", [
+    (errno.ENOSPC, "No space left on device"), (errno.EROFS, "Read-only file system"),
+    (errno.EACCES, "Permission denied")])
+def test_full_or_read_only_output_is_refused_first(tmp_path: Path, monkeypatch, capsys,
+                                                   error: int, words: str) -> None:
+    """A full disk fails the probe's fsync; a read-only one its creation (both simulated:
+    the tests run as any user, and root may write anywhere)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(HERE))
+    study = _fake_file(tmp_path)
+    (tmp_path / "results").mkdir()
+
+    def failing(*args, **kwargs):
+        raise OSError(error, os.strerror(error))
+
+    target = "os.fsync" if error == errno.ENOSPC else "tempfile.mkstemp"
+    with monkeypatch.context() as mp:
+        mp.setattr(target, failing)
+        code = main(["study", str(study), "--workers", "1", "--no-progress"])
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"robuststats study: error: --out 'results' is not writable: {words}."
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_read_only_directory_is_refused(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(HERE))
+    study = _fake_file(tmp_path)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        assert main(["study", str(study), "--runs", str(ro / "runs")]) == 2
+    finally:
+        ro.chmod(0o755)
+    err = capsys.readouterr().err.strip()
+    assert re.fullmatch(r"robuststats study: error: --runs '.*ro/runs' is not writable \(checked "
+                        r"in '.*ro', where it would be created\): Permission denied\.", err), err

@@ -91,7 +91,7 @@ def test_stochastic_models(gauss) -> None:
     ("call", "match"),
     [
         (lambda: quantize(torch.ones(3), "fp16"),
-         r"`kind` must be one of 'fp8_e4m3', 'fp8_e5m2', 'int8', 'mxfp4', got 'fp16'\."),
+         r"`kind` must be one of 'fp8_e4m3', 'fp8_e5m2', 'int8', 'mxfp4', 'nvfp4', got 'fp16'\."),
         (lambda: quantize(torch.ones(3), "int4"),
          r"got 'int4' \(did you mean 'int8'\?\)\."),
         (lambda: quantize([1.0, 2.0], "int8"), r"`y` must be a torch.Tensor, got list\."),

@@ -137,7 +137,7 @@ def test_report_from_the_committed_version(tmp_path: Path) -> None:
     assert ("| H4 | §3.5 (2): backward-only E8d retains less than forward-only E8c at 5 % "
             "noise | E8d − E8c < 0.0 pp (retention at 5% noise) | -23.7 | "
             "[-30.1, -13.5] 99.17% | BCa bootstrap interval | 0.0218 | VERIFIED |") in text
-    assert "| 0% | E8a | E8b | 5 | 500 | 493 | 168 | 85.5 | 72.5 | +13.0 | [3.1, 23.5] 95% |" \
+    assert "| 0% | E8a | E8b | decision | 5 | 500 | 493 | 168 | 85.5 | 72.5 | +13.0 | [3.1, 23.5] 95% |" \
            in text
     assert "- **E8b**: forward and backward noise, 5 % (the current AQN-style setting)" in text
     for rel in _links(text):

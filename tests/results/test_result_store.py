@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import errno
 import json
 import multiprocessing
 import os
+import signal
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -10,6 +13,7 @@ import pytest
 
 from robuststats.errors import InputError
 from robuststats.results import ResultStore, diff_versions, verify
+from robuststats.results._store import sweep_temporaries
 
 
 def _write_table(value: float):
@@ -53,25 +57,94 @@ def test_manifest_records_checksums_and_verify_detects_changes(tmp_path: Path) -
     assert (r.changed, r.missing, r.extra) == (["report.md"], ["summary.parquet"], ["extra.txt"])
 
 
-def _reserve(root: str, q) -> None:
-    q.put(ResultStore(root).reserve("s")[0])
+def _publish(root: str, q, pause: float) -> None:
+    def writer(path: Path, number: int) -> None:
+        time.sleep(pause)  # widen the window in which the others claim the same number
+        (path / "label.txt").write_text(f"v{number}\n")
+    q.put(ResultStore(root).publish("s", writer, {}).number)
 
 
-def test_concurrent_reservations_get_distinct_versions(tmp_path: Path) -> None:
+def test_concurrent_publishers_get_distinct_complete_versions(tmp_path: Path) -> None:
     ctx = multiprocessing.get_context("fork")
     q = ctx.Queue()
-    procs = [ctx.Process(target=_reserve, args=(str(tmp_path), q)) for _ in range(6)]
+    procs = [ctx.Process(target=_publish, args=(str(tmp_path), q, 0.05 * (i % 2)))
+             for i in range(6)]
     for p in procs:
         p.start()
     for p in procs:
-        p.join(30)
+        p.join(60)
     numbers = sorted(q.get(timeout=5) for _ in procs)
     assert numbers == [1, 2, 3, 4, 5, 6]
+    store = ResultStore(tmp_path)
+    for v in store.versions("s"):
+        # the number inside every file is the number it was published under
+        assert (v.path / "label.txt").read_text() == f"v{v.number}\n"
+        assert v.manifest["version"] == v.number and verify(v).ok
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [f"v{n}" for n in range(1, 7)]
 
 
-def test_reserve_skips_existing_empty_directory(tmp_path: Path) -> None:
+def test_empty_directory_of_an_old_reservation_is_skipped(tmp_path: Path) -> None:
     (tmp_path / "s" / "v1").mkdir(parents=True)  # e.g. a crashed writer's reservation
-    assert ResultStore(tmp_path).reserve("s")[0] == 2
+    assert ResultStore(tmp_path).write("s", _write_table(0.8), {}).number == 2
+    assert [v.number for v in ResultStore(tmp_path).versions("s")] == [2]
+    (tmp_path / "s" / "v3").write_text("a file in the way")
+    assert ResultStore(tmp_path).write("s", _write_table(0.8), {}).number == 4
+
+
+def test_failed_write_publishes_nothing_and_leaves_nothing(tmp_path: Path, monkeypatch) -> None:
+    store = ResultStore(tmp_path)
+    store.write("s", _write_table(0.8), {})
+
+    def disk_full(path: Path) -> None:
+        _write_table(0.9)(path)
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        store.write("s", disk_full, {})
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["v1"]
+    assert [v.number for v in store.versions("s")] == [1]
+    assert store.get("s").number == 1 and verify(store.get("s")).ok
+    # a failure while sealing (after the writer) is handled the same way
+    monkeypatch.setattr("robuststats.results._store.sha256_file", _raise_enospc)
+    with pytest.raises(OSError, match="No space left"):
+        store.write("s", _write_table(0.9), {})
+    monkeypatch.undo()
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["v1"]
+    assert store.write("s", _write_table(0.9), {}).number == 2
+
+
+def _raise_enospc(path: Path) -> str:
+    raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _killed_mid_write(root: str, started) -> None:
+    def writer(path: Path) -> None:
+        (path / "half.parquet").write_bytes(b"PAR1 half")
+        started.set()
+        time.sleep(60)
+    ResultStore(root).write("s", writer, {})
+
+
+def test_temporary_of_a_killed_publisher_is_ignored_then_removed(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path)
+    store.write("s", _write_table(0.8), {})
+    ctx = multiprocessing.get_context("fork")
+    started = ctx.Event()
+    proc = ctx.Process(target=_killed_mid_write, args=(str(tmp_path), started))
+    proc.start()
+    assert started.wait(30)
+    leftovers = [p.name for p in (tmp_path / "s").iterdir() if p.name != "v1"]
+    assert len(leftovers) == 2 and all(n.startswith(".tmp-v2-") for n in leftovers)
+    # a live publisher's temporary is never swept
+    assert sweep_temporaries(tmp_path / "s") == []
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.join(10)
+    # half a version is never listed, shown or verified
+    assert [v.number for v in store.versions("s")] == [1]
+    assert store.get("s").number == 1 and store.studies() == ["s"]
+    v2 = store.write("s", _write_table(0.9), {})
+    assert v2.number == 2
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["v1", "v2"]
 
 
 def test_diff_reports_changed_values(tmp_path: Path) -> None:

@@ -27,8 +27,10 @@ OLD_TESTS = pd.DataFrame({"eval_noise": [0.0], "a": ["A"], "b": ["B"], "n10": [7
 
 def test_normalize_renames_old_columns_and_adds_the_level() -> None:
     out = normalize_table("tests", OLD_TESTS, confidence_level=0.9)
-    assert list(out.columns) == ["eval_noise", "a", "b", "n_a_only", "n_b_only", "estimate",
-                                 "ci_low", "ci_high", "ci_level", "test", "pvalue"]
+    # every row of an old tests table decided `reject`: role "decision"
+    assert list(out.columns) == ["eval_noise", "a", "b", "role", "n_a_only", "n_b_only",
+                                 "estimate", "ci_low", "ci_high", "ci_level", "test", "pvalue"]
+    assert out["role"].tolist() == ["decision"] * len(out)
     assert out[["n_a_only", "n_b_only", "estimate", "ci_level"]].iloc[0].tolist() == [
         7, 3, 0.04, 0.9]
     assert list(OLD_TESTS.columns)[3] == "n10"  # the input is not modified
@@ -81,7 +83,7 @@ def test_diff_compares_across_renamed_columns(tmp_path: Path) -> None:
     d = diff_versions(a, b)
     assert d[["table", "key", "column", "a", "b"]].values.tolist() == [
         ["tests", "", "question", "absent", "present"],
-        ["tests", "0.0, A, B", "estimate", 0.04, 0.05]]
+        ["tests", "0.0, A, B, decision", "estimate", 0.04, 0.05]]
 
 
 def test_unknown_study_did_you_mean(tmp_path: Path) -> None:

@@ -153,7 +153,8 @@ def test_pvalue_is_the_level_at_which_the_interval_decides():
 
 
 def test_family_verdicts_agree_with_holm_adjusted_pvalues():
-    df = _simulated()
+    # 5 seeds: the seed-random t has 4 df (3 seeds leave 2 df and decide nothing here)
+    df = _simulated(seeds=5)
     hs = [
         dict(id="H1", metric="accuracy", a="E8c", b="E8b", eval_noise=0.05, relation="greater", margin=0.05),
         dict(id="H2", metric="accuracy", a="E8c", b="E8b", eval_noise=0.0, relation="equivalent", margin=0.01),
@@ -166,7 +167,9 @@ def test_family_verdicts_agree_with_holm_adjusted_pvalues():
     decided = out["verdict"] != "INCONCLUSIVE"
     np.testing.assert_array_equal(decided, out["pvalue_adjusted"] < 0.05)
     assert out.loc[out.id == "H1", "verdict"].item() == "VERIFIED"
-    assert "clustered McNemar over 3 strata" in out.loc[out.id == "H1", "detail"].item()
+    detail = out.loc[out.id == "H1", "detail"].item()
+    assert "5 seed(s) x 400 items, seeds and items random; seed-random t" in detail
+    assert "diagnostic, models fixed: clustered McNemar over 5 strata" in detail
     assert "holm over 3 hypotheses" in out.loc[out.id == "H1", "detail"].item()
     # the smallest p-value is judged at α/3 (first Holm step): interval level 1 − 0.05/3
     first = out["pvalue"].idxmin()
@@ -220,5 +223,5 @@ def test_retention_hypothesis_on_correlated_clean_and_noisy_outcomes():
     res = evaluate_hypothesis(h, df, n_resamples=4000, rng=2)
     assert res.verdict == "VERIFIED"
     assert res.estimate == pytest.approx(0.23, abs=0.05)
-    assert res.ci_method == "BCa bootstrap interval"
-    assert "3 seed(s) x 400 items" in res.detail
+    assert res.ci_method == "seed-random t (crossed ANOVA, Satterthwaite df)"
+    assert "3 seed(s) x 400 items, seeds and items random" in res.detail

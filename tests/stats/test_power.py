@@ -29,7 +29,7 @@ from robuststats.stats._power_formulas import exact_power
 def test_connor_project_reference(discordance: float, expected: int) -> None:
     # ../shared/ARCHITECTURE.md "Statistical facts": δ = 0.03, power 0.8, α = .05:
     # n ≈ 521 at π_D = .06 and 1742 at π_D = .20 (Connor 1987 formula).
-    r = power_mcnemar(0.03, power=0.8, discordance=discordance)
+    r = power_mcnemar(0.03, power=0.8, discordance=discordance, method="connor")
     assert r.n == expected
     assert r.solved_for == "n"
     assert r.achieved_power >= 0.8
@@ -40,7 +40,7 @@ def test_connor_matches_mess_documentation_example() -> None:
     #    n = 233.0945   (issue 3; MESS's default method = "normal")
     # paid = smaller discordant probability, psi = ratio: π_D = paid(1 + psi) = .3,
     # δ = paid(psi − 1) = .1.
-    r = power_mcnemar(0.1, power=0.8, discordance=0.3)
+    r = power_mcnemar(0.1, power=0.8, discordance=0.3, method="connor")
     assert r.n_unrounded == pytest.approx(233.0945, abs=1e-4)
     assert r.n == 234
 
@@ -53,16 +53,18 @@ def test_connor_matches_mess_unit_tests(alternative: str, expected: int) -> None
     #   round(power_mcnemar_test(paid=0.05, psi=45/5, power=.8)$n) == 22
     #   round(power_mcnemar_test(paid=0.05, psi=45/5, power=.8, alternative="one.sided")$n) == 17
     # π_D = .05·10 = .5, δ = .05·8 = .4
-    r = power_mcnemar(0.4, power=0.8, discordance=0.5, alternative=alternative)
+    r = power_mcnemar(0.4, power=0.8, discordance=0.5, alternative=alternative,
+                      method="connor")
     assert round(r.n_unrounded) == expected
 
 
 def test_connor_matches_powerandsamplesize_calculators() -> None:
     # powerandsamplesize.com, "Compare Paired Proportions: McNemar's Z-test" (Connor 1987):
     # 2-sided, p01 = .45, p10 = .05, α = .05, β = .20  ->  ceiling(n) = 23
-    assert power_mcnemar(0.4, power=0.8, discordance=0.5).n == 23
+    assert power_mcnemar(0.4, power=0.8, discordance=0.5, method="connor").n == 23
     # 1-sided, p01 = .45, p10 = .05, α = .05, β = .10  ->  ceiling(n) = 23
-    assert power_mcnemar(0.4, power=0.9, discordance=0.5, alternative="greater").n == 23
+    assert power_mcnemar(0.4, power=0.9, discordance=0.5, alternative="greater",
+                         method="connor").n == 23
 
 
 def test_exact_unconditional_matches_mess() -> None:
@@ -93,7 +95,7 @@ def test_exact_needs_more_items_than_connor_and_stays_close() -> None:
     # The exact test is conservative, so its n is larger, but for n in the hundreds the
     # two agree within a few percent (Fagerland et al. 2013, Table 3 pattern).
     for pi_d in (0.06, 0.2):
-        normal = power_mcnemar(0.03, power=0.8, discordance=pi_d)
+        normal = power_mcnemar(0.03, power=0.8, discordance=pi_d, method="connor")
         exact = power_mcnemar(0.03, power=0.8, discordance=pi_d, method="exact")
         assert normal.n <= exact.n <= 1.1 * normal.n
         assert exact.achieved_power >= 0.8
@@ -166,9 +168,12 @@ def test_result_is_frozen_and_tabulates() -> None:
         r.n = 3  # type: ignore[misc]
     frame = r.to_frame()
     assert frame.shape[0] == 1
-    assert frame.loc[0, "n"] == 1742
-    assert "Connor" in frame.loc[0, "method_description"]
-    assert r.to_dict()["n"] == 1742
+    # the default is the exact test that `mcnemar` and `analyze` run (docs/power.md table)
+    assert frame.loc[0, "n"] == 1800 and r.method == "exact"
+    assert "exact McNemar test" in frame.loc[0, "method_description"]
+    assert r.to_dict()["n"] == 1800
+    connor = power_mcnemar(0.03, power=0.8, discordance=0.2, method="connor")
+    assert "Connor" in connor.to_frame().loc[0, "method_description"]
 
 
 # ------------------------------------------------------------- repeats / item pool
@@ -177,7 +182,7 @@ def test_result_is_frozen_and_tabulates() -> None:
 def test_design_effect_with_repeats() -> None:
     # Kish: deff = 1 + (m − 1)·ICC = 1 + 2·0.3 = 1.6; 3 repeats of an item are worth
     # 3/1.6 items, so items = ceil(1741.84 · 1.6 / 3) = ceil(928.98) = 929.
-    r = power_mcnemar(0.03, power=0.8, discordance=0.2, repeats=3, icc=0.3)
+    r = power_mcnemar(0.03, power=0.8, discordance=0.2, repeats=3, icc=0.3, method="connor")
     assert r.design_effect == pytest.approx(1.6)
     assert r.n == 929
     assert r.n_evaluations == 929 * 3
@@ -187,21 +192,23 @@ def test_design_effect_with_repeats() -> None:
 
 def test_repeats_with_icc_one_add_nothing() -> None:
     r = power_mcnemar(0.03, power=0.8, discordance=0.2, repeats=5, icc=1.0)
-    assert r.n == 1742
+    assert r.n == power_mcnemar(0.03, power=0.8, discordance=0.2).n == 1800
 
 
 def test_pool_warning_and_fewest_repeats() -> None:
     with pytest.warns(PoolSizeWarning, match=r"n = 1742 items exceeds the item pool of 1319"):
-        r = power_mcnemar(0.03, power=0.8, discordance=0.2, pool_size=1319)
+        r = power_mcnemar(0.03, power=0.8, discordance=0.2, pool_size=1319, method="connor")
     assert r.exceeds_pool
     assert r.min_repeats == 2  # 1319·2 ≥ 1742 when repeats count as new items (ICC 0)
     # ICC 0.2: m·1319/(1 + 0.2(m − 1)) ≥ 1741.84  ⇔  m ≥ 1741.84·0.8/(1319 − 348.37) = 1.436
     with pytest.warns(PoolSizeWarning, match=r"2 repeats of all 1319 items reach it"):
-        r = power_mcnemar(0.03, power=0.8, discordance=0.2, pool_size=1319, icc=0.2)
+        r = power_mcnemar(0.03, power=0.8, discordance=0.2, pool_size=1319, icc=0.2,
+                          method="connor")
     assert r.min_repeats == 2
     # ICC 0.8: repeats of 1319 items are worth at most 1319/0.8 = 1649 < 1742 items
     with pytest.warns(PoolSizeWarning, match=r"no number of repeats reaches it"):
-        r = power_mcnemar(0.03, power=0.8, discordance=0.2, pool_size=1319, icc=0.8)
+        r = power_mcnemar(0.03, power=0.8, discordance=0.2, pool_size=1319, icc=0.8,
+                          method="connor")
     assert r.min_repeats is None
 
 
@@ -413,21 +420,30 @@ def test_solved_n_is_the_smallest_reaching_the_target(
 ) -> None:
     # Connor's power is increasing in n, so n must be the first integer reaching it
     discordance = min(effect + extra, 0.99)
-    r = power_mcnemar(effect, power=target, discordance=discordance, alternative=alternative)
+    r = power_mcnemar(effect, power=target, discordance=discordance, alternative=alternative,
+                      method="connor")
     assert r.achieved_power >= target - 1e-12
     if r.n > 1:
         before = power_mcnemar(
-            effect, r.n - 1, None, discordance=discordance, alternative=alternative
+            effect, r.n - 1, None, discordance=discordance, alternative=alternative,
+            method="connor"
         )
         assert before.power < target
     # and more discordance never needs fewer items
     if discordance + 0.05 < 1:
         assert (
             power_mcnemar(
-                effect, power=target, discordance=discordance + 0.05, alternative=alternative
+                effect, power=target, discordance=discordance + 0.05, alternative=alternative,
+                method="connor"
             ).n
             >= r.n
         )
+    # the exact test (the default): its n is a crossing of the target, power(n − 1) below it
+    e = power_mcnemar(effect, power=target, discordance=discordance, alternative=alternative)
+    assert e.method == "exact" and e.achieved_power >= target
+    if e.n > 1:
+        assert power_mcnemar(effect, e.n - 1, None, discordance=discordance,
+                             alternative=alternative).power < target
 
 
 def test_minimum_detectable_effect_below_the_search_grid() -> None:
@@ -520,9 +536,11 @@ def test_edge_inputs_are_input_errors(kwargs: dict, message: str) -> None:
 
 def test_extreme_but_legal_inputs_stay_finite() -> None:
     # a tiny alpha or effect is legal: no OverflowError, ZeroDivisionError or NaN
-    assert power_mcnemar(0.03, power=0.8, discordance=0.2, alpha=1e-300).n > 1742
+    assert power_mcnemar(0.03, power=0.8, discordance=0.2, alpha=1e-300).n > 1800
     tiny = power_mcnemar(1e-320, 100, None, discordance=0.2)
-    assert 0 <= tiny.power <= 0.025 + 1e-12
+    assert 0 <= tiny.power <= 0.05  # the exact test's size, both tails
+    tiny = power_mcnemar(1e-320, 100, None, discordance=0.2, method="connor")
+    assert 0 <= tiny.power <= 0.025 + 1e-12  # Connor counts the near tail only
     assert power_two_proportions(0.03, power=0.8, alpha=1e-300).n > 4360
     with pytest.raises(InputError, match=r"too small to detect"):
         power_two_proportions(1e-320, power=0.8)
@@ -541,8 +559,12 @@ def test_power_table_is_the_pi_d_sweep() -> None:
     assert tuple(table.columns) == POWER_TABLE_COLUMNS
     paired = table[table.design == "paired"]
     assert paired.discordance.tolist() == [0.03, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4]
-    assert paired.n.tolist()[:2] == [260, 434]
-    assert paired.loc[paired.discordance == 0.2, "n"].item() == 1742
+    assert (paired.method == "exact").all()  # the test the analysis runs
+    assert paired.n.tolist()[:2] == [263, 463]
+    assert paired.loc[paired.discordance == 0.2, "n"].item() == 1800
+    connor = power_table(0.03, power=0.8, method="connor", unpaired=False)
+    assert connor.n.tolist()[:2] == [260, 434]
+    assert connor.loc[connor.discordance == 0.2, "n"].item() == 1742
     for row in paired.itertuples():
         assert row.n == power_mcnemar(0.03, power=0.8, discordance=row.discordance).n
         assert row.exceeds_pool == (row.n > 1319)

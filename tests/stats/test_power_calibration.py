@@ -100,10 +100,26 @@ def test_connor_power_matches_simulation(
     b, c = _simulate_counts(n, discordance, effect, rng)
     simulated = _asymptotic_rejects(b, c, 0.05, alternative).mean()
     predicted = power_mcnemar(
-        effect, n, None, discordance=discordance, alternative=alternative
+        effect, n, None, discordance=discordance, alternative=alternative, method="connor"
     ).power
     se = np.sqrt(predicted * (1 - predicted) / N_SIM)
     assert abs(simulated - predicted) < 4 * se + 0.02, (simulated, predicted)
+
+
+def test_connor_misses_by_15_points_when_discordance_is_scarce() -> None:
+    # π_D = δ = 0.03 at Connor's n = 260: Connor says 0.80, the asymptotic z-test it
+    # approximates rejects 95 % of the time (docs/power.md; the exact sum says 0.954)
+    n, discordance, effect = 260, 0.03, 0.03
+    rng = np.random.default_rng(1987)
+    b, c = _simulate_counts(n, discordance, effect, rng)
+    simulated = _asymptotic_rejects(b, c, 0.05, "two-sided").mean()
+    connor = power_mcnemar(effect, n, None, discordance=discordance, method="connor").power
+    exact_sum = power_mcnemar(effect, n, None, discordance=discordance,
+                              method="asymptotic").power
+    assert connor == pytest.approx(0.801, abs=1e-3)
+    assert exact_sum == pytest.approx(0.954, abs=1e-3)
+    assert abs(simulated - exact_sum) < 4 * np.sqrt(exact_sum * (1 - exact_sum) / N_SIM)
+    assert simulated - connor > 0.14
 
 
 def test_sample_size_reaches_target_in_simulation() -> None:

@@ -46,3 +46,23 @@ def test_seed_random_t_coverage_and_size(preset, k, n):
               f"power {row['power']:.3f}")
         assert 0.94 - 2.5 * cov_se <= cov <= 0.96 + 2.5 * cov_se, (quantity, cov)
         assert row["size"] <= ALPHA + 0.01 + 2.5 * size_se, (quantity, row["size"])
+
+
+VERDICT_CELLS = [("large", 3, 300), ("moderate", 5, 1319), ("small", 10, 100)]
+VERDICT_REPS = 800
+
+
+@pytest.mark.parametrize(("preset", "k", "n"), VERDICT_CELLS)
+def test_verdicts_wrong_decision_rate_at_boundary_margins(preset, k, n):
+    # boundary margins (greater at margin = truth, equivalence at margin = |truth|) and
+    # procedures equal on average while seeds shift A and B differently
+    from robuststats.stats._seed_calibration import calibrate_verdicts
+
+    rng = np.random.default_rng([20250809, k, n, len(preset)])
+    rows = calibrate_verdicts(preset, k, n, reps=VERDICT_REPS, rng=rng)
+    assert len(rows) == 8
+    se = math.sqrt(ALPHA * (1 - ALPHA) / VERDICT_REPS)  # ≈ 0.0077
+    for row in rows:
+        print(f"{preset} k={k} n={n} {row['scenario']} ({row['quantity']}): wrong "
+              f"{row['wrong_rate']:.3f} (MC SE {row['wrong_rate_se']:.4f})")
+        assert row["wrong_rate"] <= ALPHA + 2.5 * se, row

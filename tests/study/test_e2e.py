@@ -46,7 +46,10 @@ def test_smoke_study_writes_a_complete_version(smoke_run: Path) -> None:
     assert hyp["id"].tolist() == ["H1", "H2", "H3", "H4", "H5", "H6"]
     assert set(hyp["verdict"]) <= {"VERIFIED", "FALSIFIED", "INCONCLUSIVE"}
     tests = pd.read_csv(v.path / "tests.csv")
-    assert len(tests) == 6 * 3  # all 6 pairs of 4 conditions at 3 noise levels
+    # all 6 pairs of 4 conditions at 3 noise levels, 2 seeds: a seed-random decision and a
+    # models-fixed McNemar diagnostic for each
+    assert len(tests) == 6 * 3 * 2
+    assert tests.groupby("role").size().to_dict() == {"decision": 18, "diagnostic": 18}
     # every noisy outcome was noisy: injections in every requested op of every noisy cell
     inj = pd.read_parquet(v.path / "injections.parquet")
     assert m["row_counts"]["injections"] == len(inj)

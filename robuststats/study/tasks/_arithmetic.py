@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from itertools import accumulate
 from typing import Any, ClassVar
 
 from robuststats.errors import InputError
@@ -22,6 +23,11 @@ _VERBS = {"+": ("gets", "buys", "finds", "wins"), "-": ("gives", "loses", "sells
 
 Problem = tuple[int, tuple[tuple[str, int], ...]]  # start value, ((op, operand), ...)
 _ENUMERATE_MAX = 200_000
+# Bounds (docs/studies.md, "Bounds and plain text"): the items are held in memory, and a
+# tiny model does not learn numbers past a few digits; larger values are typos, not plans.
+MAX_VALUE = 10_000
+MAX_TEST_ITEMS = 100_000
+MAX_TRAIN_ITEMS = 200_000
 
 
 @register_task("arithmetic")
@@ -45,10 +51,10 @@ class ArithmeticTask(Task):
     """
 
     params_spec: ClassVar[dict[str, tuple[Callable[[str, Any], Any], Any]]] = {
-        "n_items": (_int_at_least(1), 500),
-        "n_train": (_int_at_least(1), 2000),
+        "n_items": (_int_at_least(1, MAX_TEST_ITEMS), 500),
+        "n_train": (_int_at_least(1, MAX_TRAIN_ITEMS), 2000),
         "n_steps": (_int_at_least(1), 2),
-        "max_value": (_int_at_least(2), 9),
+        "max_value": (_int_at_least(2, MAX_VALUE), 9),
         "operations": (_operations, "+-"),
         "show_work": (_boolean, True),
         "seed": (_int_at_least(0), 0),
@@ -147,16 +153,23 @@ def _enumerate(max_value: int, n_steps: int, operations: str) -> list[Problem]:
 
 
 def _count_problems(max_value: int, n_steps: int, operations: str) -> int:
-    """Number of distinct problems (dynamic programme over the running value)."""
-    counts = {a: 1 for a in range(max_value + 1)}
+    """Number of distinct problems (dynamic programme over the running value).
+
+    ``counts[v]`` is the number of step sequences that reach the value ``v``; one step
+    adds ``b`` (any ``b`` in ``[0, max_value]``) or takes it away (``b <= v``), so each new
+    count is a window sum of the old ones: prefix sums make a step linear in the number
+    of values (exact integers, ``O(n_steps² · max_value)`` in all).
+    """
+    counts = [1] * (max_value + 1)
     for _ in range(n_steps):
-        nxt: dict[int, int] = {}
-        for value, c in counts.items():
-            for op in operations:
-                for b in range(max_value + 1):
-                    if op == "-" and b > value:
-                        continue
-                    new = value + b if op == "+" else value - b
-                    nxt[new] = nxt.get(new, 0) + c
+        n = len(counts)
+        prefix = [0, *accumulate(counts)]  # prefix[i] = sum(counts[:i])
+        nxt = [0] * (n + max_value if "+" in operations else n)
+        if "+" in operations:  # w = v + b: v in [w - max_value, w]
+            for w in range(len(nxt)):
+                nxt[w] += prefix[min(w, n - 1) + 1] - prefix[max(0, w - max_value)]
+        if "-" in operations:  # w = v - b: v in [w, w + max_value]
+            for w in range(n):
+                nxt[w] += prefix[min(w + max_value, n - 1) + 1] - prefix[w]
         counts = nxt
-    return sum(counts.values())
+    return sum(counts)

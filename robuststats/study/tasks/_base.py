@@ -155,10 +155,12 @@ def _jsonable(value: Any) -> Any:
 
 # Validators: (key, value) -> value, raising InputError that names the key.
 
-def _int_at_least(low: int) -> Callable[[str, Any], int]:
+def _int_at_least(low: int, high: int | None = None) -> Callable[[str, Any], int]:
     def check(key: str, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise InputError(f"`{key}` must be an integer >= {low}, got {value!r}.")
+        if high is not None and value > high:
+            raise InputError(f"`{key}` must be an integer in [{low}, {high:,}], got {value!r}.")
         return int(value)
 
     return check

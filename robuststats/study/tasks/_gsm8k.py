@@ -46,6 +46,11 @@ class GSM8KTask(Task):
         super().__init__(**params)
         if self.params["path"] is None:
             raise InputError("task 'gsm8k' needs `path` (a JSONL, parquet or CSV file).")
+        # the files are read in the workers; a missing one must stop the study before them
+        for key in ("path", "train_path"):
+            path = self.params[key]
+            if path is not None and not _is_file(path):
+                raise InputError(f"`{key}`: no such file {str(path)!r}.")
         if "{question}" not in self.params["prompt_template"]:
             raise InputError("`prompt_template` must contain '{question}', got "
                              f"{self.params['prompt_template']!r}.")
@@ -87,6 +92,13 @@ class GSM8KTask(Task):
                 counts[word] = counts.get(word, 0) + 1
         frequent = sorted(counts, key=lambda w: (-counts[w], w))[:2000]
         return ["####", *frequent]
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):  # a name too long, a NUL byte
+        return False
 
 
 def _read_records(path: Path, key: str) -> list[dict[str, Any]]:

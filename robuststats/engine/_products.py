@@ -1,0 +1,189 @@
+"""Matrix products of *product modules*: weights multiplied outside an ``nn.Linear``.
+
+GPT-2's ``Conv1D`` computes ``torch.addmm(bias, x, weight)``; transformers 5's MoE experts
+keep every expert's weights in one ``(n_experts, out, in)`` parameter and multiply by it
+with ``F.linear`` on a slice (the eager loop), ``torch.bmm`` on gathered copies
+(``batched_mm``) or ``torch._grouped_mm`` (``grouped_mm``, the default); routers call
+``F.linear(x, self.weight)``. None of these passes through an ``nn.Linear``.
+
+While a session with ``linear`` noise is open, each product module gets an instance-level
+``forward`` that runs the original one under a :class:`ProductMode`: every matrix
+product (see :data:`PRODUCT_NAMES`) that takes one of the module's own matrix-shaped
+parameters — directly, or through views, indexing or casts of it — becomes a noisy
+``linear`` op of that module. The mode also watches for the failure this exists to
+prevent: weights that reach no visible product. When the module's weights go into an
+opaque call (a custom ``torch.ops`` kernel, ``F.multi_head_attention_forward``) or into
+no call the mode can see at all, the session records the module as *blind* and
+verification fails naming it.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+if TYPE_CHECKING:
+    from robuststats.engine._install import Installation
+    from robuststats.engine._session import NoiseSession
+
+__all__ = ["PRODUCT_NAMES", "ProductMode", "own_products_hidden", "product_forward"]
+
+#: Functions (by name) that compute matrix products.
+PRODUCT_NAMES = frozenset({
+    "linear", "bilinear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "addmm",
+    "addbmm", "baddbmm", "addmv", "mv", "einsum", "tensordot", "chain_matmul",
+    "_grouped_mm", "grouped_mm", "grouped_mm_fallback", "_scaled_mm", "_scaled_grouped_mm",
+})
+# functions whose result is still "the weight" (a view, a slice, a gathered copy, a cast)
+_DERIVING = frozenset({
+    "__getitem__", "__get__", "transpose", "t", "permute", "view", "view_as", "reshape",
+    "reshape_as", "contiguous", "to", "float", "half", "bfloat16", "double", "type",
+    "narrow", "select", "index_select", "chunk", "split", "unbind", "unsqueeze", "squeeze",
+    "expand", "expand_as", "flatten", "unflatten", "clone", "detach", "movedim",
+    "swapaxes", "swapdims", "repeat", "gather", "take_along_dim",
+})
+# Python-level functions known to run matrix products out of the mode's sight
+_OPAQUE = frozenset({"multi_head_attention_forward"})
+
+
+def _name(func: Any) -> str:
+    return getattr(func, "__name__", "") or type(func).__name__
+
+
+def _tensors_of(obj: Any) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (tuple, list)):
+        return [t for t in obj if isinstance(t, torch.Tensor)]
+    return []
+
+
+class _Frame:
+    """One call of one product module: its weights and what the mode saw them do."""
+
+    def __init__(
+        self, session: NoiseSession | None, layer: int, name: str, weights: list[Any]
+    ) -> None:
+        self.session = session  # None: run products unseen by outer modes, without noise
+        self.layer = layer
+        self.name = name
+        self.ids = {id(w) for w in weights}
+        self.keep: list[Any] = []  # derived tensors stay alive so their ids stay unique
+        self.products = 0
+        self.used = False
+        self.opaque: str | None = None
+
+    def touches(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        for a in (*args, *kwargs.values()):
+            if isinstance(a, torch.Tensor):
+                if id(a) in self.ids:
+                    return True
+            elif isinstance(a, (tuple, list)):
+                if any(isinstance(t, torch.Tensor) and id(t) in self.ids for t in a):
+                    return True
+        return False
+
+    def derive(self, out: Any) -> None:
+        for t in _tensors_of(out):
+            self.ids.add(id(t))
+            self.keep.append(t)
+
+
+class ProductMode(TorchFunctionMode):
+    """Routes the products of one product-module call through ``session.apply_op``."""
+
+    def __init__(self, frame: _Frame) -> None:
+        super().__init__()
+        self.frame = frame
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        f = self.frame
+        if not f.touches(args, kwargs):
+            return func(*args, **kwargs)
+        name = _name(func)
+        if name in PRODUCT_NAMES:
+            f.products += 1
+            if f.session is None:
+                with torch._C.DisableTorchFunction():
+                    return func(*args, **kwargs)
+            return _noisy_product(f, func, args, kwargs)
+        out = func(*args, **kwargs)
+        if name in _DERIVING:
+            f.derive(out)
+        elif name in _OPAQUE or isinstance(func, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+            f.opaque = f.opaque or name
+        else:
+            f.used = True
+        return out
+
+
+def _noisy_product(f: _Frame, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    # operands with ≥ 2 dims get backward noise on their gradients (grad_input,
+    # grad_weight), as for nn.Linear; a bias (1-D) and integer offsets pass through
+    slots = [i for i, a in enumerate(args)
+             if isinstance(a, torch.Tensor) and a.is_floating_point() and a.ndim >= 2]
+
+    def run(*operands: torch.Tensor) -> torch.Tensor:
+        full = list(args)
+        for i, t in zip(slots, operands):
+            full[i] = t
+        # no mode below this one may see the product again (the session's own mode would
+        # book a bmm or matmul a second time)
+        with torch._C.DisableTorchFunction():
+            return func(*full, **kwargs)
+
+    assert f.session is not None
+    return f.session.apply_op("linear", f.layer, f.name, run, tuple(args[i] for i in slots))
+
+
+def own_products_hidden(module: torch.nn.Module, fn: Any) -> Any:
+    """``fn`` run so that the products it computes with ``module``'s weights are invisible
+    to other modes: an ``nn.Linear`` subclass with its own ``forward`` (Falcon's
+    ``FalconLinear`` computes ``x @ W.T``) gets its noise on the output, once, and the
+    session's ``matmul`` mode must not book the same product again."""
+    weights = [p for p in module.parameters(recurse=False)
+               if p.is_floating_point() and p.ndim >= 2]
+
+    def run(*args: Any) -> Any:
+        with ProductMode(_Frame(None, 0, "", weights)):
+            return fn(*args)
+
+    return run
+
+
+def product_forward(inst: Installation, module: torch.nn.Module, prev: Any) -> Any:
+    """The instance-level ``forward`` installed on a product module."""
+    name = inst.map.names[id(module)]
+    layer = inst.map.layer_of[id(module)]
+    clean = prev if prev is not None else types.MethodType(type(module).forward, module)
+    weights = [p for p in module.parameters(recurse=False)
+               if p.is_floating_point() and p.ndim >= 2]
+
+    def forward(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        s = inst.active()
+        if s is None:
+            return clean(*args, **kwargs)
+        fs, bs = s.scales("linear", layer, name)
+        if fs == 0.0 and bs == 0.0:
+            # no linear noise here, but a session mode for matmul/bmm may be on: the
+            # module's weight products are still not matmuls, so keep them from it
+            if s.mode is None:
+                return clean(*args, **kwargs)
+            with ProductMode(_Frame(None, layer, name, weights)):
+                return clean(*args, **kwargs)
+        frame = _Frame(s, layer, name, weights)
+        with ProductMode(frame):
+            out = clean(*args, **kwargs)
+        where = f"op 'linear' at module {name!r}"
+        if frame.opaque is not None:
+            s.blind.setdefault(where, f"its weights went into {frame.opaque}, whose matrix "
+                                      "products the engine cannot reach")
+        elif frame.products == 0 and not frame.used:
+            s.blind.setdefault(where, "its weights were used by no call the engine can see")
+        return out
+
+    return forward
