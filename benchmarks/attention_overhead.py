@@ -19,8 +19,9 @@ reports the peak resident set (``VmHWM``) minus the resident set at that moment:
 extra memory the forward needed (``resource.getrusage`` where the reset is refused). Both at 1 torch thread and at the
 default thread count.
 
-Run: ``python benchmarks/attention_overhead.py`` (1k–8k tokens; a few minutes on 2 cores)
-or ``--quick`` (1k and 2k tokens, fewer repeats, about a minute).
+Run: ``python benchmarks/attention_overhead.py`` (1k–8k tokens; about 40 minutes on a busy
+2-core machine) or ``--quick`` (1k and 2k tokens, 3 repeats, memory at 1 thread only; a
+few minutes, most of it starting the memory subprocesses).
 """
 
 from __future__ import annotations
@@ -160,15 +161,17 @@ def main() -> None:
     repeats = args.repeats or (3 if args.quick else 5)
     default_threads = torch.get_num_threads()
     for threads in sorted({1, default_threads}):
+        # --quick: memory (nearly independent of the thread count) at 1 thread only
+        memory = not args.no_memory and not (args.quick and threads != 1)
         print(f"\n## {threads} torch thread(s)\n")
         header = "| variant | " + " | ".join(f"{s} time" for s in seqs)
-        if not args.no_memory:
+        if memory:
             header += " | " + " | ".join(f"{s} mem" for s in seqs)
         print(header + " |")
-        print("|" + " --- |" * (1 + len(seqs) * (1 if args.no_memory else 2)))
+        print("|" + " --- |" * (1 + len(seqs) * (2 if memory else 1)))
         times = {s: measure_time(s, threads, repeats) for s in seqs}
         mems = {}
-        if not args.no_memory:
+        if memory:
             mems = {s: {v: measure_memory(v, s, threads) for v in VARIANTS} for s in seqs}
         for v in VARIANTS:
             cells = [f"{times[s][v] / times[s]['sdpa (clean)']:.2f}×" for s in seqs]
