@@ -152,15 +152,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = _run_cells(_cell, jobs, args.workers, grid, save)
     table = calibration_table(rows)
-    text = markdown(table)
-    text += f"\nwall time {time.perf_counter() - t0:.0f} s, {args.workers} workers\n"
-    print(text)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text)
-    if args.csv:
-        table.to_csv(args.csv, index=False)
-    return 0
+    return _report(markdown(table), table, args, t0)
 
 
 def _verdicts(args: argparse.Namespace, grid: list) -> int:
@@ -169,7 +161,11 @@ def _verdicts(args: argparse.Namespace, grid: list) -> int:
     t0 = time.perf_counter()
     rows = _run_cells(_verdict_cell, jobs, args.workers, grid)
     table = pd.DataFrame(rows)
-    text = verdict_markdown(table)
+    return _report(verdict_markdown(table), table, args, t0)
+
+
+def _report(text: str, table: pd.DataFrame, args: argparse.Namespace, t0: float) -> int:
+    """Print the markdown with the wall time; write it (--out) and the long table (--csv)."""
     text += f"\nwall time {time.perf_counter() - t0:.0f} s, {args.workers} workers\n"
     print(text)
     if args.out:
