@@ -76,6 +76,34 @@ def test_run_directory_and_result_version(tmp_path: Path) -> None:
         read_outcomes(tmp_path)
 
 
+def test_run_directory_cells_are_checked_against_their_records(tmp_path: Path) -> None:
+    from robuststats.results import cell_digest
+
+    cells = tmp_path / "run" / "cells"
+    cells.mkdir(parents=True)
+    parts = list(_table().groupby(["condition", "seed", "eval_noise", "noise_seed"]))
+    for i, (_, part) in enumerate(parts):
+        part.to_parquet(cells / f"c{i}.parquet")
+        record = {"sha256": cell_digest(part), "rows": len(part)}
+        (cells / f"c{i}.json").write_text(json.dumps(record))
+    assert len(read_outcomes(tmp_path / "run")) == sum(len(p) for _, p in parts)
+    altered = parts[3][1].assign(correct=1 - parts[3][1]["correct"])
+    altered.to_parquet(cells / "c3.parquet")
+    with pytest.raises(InputError, match=r"cell 'c3': its rows changed after it was written"):
+        read_outcomes(tmp_path / "run")
+    parts[3][1].iloc[:-1].to_parquet(cells / "c3.parquet")
+    with pytest.raises(InputError, match=r"cell 'c3': it holds 2 rows, its record says 3"):
+        read_outcomes(tmp_path / "run")
+
+
+@pytest.mark.parametrize("name", ["B\x00", "B\n", "\x1b[31mB"])
+def test_control_characters_in_a_condition_name_are_refused(name: str) -> None:
+    df = pd.DataFrame(dict(condition=["A", name], item_id=["q1", "q1"], correct=[1, 0]))
+    with pytest.raises(InputError, match=r"column 'condition' holds a control character in "
+                                         r"row 2"):
+        validate_outcomes(df)
+
+
 def test_truncated_jsonl_line_is_named_by_its_real_line(tmp_path: Path) -> None:
     path = tmp_path / "o.jsonl"
     lines = [json.dumps({"condition": "A", "item_id": f"q{i}", "correct": 1})

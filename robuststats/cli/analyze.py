@@ -123,6 +123,10 @@ def run(args: argparse.Namespace) -> int:
     from robuststats.outcomes import read_outcomes
 
     source = Path(args.source)
+    if args.out:
+        from robuststats.study.runner import check_output_dir
+
+        check_output_dir(args.out, "--out")  # a bad --out fails before the analysis
     spec = _spec(args, source)
     opts = _options(args, spec)
     outcomes = read_outcomes(source)

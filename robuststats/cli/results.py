@@ -62,8 +62,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from robuststats.errors import InputError
     from robuststats.results import ResultStore
 
+    root = Path(args.root)
+    if root.exists() and not root.is_dir():
+        raise InputError(f"--root {str(root)!r} is a file, not a result store directory")
+    if not root.exists() and args.root != "results":
+        raise InputError(f"--root {str(root)!r}: no such directory")
     store = ResultStore(args.root)
     return {"list": _list, "show": _show, "verify": _verify, "diff": _diff}[args.action](
         store, args)

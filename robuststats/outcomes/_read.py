@@ -40,13 +40,38 @@ def read_outcomes(source: str | Path | pd.DataFrame) -> pd.DataFrame:
         if not cells:
             raise InputError(f"{str(path)!r} holds neither outcomes.parquet (a result "
                              "version) nor cells/*.parquet (a run directory).")
-        frames = [_read_file(p, "parquet") for p in cells]
+        frames = [_checked_cell(p) for p in cells]
         return validate_outcomes(pd.concat(frames, ignore_index=True), source=str(path))
     kind = _SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise InputError(f"outcomes file {str(path)!r}: unknown format {path.suffix!r}; use "
                          ".csv, .tsv, .jsonl or .parquet.")
     return validate_outcomes(_read_file(path, kind), source=str(path))
+
+
+def _checked_cell(path: Path) -> pd.DataFrame:
+    """One cell file of a run directory, checked against the record written beside it
+    (``<cell>.json``: row count and SHA-256 of the rows). A cell whose rows changed after it
+    was written is refused, naming it; a cell without a record (a run directory from before
+    records were kept) is read as it is."""
+    from robuststats.results._cells import cell_digest
+
+    df = _read_file(path, "parquet")
+    try:
+        record = json.loads(path.with_suffix(".json").read_text())
+    except (OSError, ValueError):
+        return df
+    if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
+        return df
+    rows = record.get("rows")
+    if rows != len(df):
+        problem = f"it holds {len(df)} rows, its record says {rows}"
+    elif record["sha256"] != cell_digest(df):
+        problem = "its rows changed after it was written (SHA-256 differs from its record)"
+    else:
+        return df
+    raise InputError(f"run directory cell {path.stem!r}: {problem}; run the study again to "
+                     f"recompute it (robuststats study sets it aside), or delete {str(path)!r}.")
 
 
 def _read_file(path: Path, kind: str) -> pd.DataFrame:
@@ -121,6 +146,13 @@ def validate_outcomes(df: pd.DataFrame, *, source: str = "outcomes") -> pd.DataF
             raise InputError(f"{source}: column {col!r} is empty in row "
                              f"{_row(empty)} ({int(empty.sum())} empty value(s)).")
         out[col] = out[col].astype(str)
+    # control characters (NUL, line breaks, escapes) cannot name a cell file or a table
+    # row; the study spec refuses them in condition names too
+    unprintable = out["condition"].str.contains(r"[\x00-\x1f\x7f]", regex=True)
+    if unprintable.any():
+        raise InputError(f"{source}: column 'condition' holds a control character in row "
+                         f"{_row(unprintable)}: "
+                         f"{out.loc[unprintable, 'condition'].iloc[0][:80]!r}.")
     out["correct"] = _binary(out["correct"], source)
     for col, integer in (("seed", True), ("noise_seed", True), ("eval_noise", False)):
         conv = pd.to_numeric(out[col], errors="coerce")

@@ -85,8 +85,34 @@ def preflight(spec: StudySpec) -> Any:
     with spec.pointing_at("task"):
         task = build_task(spec)
     with spec.pointing_at("trainer"):
-        build_trainer(spec)
+        trainer = build_trainer(spec)
+    _check_layers(spec, trainer)
     return task
+
+
+def _check_layers(spec: StudySpec, trainer: Any) -> None:
+    """Layers named by a condition's ``train_noise`` (``layers``, integer ``layer_scales``
+    keys) must exist in the model the trainer builds; a model loaded from a checkpoint is
+    checked by the engine when it is loaded."""
+    from robuststats.errors import InputError
+    from robuststats.study.model import ModelSpec
+
+    sizes = getattr(trainer, "params", {}).get("model")
+    if not isinstance(sizes, dict) or spec.trainer.name != "builtin":
+        return
+    depth = ModelSpec.from_dict(sizes).num_layers
+    for name, condition in spec.conditions.items():
+        noise = condition.train_noise
+        if noise is None:
+            continue
+        named = {"layers": noise.layer_indices or (),
+                 "layer_scales": [k for k in (noise.layer_scales or {}) if isinstance(k, int)]}
+        for key, indices in named.items():
+            beyond = sorted(i for i in indices if i >= depth)
+            if beyond:
+                where = spec.where(("conditions", name, "train_noise", key))
+                raise InputError(f"{where}: layer {beyond[0]} does not exist: the model has "
+                                 f"{depth} decoder layers (0-{depth - 1}).")
 
 
 def planned_items(spec: StudySpec, task: Any) -> list[Any]:

@@ -42,7 +42,6 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +50,7 @@ import pandas as pd
 from robuststats.errors import InputError, RobuststatsWarning
 from robuststats.outcomes import empty_outcomes
 from robuststats.results._cells import cell_digest
+from robuststats.study.atomic import ModelStaging, atomic_write_bytes
 from robuststats.study.cellframes import (
     INJECTION_COLUMNS,
     cell_frame,
@@ -76,58 +76,6 @@ _KEEP_ON_FRESH = ("lock",)
 
 class CellIntegrityWarning(RobuststatsWarning):
     """A stored cell was unreadable, altered or did not match the plan; it runs again."""
-
-
-
-
-
-
-
-@dataclass(frozen=True)
-class ModelStaging:
-    """A private directory where one model is trained and saved before it is published."""
-
-    root: Path
-
-    @property
-    def workdir(self) -> Path:
-        """Scratch space the trainer may use."""
-        return self.root / "work"
-
-    @property
-    def model_path(self) -> Path:
-        """Where the trained model is saved (``model.save(staging.model_path)``)."""
-        return self.root / "model"
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file, or all of the new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    # makes the rename itself durable; not supported everywhere, hence best effort
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class RunLedger:

@@ -58,11 +58,23 @@ def test_check_json_carries_the_plan(no_run: None, capsys, tmp_path: Path) -> No
      r"model.num_layers \(line 6\): `model.num_layers` must be at most 256"),
     ("name: arithmetic\n  params: {seed: 0}", "name: gsm8k\n  params: {path: /no/such.jsonl}",
      r"task.params.path \(line 5\): `path`: no such file '/no/such.jsonl'"),
+    ("phases: forward}", "phases: forward, layers: '0-3'}",
+     r"conditions.B.train_noise.layers \(line 10\): layer 2 does not exist: the model has 2 "
+     r"decoder layers \(0-1\)"),
+    ("conditions:", "model: {num_layers: 4}\nconditions:",  # 4 layers: 0-3 exist
+     None),
+    ("phases: forward}", "phases: forward, layer_scales: {9: 2.0}}",
+     r"conditions.B.train_noise.layer_scales \(line 10\): layer 9 does not exist"),
 ])
 def test_task_and_trainer_errors_name_the_key_and_line(no_run: None, capsys, tmp_path: Path,
                                                         old: str, new: str,
-                                                        message: str) -> None:
-    path = write(tmp_path, GOOD.replace(old, new, 1))
+                                                        message: str | None) -> None:
+    text = GOOD.replace(old, new, 1)
+    if message is None:  # the same layers in a deeper model are accepted
+        text = text.replace("phases: forward}", "phases: forward, layers: '0-3'}")
+        assert main(["study", str(write(tmp_path, text)), "--check"]) == 0
+        return
+    path = write(tmp_path, text)
     assert main(["study", str(path), "--check"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("robuststats study: error: ")
