@@ -19,6 +19,7 @@ import os
 import platform
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -176,7 +177,33 @@ def environment() -> dict[str, Any]:
             versions[dist] = None
     return {"package_version": __version__, **_git_commit(), "versions": versions,
             "python": platform.python_version(), "platform": platform.platform(),
-            "cpu_count": os.cpu_count()}
+            "cpu_count": os.cpu_count(), "cpu": _cpu_model(), **_cpu_capability()}
+
+
+def _cpu_model() -> str:
+    """The processor's model name (``/proc/cpuinfo`` where there is one)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _cpu_capability() -> dict[str, str]:
+    """torch's CPU kernel level (``AVX512``, ``AVX2``, ...) when torch is already loaded.
+
+    Trained weights depend on it: the vectorised kernels round differently, and over
+    hundreds of training steps that changes item outcomes (docs/studies.md,
+    "Reproducibility"). Recorded so two versions from different machines can be told apart.
+    """
+    torch = sys.modules.get("torch")
+    try:
+        return {"cpu_capability": str(torch.backends.cpu.get_cpu_capability())} if torch else {}
+    except Exception:  # an old or partial torch: nothing to record
+        return {}
 
 
 def _device() -> str:
