@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from robuststats.errors import RobuststatsWarning
@@ -12,6 +12,7 @@ from robuststats.glossary import TABLE_COLUMNS
 __all__ = [
     "ConfidenceInterval",
     "DegenerateDataWarning",
+    "PairEstimate",
     "tidy_row",
 ]
 
@@ -38,6 +39,28 @@ class ConfidenceInterval:
 
     def contains(self, value: float) -> bool:
         return self.low <= value <= self.high
+
+
+class PairEstimate:
+    """Methods shared by the pilot estimates of a pair of conditions (frozen dataclasses
+    with ``accuracy_b`` and ``confidence_interval`` fields)."""
+
+    @property
+    def baseline(self) -> float:
+        """``accuracy_b``: the accuracy of the second condition, the power plans' baseline."""
+        return self.accuracy_b  # type: ignore[attr-defined]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)  # type: ignore[call-overload]
+        ci = self.confidence_interval  # type: ignore[attr-defined]
+        d["confidence_interval"] = [ci.low, ci.high]
+        return d
+
+    def to_frame(self) -> Any:
+        """One-row tidy table; the interval as ``ci_low``, ``ci_high``, ``ci_level``."""
+        import pandas as pd
+
+        return pd.DataFrame([tidy_row(self)])
 
 
 #: result attribute -> glossary column, for every result (attributes keep scipy's option

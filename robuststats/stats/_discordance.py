@@ -9,9 +9,9 @@ advance: a small pilot (both conditions on a few hundred items) pins it down. Si
 from __future__ import annotations
 
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,7 +24,11 @@ from robuststats._validation import (
     check_same_shape,
 )
 from robuststats.errors import InputError
-from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning, tidy_row
+from robuststats.stats._common import (
+    ConfidenceInterval,
+    DegenerateDataWarning,
+    PairEstimate,
+)
 from robuststats.stats._power_formulas import z_upper
 
 if TYPE_CHECKING:
@@ -40,7 +44,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class DiscordanceEstimate:
+class DiscordanceEstimate(PairEstimate):
     """π_D estimated from paired 0/1 outcomes, with a Wilson score interval.
 
     Attributes
@@ -82,23 +86,6 @@ class DiscordanceEstimate:
     icc: float | None = None
     design_effect: float = 1.0
 
-    @property
-    def baseline(self) -> float:
-        """``accuracy_b``: the accuracy of the second condition, ``power_mcnemar``'s baseline."""
-        return self.accuracy_b
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["confidence_interval"] = [self.confidence_interval.low, self.confidence_interval.high]
-        return d
-
-    def to_frame(self) -> pd.DataFrame:
-        """One-row tidy table; the interval as ``ci_low``, ``ci_high``, ``ci_level``."""
-        import pandas as pd
-
-        row = tidy_row(self, drop=("confidence_level",))
-        row["ci_level"] = self.confidence_level
-        return pd.DataFrame([row])
 
 
 def _wilson(p: float, n: float, confidence_level: float) -> tuple[float, float]:

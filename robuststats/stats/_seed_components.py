@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from robuststats._validation import (
     as_outcomes,
@@ -35,17 +35,16 @@ from robuststats._validation import (
     check_same_shape,
 )
 from robuststats.errors import InputError
-from robuststats.stats._common import ConfidenceInterval, tidy_row
+from robuststats.stats._common import ConfidenceInterval, PairEstimate
 
 if TYPE_CHECKING:
     import numpy as np
-    import pandas as pd
 
 __all__ = ["SeedComponents", "estimate_seed_components"]
 
 
 @dataclass(frozen=True)
-class SeedComponents:
+class SeedComponents(PairEstimate):
     """Variance components of the per-item difference a − b, from pilot outcomes.
 
     Attributes
@@ -85,21 +84,6 @@ class SeedComponents:
     n_items: int
     confidence_level: float
 
-    @property
-    def baseline(self) -> float:
-        """``accuracy_b``: the accuracy of the second condition, the plans' baseline."""
-        return self.accuracy_b
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["confidence_interval"] = [self.confidence_interval.low, self.confidence_interval.high]
-        return d
-
-    def to_frame(self) -> pd.DataFrame:
-        """One-row tidy table; the interval as ``ci_low``, ``ci_high``, ``ci_level``."""
-        import pandas as pd
-
-        return pd.DataFrame([tidy_row(self)])
 
 
 def estimate_seed_components(
