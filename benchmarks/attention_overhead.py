@@ -10,7 +10,11 @@ forward pass under ``torch.no_grad`` (evaluation) per variant:
   Gaussian forward noise (scale 0.05) on that one op only;
 - ``engine attention (3 ops)``: all three attention ops;
 - ``engine matmul_only``: the default preset (every linear plus the two attention
-  products).
+  products);
+- ``floor: sdpa + draws``: clean sdpa plus the Gaussian draws alone that noise on one
+  T²-sized op needs (the engine's query blocks: the visible keys of each block, every
+  layer), drawn by the engine's parallel noise streams: what scores or probability noise
+  cannot go below without a faster random-number generator, whatever the fusion.
 
 Time: median of interleaved repeats in one process, so drift in machine load hits every
 variant alike. Peak memory: each variant runs once more in a fresh subprocess, which resets
@@ -49,6 +53,8 @@ VARIANTS = (
     "engine attention (3 ops)",
     "engine matmul_only",
 )
+FLOOR = "floor: sdpa + draws"
+HEADS, LAYERS = 4, 2
 _OPS = {
     "engine attention_output": ["attention_output"],
     "engine attention_scores": ["attention_scores"],
@@ -65,8 +71,8 @@ def build_model(seq: int, attn: str = "sdpa") -> torch.nn.Module:
         vocab_size=1024,
         hidden_size=256,
         intermediate_size=704,
-        num_hidden_layers=2,
-        num_attention_heads=4,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
         num_key_value_heads=2,
         max_position_embeddings=max(seq, 1024),
         attn_implementation=attn,
@@ -128,14 +134,36 @@ def _peak_child(variant: str, seq: int, threads: int) -> float:
     return max(peak - before, 0) / 1024
 
 
+def block_shapes(seq: int) -> list[tuple[int, int, int, int]]:
+    """The score blocks of one causal attention call of the engine: ``(1, heads, rows, keys)``."""
+    from robuststats.engine._attention import block_rows
+
+    rows = block_rows(HEADS, seq, seq)
+    return [(1, HEADS, min(i0 + rows, seq) - i0, min(i0 + rows, seq)) for i0 in range(0, seq, rows)]
+
+
+def draw_noise(seq: int) -> None:
+    """The Gaussian draws of noise on one T²-sized attention op in every layer, alone."""
+    from robuststats.engine._rng import NoiseStream
+
+    stream = NoiseStream(0)
+    for _ in range(LAYERS):
+        for shape in block_shapes(seq):
+            stream.randn(shape, torch.float32)
+
+
 def measure_time(seq: int, threads: int, repeats: int) -> dict[str, float]:
     if threads:
         torch.set_num_threads(threads)
     models = {"sdpa": build_model(seq, "sdpa"), "eager": build_model(seq, "eager")}
     ids = _ids(seq)
     runs: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    runs["draws"] = []
     with torch.no_grad():
         for _ in range(repeats + 1):  # the first round is a warm-up, dropped
+            t0 = time.perf_counter()
+            draw_noise(seq)
+            runs["draws"].append(time.perf_counter() - t0)
             for v in VARIANTS:
                 model = models["eager" if v == "eager (clean)" else "sdpa"]
                 ctx = _context(v, model)
@@ -143,7 +171,9 @@ def measure_time(seq: int, threads: int, repeats: int) -> dict[str, float]:
                 with ctx():
                     model(ids)
                 runs[v].append(time.perf_counter() - t0)
-    return {v: statistics.median(r[1:]) for v, r in runs.items()}
+    times = {v: statistics.median(r[1:]) for v, r in runs.items()}
+    times[FLOOR] = times["sdpa (clean)"] + times.pop("draws")
+    return times
 
 
 def main() -> None:
@@ -180,6 +210,8 @@ def main() -> None:
                     f"{mems[s][v] / max(mems[s]['sdpa (clean)'], 1e-9):.2f}×" for s in seqs
                 ]
             print(f"| {v} | " + " | ".join(cells) + " |")
+        cells = [f"{times[s][FLOOR] / times[s]['sdpa (clean)']:.2f}×" for s in seqs]
+        print(f"| {FLOOR} | " + " | ".join(cells) + " |" + " |" * (len(seqs) if mems else 0))
         base = ", ".join(f"{s}: {times[s]['sdpa (clean)'] * 1e3:.0f} ms" for s in seqs)
         print(f"\nclean sdpa forward: {base}")
         if mems:

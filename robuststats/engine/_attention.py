@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 import sys
 import threading
 from collections.abc import Iterator
@@ -43,6 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from robuststats.engine._autograd import BackwardNoise
+from robuststats.engine._error_models import ZERO_PRESERVING_KINDS
 from robuststats.engine._model_map import OUTSIDE
 from robuststats.errors import RobuststatsError
 
@@ -404,6 +406,14 @@ def _blocked(
             key = _bnoise(key, session, layer, "attention_scores", s_bs)
         if o_bs > 0.0:
             value = _bnoise(value, session, layer, "attention_output", o_bs)
+    # A power-of-two scaling (head_dim 64, 128, 256: 1/8, 1/√128 is not) commutes exactly
+    # with every rounding of the product, so it goes on Q (T·d multiplications) instead of
+    # on each block of scores (T² of them): bitwise the model's (Q·Kᵀ)·scaling.
+    folded = _power_of_two(scaling)
+    if folded:
+        query = query * scaling
+    # an error model that maps 0 to 0 leaves masked (zero) probabilities at 0 by itself
+    zero_safe = session is not None and session.kind in ZERO_PRESERVING_KINDS
     b, h, q_len, _ = query.shape
     kv_len = key.shape[2]
     rows = block_rows(b * h, q_len, kv_len)
@@ -415,7 +425,8 @@ def _blocked(
         k_end = min(kv_len, i1 + offset) if causal else kv_len
         q_c, k_c, v_c = query[:, :, i0:i1], key[:, :, :k_end], value[:, :, :k_end]
         scores = torch.matmul(q_c, k_c.transpose(2, 3))
-        scores = scores * scaling if tracked else scores.mul_(scaling)
+        if not folded:
+            scores = scores * scaling if tracked else scores.mul_(scaling)
         if s_fs > 0.0:
             scores = session.forward_noise(scores, layer, "attention_scores", s_fs, count=first)  # type: ignore[union-attr]
         if softcap is not None:
@@ -455,7 +466,8 @@ def _blocked(
             p = F.softmax(combined, dim=-1, dtype=combined.dtype)[..., :-1]
         del scores
         if p_fs > 0.0:  # in the softmax's precision (float32), rounded once below
-            p = _noisy_probs(session, p, hidden, c0, causal, layer, p_fs, first)  # type: ignore[arg-type]
+            p = _noisy_probs(session, p, None if zero_safe else hidden, c0, causal, layer,  # type: ignore[arg-type]
+                             p_fs, first)
         if sinks is None:
             p = p.to(query.dtype)
         p = F.dropout(p, p=dropout, training=module.training).to(value.dtype)
@@ -470,6 +482,10 @@ def _blocked(
     if len(outs) == 1:
         return outs[0], probs
     return torch.cat(outs, dim=2), None
+
+
+def _power_of_two(x: float) -> bool:
+    return x > 0.0 and math.isfinite(x) and math.frexp(x)[0] == 0.5
 
 
 def _bnoise(t: torch.Tensor, session: NoiseSession, layer: int, op: str, scale: float) -> torch.Tensor:

@@ -180,6 +180,10 @@ ERROR_MODELS: dict[str, Callable[[torch.Tensor, float, torch.Generator | None], 
 DETERMINISTIC_KINDS = frozenset({"systematic_bias", "fp8_e4m3", "fp8_e5m2", "int8", "mxfp4",
                                  "nvfp4"})
 
+#: Kinds whose error is exactly 0 where ``y`` is exactly 0 (multiplicative, or a format that
+#: represents 0): noise by them leaves a zero probability at zero without a mask.
+ZERO_PRESERVING_KINDS = DETERMINISTIC_KINDS | {"relative_gaussian"}
+
 
 def compute_error(
     kind: str, y: torch.Tensor, scale: float, generator: torch.Generator | None

@@ -197,6 +197,26 @@ def test_blocked_path_matches_one_block(make_qwen, attn, monkeypatch) -> None:
     assert ((st["rms_noise_ratio"] > 0.03) & (st["rms_noise_ratio"] < 0.07)).all(), st
 
 
+@pytest.mark.parametrize("grad", [True, False], ids=["autograd", "no_grad (in place)"])
+def test_power_of_two_scaling_on_queries_is_bitwise_the_models_own(grad, ids12, monkeypatch) -> None:
+    import transformers as tf
+
+    # head_dim 16: scaling 1/4 goes on Q once instead of on every block of scores
+    cfg = tf.LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    model = tf.LlamaForCausalLM(cfg).eval()
+    assert model.model.layers[0].self_attn.scaling == 0.25
+    assert attention._power_of_two(0.25) and not attention._power_of_two(8 ** -0.5)
+    own = model(ids12).logits
+    monkeypatch.setattr(attention, "BLOCK_ELEMENTS", 2 * 4 * 12 * 4)  # blocks of 4 query rows
+    with torch.set_grad_enabled(grad), inject(model, NoiseSpec(scale=0.05, ops=ATTENTION,
+                                                               phases="backward"), verify=False):
+        engine = model(ids12).logits
+    assert torch.equal(engine, own)
+
+
 def test_block_rows_depend_on_shapes_only() -> None:
     assert attention.block_rows(4, 128, 128) == 128  # small: one block
     rows = attention.block_rows(4, 8192, 8192)
