@@ -90,6 +90,10 @@ class ThresholdResult:
         Resamples whose refit failed (dropped).
     fit : DoseResponseFit
     bootstrap_distribution : numpy.ndarray
+        The refitted thresholds (``inf`` where not reached).
+    bootstrap_parameters : numpy.ndarray
+        ``(n_resamples − n_failed, len(fit.free))``: the refitted free parameters, for
+        bands around the curve (:meth:`band`).
     """
 
     drop: float
@@ -107,11 +111,33 @@ class ThresholdResult:
     n_failed: int
     fit: DoseResponseFit = field(repr=False, compare=False)
     bootstrap_distribution: np.ndarray = field(repr=False, compare=False)
+    bootstrap_parameters: np.ndarray = field(repr=False, compare=False,
+                                             default_factory=lambda: np.empty((0, 0)))
+
+    def band(self, dose: object) -> pd.DataFrame:
+        """The fitted curve at ``dose`` with a pointwise interval: percentiles of the
+        refitted curves (bootstrap), or the delta method of the fit (``"delta"``).
+
+        Columns ``dose, estimate, ci_low, ci_high``.
+        """
+        x = as_float_array(dose, "dose", ndim=1, low=0.0)
+        if self.bootstrap_parameters.shape[0] < 2:
+            table = self.fit.predict(x, interval="confidence",
+                                     confidence_level=self.confidence_level)
+            return table[["dose", "estimate", "ci_low", "ci_high"]]
+        curve, base = self.fit.curve, dict(self.fit.parameters)
+        curves = np.array([curve.response(x, {**base, **dict(zip(self.fit.free, row))})
+                           for row in self.bootstrap_parameters])
+        alpha = 1.0 - self.confidence_level
+        low, high = np.quantile(curves, [alpha / 2, 1 - alpha / 2], axis=0)
+        return pd.DataFrame({"dose": x, "estimate": self.fit.predict(x), "ci_low": low,
+                             "ci_high": high})
 
     def to_frame(self) -> pd.DataFrame:
         """One-row table: ``drop, estimate, ci_low, ci_high, ci_level, ci_method, ...``."""
         return pd.DataFrame([tidy_row(self, rename={"method": "ci_method"},
-                                      drop=("fit", "bootstrap_distribution"))])
+                                      drop=("fit", "bootstrap_distribution",
+                                            "bootstrap_parameters"))])
 
 
 def _outcomes(dose: object, outcomes: object) -> tuple[np.ndarray, np.ndarray]:
@@ -183,7 +209,7 @@ def critical_threshold(
                                method=f"{delta.method}, items independent", n_resamples=0,
                                n_not_reached=0, n_failed=0,
                                bootstrap_distribution=np.empty(0), **common)
-    boot, failed = _bootstrap(fit, arr, drop, b, gen)
+    boot, params, failed = _bootstrap(fit, arr, drop, b, gen)
     not_reached = int(np.sum(np.isinf(boot)))
     if failed:
         warnings.warn(f"{failed} of {b} bootstrap refits of {fit.model} failed and were "
@@ -197,12 +223,14 @@ def critical_threshold(
     scheme = "items" if k == 1 else "seeds x items"
     return ThresholdResult(confidence_interval=ci, method=f"bootstrap percentile ({scheme})",
                            n_resamples=b, n_not_reached=not_reached, n_failed=failed,
-                           bootstrap_distribution=boot, **common)
+                           bootstrap_distribution=boot, bootstrap_parameters=params,
+                           **common)
 
 
 def _bootstrap(fit: DoseResponseFit, arr: np.ndarray, drop: float, n_resamples: int,
-               rng: np.random.Generator) -> tuple[np.ndarray, int]:
-    """Refitted thresholds of ``n_resamples`` two-way resamples; and the failed count."""
+               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
+    """Refitted thresholds and parameters of ``n_resamples`` two-way resamples, and the
+    number of failed refits."""
     n_doses, k, n = arr.shape
     acc = arr.mean(axis=(1, 2))
     star = resampled_totals(arr, n_resamples, rng) / (k * n)  # (B, n_doses)
@@ -214,6 +242,7 @@ def _bootstrap(fit: DoseResponseFit, arr: np.ndarray, drop: float, n_resamples: 
     fixed = {name: fit.parameters[name] for name in fit.fixed}
     start = np.array([fit.parameters[name] for name in fit.free])
     out = np.empty(n_resamples)
+    params = np.empty((n_resamples, start.size))
     failed = np.zeros(n_resamples, dtype=bool)
     with np.errstate(all="ignore"):
         for i in range(n_resamples):
@@ -223,4 +252,5 @@ def _bootstrap(fit: DoseResponseFit, arr: np.ndarray, drop: float, n_resamples: 
                 failed[i] = True
                 continue
             out[i] = dose_at(curve, prob.params(theta), target)
-    return out[~failed], int(failed.sum())
+            params[i] = theta
+    return out[~failed], params[~failed], int(failed.sum())
