@@ -1,10 +1,12 @@
 """The optimiser behind :func:`~robuststats.stats.fit_dose_response`.
 
 Least squares go to MINPACK's Levenberg-Marquardt (``scipy.optimize.least_squares``) with
-the analytic Jacobian; binomial likelihoods to BFGS with the analytic score, polished by
-Newton steps on the Hessian (central differences of the score). ``e`` is optimised on the
-log scale (it must stay positive); results are reported on drc's scale. Several starts
-(drc's self-starter and perturbations of it) are tried and the best optimum kept.
+the analytic Jacobian. Binomial likelihoods go to the bounded trust-region solver on the
+signed deviance residuals (their sum of squares is twice the negative log-likelihood up to
+a constant), with the limits ``c`` and ``d`` kept in [0, 1]. ``e`` is optimised on the log
+scale (it must stay positive); results are reported on drc's scale. Several starts (drc's
+self-starter and perturbations of it) are tried and the best optimum kept. Standard errors
+use the Hessian of the objective: central differences of its analytic gradient.
 """
 
 from __future__ import annotations
@@ -126,8 +128,8 @@ def solve(prob: Problem, start: np.ndarray, *, tol: float = 1e-14
           ) -> tuple[np.ndarray, float, bool]:
     """Minimise from ``start`` (natural parameters); ``e`` is optimised on the log scale.
 
-    Both kinds go to Levenberg-Marquardt: least squares on ``√w (y − f)``, binomial
-    likelihoods on the signed deviance residuals, whose sum of squares is twice the
+    Least squares go to Levenberg-Marquardt on ``√w (y − f)``; binomial likelihoods to the
+    bounded trust-region solver (``c``, ``d`` in [0, 1]) on the signed deviance residuals, whose sum of squares is twice the
     negative log-likelihood up to a constant (so the optimum is the maximum-likelihood
     estimate). ``tol``: MINPACK's ``xtol``, ``ftol`` and ``gtol``. Returns
     ``(theta, objective, converged)``.
@@ -175,21 +177,24 @@ def solve(prob: Problem, start: np.ndarray, *, tol: float = 1e-14
             return -(np.where(inside, scale, 0.0))[:, None] * natural_jacobian(theta)
 
     z0 = _to_internal(start, free)
-    options: dict = {"method": "lm"}
-    if prob.kind == "binomial":
-        # limits of a probability stay in [0, 1]: without the bounds a slowly falling
-        # curve is fitted by c → −∞, e → ∞ and the optimiser never stops
-        low = np.array([0.0 if k in ("c", "d") else -np.inf for k in free])
-        high = np.array([1.0 if k in ("c", "d") else np.inf for k in free])
-        if np.isfinite(low).any():
-            options = {"method": "trf", "bounds": (low, high), "x_scale": "jac"}
-            z0 = np.clip(z0, low, high)
-    try:
-        res = optimize.least_squares(resid, z0, jac=jac, xtol=tol, ftol=tol, gtol=tol,
-                                     max_nfev=2000, **options)
-    except (ValueError, FloatingPointError, np.linalg.LinAlgError):
-        return start, math.inf, False
-    theta = _to_natural(res.x, free)
-    value = prob.objective(theta)
-    ok = bool(res.success) and bool(np.all(np.isfinite(theta))) and math.isfinite(value)
-    return theta, value, ok
+    limits = [j for j, k in enumerate(free) if k in ("c", "d")]
+
+    def run(**options: object) -> tuple[np.ndarray, float, bool]:
+        try:
+            res = optimize.least_squares(resid, z0, jac=jac, **options)
+        except (ValueError, FloatingPointError, np.linalg.LinAlgError):
+            return start, math.inf, False
+        theta = _to_natural(res.x, free)
+        value = prob.objective(theta)
+        ok = bool(res.success) and bool(np.all(np.isfinite(theta))) and math.isfinite(value)
+        return theta, value, ok
+
+    if not (prob.kind == "binomial" and limits):
+        return run(method="lm", xtol=tol, ftol=tol, gtol=tol, max_nfev=300)
+    # limits of a probability stay in [0, 1]: without the bounds a slowly falling curve
+    # is fitted by c → −∞, e → ∞ and the optimiser never stops
+    low = np.array([0.0 if k in ("c", "d") else -np.inf for k in free])
+    high = np.array([1.0 if k in ("c", "d") else np.inf for k in free])
+    z0 = np.clip(z0, low, high)
+    return run(method="trf", bounds=(low, high), x_scale="jac", xtol=max(tol, 1e-12),
+               ftol=max(tol, 1e-12), gtol=max(tol, 1e-12), max_nfev=300)

@@ -247,7 +247,7 @@ def _bootstrap(fit: DoseResponseFit, arr: np.ndarray, drop: float, n_resamples: 
     with np.errstate(all="ignore"):
         for i in range(n_resamples):
             prob = Problem(curve, fit.dose, star[i], fit.weights, "binomial", fixed, fit.free)
-            theta, value, ok = solve(prob, start, tol=1e-10)
+            theta, value, ok = solve(prob, start, tol=1e-8)
             if not (ok and math.isfinite(value)):
                 failed[i] = True
                 continue

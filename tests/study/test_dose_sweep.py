@@ -86,7 +86,8 @@ def test_adaptive_levels_narrow_around_the_threshold():
 
 
 def test_sweep_runs_refines_and_resumes(tmp_path):
-    data = sweep_study(adaptive={"rounds": 1, "points": 2, "spread": 2.0})
+    data = sweep_study(adaptive={"rounds": 1, "points": 2, "spread": 2.0},
+                       compare=["LL.4", "LL.3", "W1.4"])
     data["analysis"]["n_resamples"] = 100
     spec = StudySpec.from_dict(data)
     run = run_study(spec, out=tmp_path / "out", runs=tmp_path / "runs", workers=1,
@@ -105,6 +106,10 @@ def test_sweep_runs_refines_and_resumes(tmp_path):
     assert (thresholds["estimate"] < thresholds["ci_high"]).all()
     for name in ("dose_fits", "dose_models", "dose_curves"):
         assert (path / f"{name}.csv").is_file()
+    assert (path / "figures" / "dose_response.png").stat().st_size > 10_000
+    report = (path / "report.md").read_text()
+    assert "## Dose-response: critical thresholds" in report
+    assert "figures/dose_response.png" in report
     outcomes = pd.read_parquet(path / "outcomes.parquet")
     added = set(outcomes["eval_noise"]) - set(spec.evaluation.noise_levels)
     assert added and all(0 < x < 1 for x in added)
