@@ -105,6 +105,23 @@ GLOSSARY: Mapping[str, str] = {
     "exceeds_pool": "whether the items needed exceed pool_size",
     "min_repeats": "fewest repeats of all pool_size items that reach the effective n needed",
     "note": "remarks on the row in words",
+    # dose-response sweeps
+    "model": "dose-response model, in drc's names (LL.4, LL.3, W1.4, ...)",
+    "drop": "relative accuracy loss that defines a critical threshold (0.10: 10 % of the "
+            "clean accuracy)",
+    "n_levels": "number of noise levels (doses) a dose-response curve was fitted to, the "
+                "clean level included",
+    "fitted_clean_accuracy": "accuracy of the fitted dose-response curve at noise scale 0",
+    "n_not_reached": "bootstrap resamples whose refitted curve never fell to the threshold "
+                     "level (counted as an infinite threshold)",
+    "parameter": "name of a dose-response parameter (drc's b, c, d, e, f)",
+    "se_parameter": "standard error of a fitted parameter, from the observed information (0 "
+                    "when fixed)",
+    "fixed": "whether the parameter was held at its value instead of fitted",
+    "loglik": "maximised log-likelihood of a fit",
+    "aic": "Akaike's information criterion, −2 loglik + 2 × parameters",
+    "n_parameters": "free parameters of a fit",
+    "converged": "whether the optimiser reported convergence",
 }
 
 #: table -> declared column order (pingouin's ``col_order``)
@@ -135,6 +152,11 @@ TABLE_COLUMNS: Mapping[str, tuple[str, ...]] = {
                     "max_power", "effect", "discordance", "seed_sd_difference", "icc", "dof",
                     "standard_error", "method", "alpha", "alternative", "pool_size",
                     "exceeds_pool", "note"),
+    "thresholds": ("condition", "model", "drop", "n_levels", "n_seeds", "n_items", "fitted_clean_accuracy", "estimate", "ci_low", "ci_high", "ci_level", "ci_method", "n_not_reached", "note"),
+    "dose_fits": ("condition", "model", "parameter", "estimate", "se_parameter", "fixed", "loglik", "aic"),
+    "dose_curves": ("condition", "eval_noise", "estimate", "ci_low", "ci_high", "ci_level",
+                    "ci_method"),
+    "dose_models": ("condition", "model", "loglik", "aic", "n_parameters", "converged"),
 }
 
 

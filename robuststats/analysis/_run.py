@@ -41,10 +41,13 @@ class Analysis:
     options: Any = None
     holes: str = "drop"
     settings: dict[str, Any] = field(default_factory=dict)
+    #: further tables of a study kind (a sweep's ``thresholds``, ``dose_fits``, ...)
+    extra: dict[str, pd.DataFrame] = field(default_factory=dict)
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """File stem -> table, every column in the glossary's declared order."""
-        return {name: ordered(getattr(self, name), name) for name in TABLES}
+        return {**{name: ordered(getattr(self, name), name) for name in TABLES},
+                **{name: ordered(df, name) for name, df in self.extra.items()}}
 
 
 def default_options() -> AnalysisSpec:

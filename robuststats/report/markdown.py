@@ -166,6 +166,7 @@ def write_report(outdir: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping
             parts.append(heading)
             parts.append(markdown_table(t[table], formats=VIEWS[table]))
             parts += _figure(figure, figs.get(table))
+    parts += _dose_section(t, figs.get("thresholds"))
     omnibus = t.get("omnibus")
     if omnibus is not None and not omnibus.empty:
         question, view = _one_question(omnibus, VIEWS["omnibus"])
@@ -199,7 +200,35 @@ def _figures(figdir: Path, t: Mapping[str, pd.DataFrame],
     if hyp is not None and not hyp.empty:
         forest_figure(hyp, figdir / "hypotheses.png")
         out["hypotheses"] = "figures/hypotheses.png"
+    thresholds = t.get("thresholds")
+    if thresholds is not None and not thresholds.empty and summary is not None:
+        from robuststats.report.figures import dose_response_figure
+
+        dose_response_figure(summary, t.get("dose_curves", pd.DataFrame()), thresholds,
+                             figdir / "dose_response.png", descriptions=descriptions)
+        out["thresholds"] = "figures/dose_response.png"
     return out
+
+
+def _dose_section(t: Mapping[str, pd.DataFrame], figure: str | None) -> list[str]:
+    """A sweep's thresholds and model ranks (tables ``thresholds`` and ``dose_models``)."""
+    thresholds = t.get("thresholds")
+    if thresholds is None or thresholds.empty:
+        return []
+    drop = float(thresholds["drop"].iloc[0])
+    parts = [f"## Dose-response: critical thresholds\n\nThe noise scale at which the fitted "
+             f"accuracy falls by {drop:.0%} of its clean level (not drc's relative ED, which "
+             "counts from the fitted floor); `inf`: the curve never falls that far.\n"]
+    shown = [c for c in ("condition", "model", "n_levels", "n_seeds", "n_items",
+                         "fitted_clean_accuracy", "estimate", "ci_low", "ci_high", "ci_method",
+                         "n_not_reached", "note") if c in thresholds.columns]
+    parts.append(markdown_table(thresholds[shown]))
+    parts += _figure("Dose-response curves and thresholds", figure)
+    models = t.get("dose_models")
+    if models is not None and not models.empty:
+        parts.append("Models ranked by AIC per condition (drc's `mselect`):\n")
+        parts.append(markdown_table(models))
+    return parts
 
 
 def _figure(title: str, rel: str | None) -> list[str]:

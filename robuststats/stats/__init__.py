@@ -1,4 +1,5 @@
-"""Statistics core: paired tests, bootstrap CIs, power, multiplicity, hypothesis verdicts.
+"""Statistics core: paired tests, bootstrap CIs, power, multiplicity, hypothesis verdicts,
+dose-response fits and critical thresholds.
 
 Pure numpy/scipy/statsmodels: never imports torch. Submodules load on first attribute access
 so that ``robuststats power`` and ``--help`` start fast (statsmodels and pandas are slow to
@@ -17,7 +18,10 @@ _EXPORTS: dict[str, str] = {
     "ConfidenceInterval": "robuststats.stats._common",
     "CrossedVariance": "robuststats.stats._seed_random",
     "DegenerateDataWarning": "robuststats.stats._common",
+    "DOSE_RESPONSE_MODELS": "robuststats.stats._dose_response",
     "DiscordanceEstimate": "robuststats.stats._discordance",
+    "DoseResponseFit": "robuststats.stats._dose_response",
+    "EffectiveDose": "robuststats.stats._dose_response",
     "Hypothesis": "robuststats.stats._hypotheses",
     "HypothesisResult": "robuststats.stats._hypotheses",
     "MULTIPLICITY_METHODS": "robuststats.stats._multiplicity",
@@ -29,18 +33,21 @@ _EXPORTS: dict[str, str] = {
     "SeedComponents": "robuststats.stats._seed_components",
     "SeedPowerResult": "robuststats.stats._power_seeds",
     "SeedRandomResult": "robuststats.stats._seed_random",
+    "ThresholdResult": "robuststats.stats._dose_threshold",
     "adjust_pvalues": "robuststats.stats._multiplicity",
     "bootstrap_accuracy": "robuststats.stats._bootstrap",
     "bootstrap_difference": "robuststats.stats._bootstrap",
     "bootstrap_retention": "robuststats.stats._bootstrap",
     "bootstrap_retention_difference": "robuststats.stats._bootstrap",
     "cochran_q": "robuststats.stats._omnibus",
+    "critical_threshold": "robuststats.stats._dose_threshold",
     "crossed_variance": "robuststats.stats._seed_random",
     "estimate_discordance": "robuststats.stats._discordance",
     "estimate_icc": "robuststats.stats._discordance",
     "estimate_seed_components": "robuststats.stats._seed_components",
     "evaluate_hypotheses": "robuststats.stats._hypotheses",
     "evaluate_hypothesis": "robuststats.stats._hypotheses",
+    "fit_dose_response": "robuststats.stats._dose_response",
     "mcnemar": "robuststats.stats._mcnemar",
     "mcnemar_stratified": "robuststats.stats._mcnemar_stratified",
     "power_mcnemar": "robuststats.stats._power",
@@ -55,6 +62,7 @@ _EXPORTS: dict[str, str] = {
     "seed_random_retention": "robuststats.stats._seed_random",
     "seed_random_retention_test": "robuststats.stats._seed_random",
     "seed_random_test": "robuststats.stats._seed_random",
+    "select_dose_response": "robuststats.stats._dose_response",
     "simulate_outcomes": "robuststats.stats._simulate",
     "true_effects": "robuststats.stats._simulate",
 }
@@ -76,6 +84,17 @@ if TYPE_CHECKING:  # static analysers see the real names
         estimate_discordance,
         estimate_icc,
         read_pilot,
+    )
+    from robuststats.stats._dose_response import (  # noqa: F401
+        DOSE_RESPONSE_MODELS,
+        DoseResponseFit,
+        EffectiveDose,
+        fit_dose_response,
+        select_dose_response,
+    )
+    from robuststats.stats._dose_threshold import (  # noqa: F401
+        ThresholdResult,
+        critical_threshold,
     )
     from robuststats.stats._hypotheses import (  # noqa: F401
         Hypothesis,

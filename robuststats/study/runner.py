@@ -281,6 +281,14 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
             bar = _progress(progress, len(cells), len(done))
             try:
                 report = execute(ledger, spec, pending, workers=workers, progress=bar)
+                if spec.sweep is not None and spec.sweep.adaptive is not None:
+                    # a dose-response sweep adds levels around each fitted threshold
+                    from robuststats.study.sweep_run import refine
+
+                    cells, rounds, reused = refine(spec, ledger, cells, items,
+                                                   workers=workers, execute=execute)
+                    report = _combined([report, *rounds])
+                    done = done | reused
             finally:
                 if bar is not None and hasattr(bar, "close"):
                     bar.close()
@@ -290,6 +298,10 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
             without_counts = [c.key for c in ledger.without_injections(cells)]
         analysis = analyze_outcomes(outcomes, hypotheses=spec.hypotheses,
                                     options=spec.analysis, expected_cells=cells)
+        if spec.sweep is not None:
+            from robuststats.study.sweep_run import dose_tables
+
+            analysis = _with_extra(analysis, dose_tables(outcomes, spec))
         if not analysis.missing.empty:
             errors = [_last_line(failures.get(Cell(*r).key, "not run"))
                       for r in analysis.missing.itertuples(index=False, name=None)]
@@ -338,6 +350,21 @@ def _warn_if_fewer_items(spec: StudySpec, available: int) -> None:
 def _errno_hint(exc: OSError) -> str:
     return {errno.ENOSPC: " (the disk is full)", errno.EDQUOT: " (disk quota exceeded)",
             errno.EROFS: " (read-only file system)"}.get(exc.errno or 0, "")
+
+
+def _combined(reports: list[Any]) -> Any:
+    """One execution report for several executions (a sweep's grid and its rounds)."""
+    from robuststats.study.executor import ExecutionReport
+
+    return ExecutionReport(*(sum(getattr(r, f) for r in reports)
+                             for f in ("cells_run", "cells_failed", "models_trained",
+                                       "seconds")))
+
+
+def _with_extra(analysis: Analysis, tables: dict[str, pd.DataFrame]) -> Analysis:
+    from dataclasses import replace
+
+    return replace(analysis, extra={**analysis.extra, **tables})
 
 
 def _with_missing(analysis: Analysis, missing: pd.DataFrame) -> Analysis:

@@ -66,6 +66,7 @@ from robuststats.study.spec_fields import (
 from robuststats.study.spec_fields import (
     seed_list as _seeds_of,
 )
+from robuststats.study.sweep import AdaptiveSpec, SweepSpec, sweep_levels
 from robuststats.study.tasks._base import SPLITS
 from robuststats.study.yaml_lines import (
     KeyedError,
@@ -134,6 +135,19 @@ class ConditionSpec(_Strict):
     #: evaluate this condition under another error model than ``evaluation.kind`` (a name of
     #: ``robuststats.study.eval_kinds.EVALUATION_KINDS``), at the same noise levels
     eval_kind: str | None = None
+    #: evaluate this condition on another op scope than ``evaluation.ops`` (a scope of
+    #: :class:`~robuststats.engine.NoiseSpec`: ``matmul_only``, ``all_ops``, ...)
+    eval_ops: str | None = None
+
+    @field_validator("eval_ops")
+    @classmethod
+    def _eval_ops(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                NoiseSpec(scale=0.0, ops=v)
+            except InputError as exc:
+                raise ValueError(str(exc).replace("`ops`", "the op scope")) from None
+        return v
 
     @field_validator("eval_kind")
     @classmethod
@@ -158,8 +172,9 @@ class ConditionSpec(_Strict):
     def _dump(self, handler: Any) -> dict[str, Any]:
         values = {"train_noise": self.train_noise, "aqn": self.aqn}
         data = {**handler(self), **written_forms(self._written, values)}
-        if data.get("eval_kind") is None:
-            data.pop("eval_kind", None)  # absent when unused: older studies keep their hash
+        for key in ("eval_kind", "eval_ops"):
+            if data.get(key) is None:
+                data.pop(key, None)  # absent when unused: older studies keep their hash
         return data
 
 
@@ -216,15 +231,16 @@ class EvaluationSpec(_Strict):
         return _seeds_of(self.noise_seeds)
 
     def noise(self, eval_noise: float, noise_seed: int, *,
-              kind: str | None = None) -> NoiseSpec | None:
+              kind: str | None = None, ops: str | None = None) -> NoiseSpec | None:
         """The inference noise of one cell: forward only; ``None`` for the clean level 0.
 
         ``kind`` (default ``evaluation.kind``) is a name of
         :data:`~robuststats.study.eval_kinds.EVALUATION_KINDS`: for an engine error model
         the level is its ``scale`` on ``evaluation.ops``; a number format is applied at
-        full strength on its own ops.
+        full strength on its own ops. ``ops`` (default ``evaluation.ops``) is the op scope.
         """
-        return check_kind(kind or self.kind).spec(float(eval_noise), int(noise_seed), self.ops)
+        return check_kind(kind or self.kind).spec(float(eval_noise), int(noise_seed),
+                                                  ops or self.ops)
 
     def draws(self, eval_noise: float, kind: str | None = None) -> list[int]:
         """Noise seeds of the cells at ``eval_noise``: one (``0``) when the outcome cannot
@@ -270,6 +286,8 @@ class StudySpec(_Strict):
     seeds: int | list[int] = 1
     hypotheses: list[HypothesisField] = Field(default_factory=list, max_length=MAX_HYPOTHESES)
     analysis: AnalysisSpec = AnalysisSpec()
+    #: a dose-response sweep (:mod:`robuststats.study.sweep`); its grid makes the levels
+    sweep: SweepSpec | None = None
 
     # key path -> line number in the source file (1-based); empty for specs from dicts
     _lines: dict[KeyPath, int] = PrivateAttr(default_factory=dict)
@@ -281,7 +299,7 @@ class StudySpec(_Strict):
     def _plain_document(cls, data: Any) -> Any:
         # bounded nesting and size, and no control characters, before pydantic walks it
         check_document(data)
-        return data
+        return sweep_levels(data)
 
     @field_validator("name")
     @classmethod
@@ -315,8 +333,11 @@ class StudySpec(_Strict):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
-        return {**handler(self), **written_forms(self._written,
+        data = {**handler(self), **written_forms(self._written,
                                                  {"hypotheses": self.hypotheses})}
+        if data.get("sweep") is None:
+            data.pop("sweep", None)  # absent when unused: older studies keep their hash
+        return data
 
     @model_validator(mode="after")
     def _cross_checks(self) -> StudySpec:
@@ -405,7 +426,8 @@ class StudySpec(_Strict):
 
     def cell_noise(self, condition: str, eval_noise: float, noise_seed: int) -> NoiseSpec | None:
         """The NoiseSpec of one cell (``None`` when clean)."""
-        return self.evaluation.noise(eval_noise, noise_seed, kind=self.eval_kind(condition))
+        return self.evaluation.noise(eval_noise, noise_seed, kind=self.eval_kind(condition),
+                                     ops=self.conditions[condition].eval_ops)
 
     def with_overrides(self, *, seeds: int | None = None, n_items: int | None = None,
                        noise_seeds: int | None = None) -> StudySpec:
@@ -493,7 +515,9 @@ def _suggest(path: KeyPath) -> str:
     fields: dict[KeyPath, Any] = {
         (): StudySpec.model_fields, ("evaluation",): EvaluationSpec.model_fields,
         ("analysis",): AnalysisSpec.model_fields, ("task",): NamedParams.model_fields,
-        ("trainer",): NamedParams.model_fields,
+        ("trainer",): NamedParams.model_fields, ("sweep",): SweepSpec.model_fields,
+        ("sweep", "grid"): SweepSpec.model_fields["grid"].annotation.model_fields,
+        ("sweep", "adaptive"): AdaptiveSpec.model_fields,
     }
     parent, key = path[:-1], path[-1] if path else ""
     if len(parent) == 2 and parent[0] == "conditions":

@@ -1,0 +1,256 @@
+"""The critical threshold of a noise sweep, with a delta-method or a bootstrap interval.
+
+The critical threshold for a drop ``X`` is the noise scale at which the fitted accuracy
+falls to ``(1 − X) · f(0)``: ``X`` of the clean accuracy ``f(0)`` is lost (10 % by
+default). For a curve ``f = c + (d − c) g(u)`` it is an absolute effective dose at the level
+``(1 − X) f(0)``; drc's *relative* ED10 is the dose where 10 % of ``d − c`` is lost, which
+is the same only when ``c = 0``. The threshold is infinite when the fitted curve levels off
+above ``(1 − X) f(0)``.
+
+Outcomes are ``(n_doses, n_seeds, n_items)``: the same items and training seeds at every
+dose (an item's outcome may be a mean over noise seeds). The curve is fitted by binomial
+maximum likelihood to the accuracy at each dose, weighted by its ``n_seeds · n_items``
+evaluations.
+
+Intervals:
+
+* ``"delta"``: drc's delta method on the binomial fit. It treats every evaluation as an
+  independent Bernoulli draw, so it ignores that the same items (and seeds) recur at every
+  dose: it answers "for these models and items", and is too narrow for the population.
+* ``"bootstrap"`` (default): the two-way bootstrap of the package (:mod:`._resample`):
+  seeds and items are resampled jointly at every dose (paired), the accuracies are
+  recomputed, the curve is refitted (warm-started at the estimate) and the threshold
+  recomputed; the interval is the percentile interval of the refitted thresholds. With
+  several seeds each dose's resampled deviations are rescaled so its variance matches the
+  crossed random-effects estimate (:func:`._resample.crossed_variance_ratio`), as the
+  package's other bootstrap intervals do. Resamples whose curve never reaches the level
+  count as ``inf`` (an upper bound of ``inf`` says the data cannot rule that out); fits
+  that fail are dropped with a warning.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from robuststats._validation import (
+    as_float_array,
+    check_choice,
+    check_confidence_level,
+    check_n_resamples,
+    check_number,
+    check_rng,
+)
+from robuststats.errors import InputError
+from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning, tidy_row
+from robuststats.stats._dose_fitting import Problem, solve
+from robuststats.stats._dose_response import (
+    DoseResponseFit,
+    dose_at,
+    fit_dose_response,
+    threshold_target,
+)
+from robuststats.stats._resample import crossed_variance_ratio, resampled_totals
+
+__all__ = ["ThresholdResult", "critical_threshold"]
+
+_INTERVALS = ("bootstrap", "delta")
+
+
+@dataclass(frozen=True)
+class ThresholdResult:
+    """Result of :func:`critical_threshold`.
+
+    Attributes
+    ----------
+    drop : float
+        The relative accuracy loss that defines the threshold (0.10: 10 % of clean).
+    estimate : float
+        The noise scale at which the fitted accuracy is ``(1 − drop) · clean_accuracy``
+        (``inf`` when the fitted curve never falls that far).
+    confidence_interval : ConfidenceInterval
+    confidence_level : float
+    method : str
+        The interval method (``ci_method`` in tables).
+    clean_accuracy : float
+        The fitted accuracy at scale 0 (the control level ``f(0)``).
+    model : str
+        The dose-response model (drc's name).
+    n_doses, n_seeds, n_items : int
+    n_resamples : int
+        Bootstrap resamples (0 for the delta method).
+    n_not_reached : int
+        Resamples whose refitted curve never reached the level (counted as ``inf``).
+    n_failed : int
+        Resamples whose refit failed (dropped).
+    fit : DoseResponseFit
+    bootstrap_distribution : numpy.ndarray
+        The refitted thresholds (``inf`` where not reached).
+    bootstrap_parameters : numpy.ndarray
+        ``(n_resamples − n_failed, len(fit.free))``: the refitted free parameters, for
+        bands around the curve (:meth:`band`).
+    """
+
+    drop: float
+    estimate: float
+    confidence_interval: ConfidenceInterval
+    confidence_level: float
+    method: str
+    clean_accuracy: float
+    model: str
+    n_doses: int
+    n_seeds: int
+    n_items: int
+    n_resamples: int
+    n_not_reached: int
+    n_failed: int
+    fit: DoseResponseFit = field(repr=False, compare=False)
+    bootstrap_distribution: np.ndarray = field(repr=False, compare=False)
+    bootstrap_parameters: np.ndarray = field(repr=False, compare=False,
+                                             default_factory=lambda: np.empty((0, 0)))
+
+    def band(self, dose: object) -> pd.DataFrame:
+        """The fitted curve at ``dose`` with a pointwise interval: percentiles of the
+        refitted curves (bootstrap), or the delta method of the fit (``"delta"``).
+
+        Columns ``dose, estimate, ci_low, ci_high``.
+        """
+        x = as_float_array(dose, "dose", ndim=1, low=0.0)
+        if self.bootstrap_parameters.shape[0] < 2:
+            table = self.fit.predict(x, interval="confidence",
+                                     confidence_level=self.confidence_level)
+            return table[["dose", "estimate", "ci_low", "ci_high"]]
+        curve, base = self.fit.curve, dict(self.fit.parameters)
+        curves = np.array([curve.response(x, {**base, **dict(zip(self.fit.free, row))})
+                           for row in self.bootstrap_parameters])
+        alpha = 1.0 - self.confidence_level
+        low, high = np.quantile(curves, [alpha / 2, 1 - alpha / 2], axis=0)
+        return pd.DataFrame({"dose": x, "estimate": self.fit.predict(x), "ci_low": low,
+                             "ci_high": high})
+
+    def to_frame(self) -> pd.DataFrame:
+        """One-row table: ``drop, estimate, ci_low, ci_high, ci_level, ci_method, ...``."""
+        return pd.DataFrame([tidy_row(self, rename={"method": "ci_method"},
+                                      drop=("fit", "bootstrap_distribution",
+                                            "bootstrap_parameters"))])
+
+
+def _outcomes(dose: object, outcomes: object) -> tuple[np.ndarray, np.ndarray]:
+    x = as_float_array(dose, "dose", ndim=1, low=0.0)
+    arr = as_float_array(outcomes, "outcomes", ndim=(2, 3),
+                         shapes=("(n_doses, n_items)", "(n_doses, n_seeds, n_items)"),
+                         what="an array of outcomes in [0, 1]", low=0.0, high=1.0)
+    if arr.ndim == 2:
+        arr = arr[:, None, :]
+    if arr.shape[0] != x.size:
+        raise InputError(f"`outcomes` must have one row per dose ({x.size}), got shape "
+                         f"{arr.shape}.")
+    if arr.shape[2] < 2:
+        raise InputError(f"`outcomes` must hold at least 2 items per dose, got {arr.shape[2]}.")
+    return x, arr
+
+
+def critical_threshold(
+    dose: object, outcomes: object, *, drop: float = 0.10, model: str = "LL.4",
+    fixed: Mapping[str, float] | None = None, interval: str = "bootstrap",
+    confidence_level: float = 0.95, n_resamples: int = 1000,
+    rng: np.random.Generator | int | None = None,
+) -> ThresholdResult:
+    """The noise scale at which accuracy falls by ``drop`` of the clean accuracy.
+
+    Parameters
+    ----------
+    dose : array_like, shape (n_doses,)
+        Noise scales (0 = clean; include it: the clean accuracy anchors the curve).
+    outcomes : array_like, shape (n_doses, n_items) or (n_doses, n_seeds, n_items)
+        Item outcomes in [0, 1], aligned over doses (same seeds, same items).
+    drop : float
+        Relative loss in (0, 1) that defines the threshold (0.10 = 10 % of clean).
+    model : str
+        A drc model name (:data:`~robuststats.stats.DOSE_RESPONSE_MODELS`).
+    fixed : mapping, optional
+        Fixed parameters, e.g. ``{"c": 0.25}`` with ``model="LL.3"`` for a floor at chance.
+    interval : {"bootstrap", "delta"}
+        See the module docstring; ``"delta"`` ignores the clustering by items and seeds.
+    confidence_level, n_resamples, rng
+        As in the package's bootstrap functions.
+
+    Returns
+    -------
+    ThresholdResult
+    """
+    x, arr = _outcomes(dose, outcomes)
+    drop = check_number(drop, "drop", low=0.0, high=1.0, low_open=True, high_open=True)
+    check_choice(interval, "interval", _INTERVALS)
+    level = check_confidence_level(confidence_level)
+    b = check_n_resamples(n_resamples) if interval == "bootstrap" else 0
+    gen = check_rng(rng) if interval == "bootstrap" else None
+    n_doses, k, n = arr.shape
+    acc = arr.mean(axis=(1, 2))
+    totals = np.full(n_doses, float(k * n))
+    fit = fit_dose_response(x, acc, model=model, weights=totals, type="binomial", fixed=fixed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateDataWarning)
+        delta = fit.critical_threshold(drop, interval="delta", confidence_level=level)
+    if not math.isfinite(delta.estimate):
+        warnings.warn(f"the fitted {fit.model} curve never falls to {1 - drop:.0%} of its "
+                      f"clean accuracy {fit.control_response:.3g}: the threshold is "
+                      "infinite.", DegenerateDataWarning, stacklevel=2)
+    common = dict(drop=drop, estimate=delta.estimate, confidence_level=level,
+                  clean_accuracy=fit.control_response, model=fit.model, n_doses=n_doses,
+                  n_seeds=k, n_items=n, fit=fit)
+    if interval == "delta":
+        return ThresholdResult(confidence_interval=delta.confidence_interval,
+                               method=f"{delta.method}, items independent", n_resamples=0,
+                               n_not_reached=0, n_failed=0,
+                               bootstrap_distribution=np.empty(0), **common)
+    boot, params, failed = _bootstrap(fit, arr, drop, b, gen)
+    not_reached = int(np.sum(np.isinf(boot)))
+    if failed:
+        warnings.warn(f"{failed} of {b} bootstrap refits of {fit.model} failed and were "
+                      "dropped.", DegenerateDataWarning, stacklevel=2)
+    if boot.size < 2:
+        ci = ConfidenceInterval(math.nan, math.nan)
+    else:
+        alpha = 1.0 - level
+        low, high = np.quantile(boot, [alpha / 2, 1 - alpha / 2], method="linear")
+        ci = ConfidenceInterval(float(low), float(high))
+    scheme = "items" if k == 1 else "seeds x items"
+    return ThresholdResult(confidence_interval=ci, method=f"bootstrap percentile ({scheme})",
+                           n_resamples=b, n_not_reached=not_reached, n_failed=failed,
+                           bootstrap_distribution=boot, bootstrap_parameters=params,
+                           **common)
+
+
+def _bootstrap(fit: DoseResponseFit, arr: np.ndarray, drop: float, n_resamples: int,
+               rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, int]:
+    """Refitted thresholds and parameters of ``n_resamples`` two-way resamples, and the
+    number of failed refits."""
+    n_doses, k, n = arr.shape
+    acc = arr.mean(axis=(1, 2))
+    star = resampled_totals(arr, n_resamples, rng) / (k * n)  # (B, n_doses)
+    if k > 1:
+        ratio = np.array([crossed_variance_ratio(arr[j]) for j in range(n_doses)])
+        star = np.clip(acc + (star - acc) * ratio, 0.0, 1.0)
+    curve = fit.curve
+    target = threshold_target(curve, drop)
+    fixed = {name: fit.parameters[name] for name in fit.fixed}
+    start = np.array([fit.parameters[name] for name in fit.free])
+    out = np.empty(n_resamples)
+    params = np.empty((n_resamples, start.size))
+    failed = np.zeros(n_resamples, dtype=bool)
+    with np.errstate(all="ignore"):
+        for i in range(n_resamples):
+            prob = Problem(curve, fit.dose, star[i], fit.weights, "binomial", fixed, fit.free)
+            theta, value, ok = solve(prob, start, tol=1e-8)
+            if not (ok and math.isfinite(value)):
+                failed[i] = True
+                continue
+            out[i] = dose_at(curve, prob.params(theta), target)
+            params[i] = theta
+    return out[~failed], params[~failed], int(failed.sum())
