@@ -37,6 +37,7 @@ from pydantic import (
 )
 
 from robuststats._validation import MAX_RESAMPLES, check_choice
+from robuststats.diagnose._spec import DiagnoseSpec
 from robuststats.engine import NoiseSpec
 from robuststats.errors import InputError, closest_match, did_you_mean
 from robuststats.stats._multiplicity import MULTIPLICITY_METHODS
@@ -270,6 +271,8 @@ class StudySpec(_Strict):
     seeds: int | list[int] = 1
     hypotheses: list[HypothesisField] = Field(default_factory=list, max_length=MAX_HYPOTHESES)
     analysis: AnalysisSpec = AnalysisSpec()
+    #: options of ``robuststats diagnose`` (docs/diagnose.md); outside the run hash
+    diagnose: DiagnoseSpec | None = None
 
     # key path -> line number in the source file (1-based); empty for specs from dicts
     _lines: dict[KeyPath, int] = PrivateAttr(default_factory=dict)
@@ -315,8 +318,11 @@ class StudySpec(_Strict):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
-        return {**handler(self), **written_forms(self._written,
+        data = {**handler(self), **written_forms(self._written,
                                                  {"hypotheses": self.hypotheses})}
+        if data.get("diagnose") is None:
+            data.pop("diagnose", None)  # absent when unused: older studies keep their hash
+        return data
 
     @model_validator(mode="after")
     def _cross_checks(self) -> StudySpec:
@@ -330,6 +336,8 @@ class StudySpec(_Strict):
                                  f"the study defines {conds}")
 
         condition(("analysis", "reference"), self.analysis.reference)
+        if self.diagnose is not None:
+            condition(("diagnose", "condition"), self.diagnose.condition)
         seen: set[str] = set()
         for i, h in enumerate(self.hypotheses):
             if not h.id.isprintable() or len(h.id) > MAX_NAME_LENGTH:
@@ -493,7 +501,7 @@ def _suggest(path: KeyPath) -> str:
     fields: dict[KeyPath, Any] = {
         (): StudySpec.model_fields, ("evaluation",): EvaluationSpec.model_fields,
         ("analysis",): AnalysisSpec.model_fields, ("task",): NamedParams.model_fields,
-        ("trainer",): NamedParams.model_fields,
+        ("trainer",): NamedParams.model_fields, ("diagnose",): DiagnoseSpec.model_fields,
     }
     parent, key = path[:-1], path[-1] if path else ""
     if len(parent) == 2 and parent[0] == "conditions":
