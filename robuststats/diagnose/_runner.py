@@ -434,6 +434,7 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.perf_counter()
     task = preflight(ledger_spec)
+    _check_window_early(spec, plan)
     items = planned_items(replace_items(ledger_spec, plan.n_items), task)
     calibration = list(task.items("train"))[: plan.calibration_items] \
         if "channel" in plan.levels else None
@@ -477,6 +478,20 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
 
     version = write_diagnosis(diagnosis, out=out)
     return replace(diagnosis, version=version)
+
+
+def _check_window_early(spec: StudySpec, plan: DiagnosisPlan) -> None:
+    """A window larger than the builtin model, asked for, fails before any training."""
+    if spec.trainer.name != "builtin" or "window" not in plan.levels \
+            or not plan.levels_requested:
+        return
+    from robuststats.study.model import ModelSpec
+
+    n_layers = ModelSpec.from_dict(spec.model).num_layers
+    if plan.window > n_layers:
+        raise InputError(f"`diagnose.window` ({plan.window}) exceeds the model's {n_layers} "
+                         "layers (model.num_layers); give a smaller --window or leave out the "
+                         "window level.")
 
 
 @contextmanager

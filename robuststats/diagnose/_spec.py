@@ -16,16 +16,23 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from robuststats.engine import ALL_OPS, KINDS, OP_PRESETS
 from robuststats.errors import closest_match
 from robuststats.stats._multiplicity import MULTIPLICITY_METHODS
-from robuststats.study.spec_bounds import MAX_ITEMS, MAX_NOISE_SEEDS
-from robuststats.study.spec_fields import check_seed_field
 
-__all__ = ["DEFAULT_MODULES", "LEVELS", "MAX_WINDOW", "DiagnoseSpec"]
+__all__ = ["DEFAULT_MODULES", "LEVELS", "MAX_ITEMS", "MAX_NOISE_SEEDS", "MAX_SEED_VALUE",
+           "MAX_WINDOW", "DiagnoseSpec"]
 
 #: the probe's levels, in the order they run and are reported
 LEVELS: tuple[str, ...] = ("operator", "layer", "window", "channel")
 #: modules whose inputs the channel level watches by default: the inputs of the two
 #: products that write into the residual stream (seed 004's ``o_proj`` and ``down_proj``)
 DEFAULT_MODULES: tuple[str, ...] = ("o_proj", "down_proj")
+# The bounds of robuststats.study.spec_bounds, repeated: robuststats.study.spec imports this
+# module, so it cannot import from robuststats.study (tests check the values agree).
+#: ``evaluation.n_items``
+MAX_ITEMS = 1_000_000
+#: noise draws per target
+MAX_NOISE_SEEDS = 1_000
+#: largest seed value (robuststats.study.spec_fields.MAX_SEED_VALUE)
+MAX_SEED_VALUE = 2**32 - 1
 #: largest window (the builtin model allows 256 layers)
 MAX_WINDOW = 256
 #: calibration items of the channel level
@@ -106,7 +113,20 @@ class DiagnoseSpec(BaseModel):
     @field_validator("noise_seeds")
     @classmethod
     def _noise_seeds(cls, v: int | list[int] | None) -> int | list[int] | None:
-        return None if v is None else check_seed_field(v, max_count=MAX_NOISE_SEEDS)
+        if v is None:
+            return None
+        if isinstance(v, int):
+            if not 1 <= v <= MAX_NOISE_SEEDS:
+                raise ValueError(f"a count must be in [1, {MAX_NOISE_SEEDS:,}], got {v}")
+            return v
+        if not v or len(v) > MAX_NOISE_SEEDS:
+            raise ValueError(f"the list must hold 1 to {MAX_NOISE_SEEDS:,} seeds, got {len(v)}")
+        bad = [s for s in v if not 0 <= s <= MAX_SEED_VALUE]
+        if bad:
+            raise ValueError(f"seeds must be in [0, {MAX_SEED_VALUE}], got {bad[0]}")
+        if len(set(v)) != len(v):
+            raise ValueError(f"seeds must be distinct, got {v}")
+        return list(v)
 
     @field_validator("modules")
     @classmethod
