@@ -218,8 +218,8 @@ def interaction(clean: np.ndarray, window: np.ndarray, singles: Sequence[np.ndar
     ``clean``, ``window`` and each of ``singles`` are aligned ``(n_seeds, n_items)``
     outcomes (0/1, or means over noise seeds) of the same models and items. The linear
     statistic ``(c − z_W) − Σ_l (c − z_l)`` per seed and item gets the crossed seed × item
-    variance (:func:`robuststats.stats.crossed_variance`; with one seed the paired t over
-    items), never below the items-only variance ``MS_item/(kn)``. With no spread at all
+    variance (:func:`robuststats.stats.crossed_variance`, Satterthwaite df; with one seed the
+    paired t over items). With no spread at all
     the interval is the estimate ± ``(k_W + 1)·z²/(n + z²)``, the score-type bound the
     package uses for a paired difference without discordance, scaled to the range of the
     statistic.
@@ -239,7 +239,9 @@ def interaction(clean: np.ndarray, window: np.ndarray, singles: Sequence[np.ndar
     k, n = values.shape
     estimate = float(values.mean())
     cv = crossed_variance(values)
-    variance = max(cv.variance, cv.ms_item / (k * n))
+    # no floor at MS_item/(kn): with the seed-level df it made the test far too conservative
+    # (0 of 400 additive windows rejected at a nominal 5 %, 3 seeds × 200 items)
+    variance = cv.variance
     level = float(confidence_level)
     if variance > 0:
         se, dof = math.sqrt(variance), cv.dof
