@@ -2,11 +2,14 @@
 
 :class:`ChannelStats` keeps, per channel of one module's input, the token count, the exact
 max ``|x|``, the sum of squares and a histogram of ``log2 |x|`` with ``bins_per_octave`` bins
-per doubling. The median (any quantile) is read from the histogram: it lies in the bin that
-holds the true sample median, so its relative error is at most ``2^(1/(2·bins_per_octave))
-− 1`` (1.1 % at 32 bins per octave) whatever the data. Memory is ``channels × bins`` counts,
-independent of the number of tokens; updates are one vectorised ``bincount`` per batch, and
-two accumulators merge by adding counts.
+per doubling over ``[2^min_exp, 2^max_exp)``. The median (any quantile) is read from the
+histogram: it lies in the bin that holds the true sample median, so its relative error is at
+most ``2^(1/(2·bins_per_octave)) − 1`` (2.2 % at the default 16 bins per octave) whatever the
+data; a quantile below ``2^min_exp`` (2^-40 ≈ 9e-13 by default) reads as 0. Memory is
+``channels × (max_exp − min_exp) × bins_per_octave`` 32-bit counts (5 KiB per channel by
+default: 1 MiB for the 192 channels of the tiny model's ``down_proj`` input, 92 MiB for an
+18,944-channel one), independent of the number of tokens; updates are one vectorised
+``bincount`` per batch, and two accumulators merge by adding counts.
 
 Per channel c of a module: ``ratio = max|x_c| / median|x_c|`` (how far the channel's largest
 value sits above its typical value: token spikes, "massive activations") and
@@ -46,7 +49,7 @@ class ChannelStats:
     above ``2**max_exp`` in the highest; the exact maximum is kept separately.
     """
 
-    def __init__(self, n_channels: int, *, bins_per_octave: int = 32, min_exp: int = -40,
+    def __init__(self, n_channels: int, *, bins_per_octave: int = 16, min_exp: int = -40,
                  max_exp: int = 40) -> None:
         if isinstance(n_channels, bool) or not isinstance(n_channels, int) or n_channels < 1:
             raise InputError(f"`n_channels` must be a positive integer, got {n_channels!r}.")
@@ -61,7 +64,7 @@ class ChannelStats:
         self.bins_per_octave = bins_per_octave
         self.min_exp, self.max_exp = min_exp, max_exp
         self.n_bins = (max_exp - min_exp) * bins_per_octave
-        self.counts = np.zeros((n_channels, self.n_bins), dtype=np.int64)
+        self.counts = np.zeros((n_channels, self.n_bins), dtype=np.int32)
         self.n_tokens = 0
         self.max_abs = np.zeros(n_channels, dtype=np.float64)
         self.sum_sq = np.zeros(n_channels, dtype=np.float64)
@@ -87,7 +90,8 @@ class ChannelStats:
         idx = idx.clamp_(0, self.n_bins - 1)
         flat = idx + torch.arange(self.n_channels).unsqueeze(0) * self.n_bins
         counts = torch.bincount(flat.reshape(-1), minlength=self.n_channels * self.n_bins)
-        self.counts += counts.reshape(self.n_channels, self.n_bins).cpu().numpy()
+        self.counts += counts.reshape(self.n_channels, self.n_bins).cpu().numpy().astype(
+            np.int32)
 
     def merge(self, other: ChannelStats) -> ChannelStats:
         """Add ``other``'s counts (same channels and bins) into this accumulator."""
@@ -111,7 +115,7 @@ class ChannelStats:
         if self.n_tokens == 0:
             raise InputError("no values were added: call `update` first.")
         rank = max(1, math.ceil(q * self.n_tokens))
-        cum = np.cumsum(self.counts, axis=1)
+        cum = np.cumsum(self.counts, axis=1, dtype=np.int64)
         b = np.argmax(cum >= rank, axis=1)
         centre = 2.0 ** (self.min_exp + (b + 0.5) / self.bins_per_octave)
         # a value below the lowest bin's range is (numerically) zero
@@ -183,7 +187,7 @@ def _layer_of(name: str, model: Any) -> int:
 
 def capture_channels(model: Any, tokenizer: Any, texts: Sequence[str], *,
                      modules: Sequence[str], threshold: float = 10.0,
-                     batch_size: int = 64, bins_per_octave: int = 32) -> pd.DataFrame:
+                     batch_size: int = 64, bins_per_octave: int = 16) -> pd.DataFrame:
     """Per-channel statistics of the inputs of ``modules`` over ``texts`` (teacher-forced).
 
     One forward per batch; padding positions are left out (their rows never reach the
