@@ -37,6 +37,7 @@ from pydantic import (
 )
 
 from robuststats._validation import MAX_RESAMPLES, check_choice
+from robuststats.diagnose._spec import DiagnoseSpec
 from robuststats.engine import NoiseSpec
 from robuststats.errors import InputError, closest_match, did_you_mean
 from robuststats.stats._multiplicity import MULTIPLICITY_METHODS
@@ -288,6 +289,8 @@ class StudySpec(_Strict):
     analysis: AnalysisSpec = AnalysisSpec()
     #: a dose-response sweep (:mod:`robuststats.study.sweep`); its grid makes the levels
     sweep: SweepSpec | None = None
+    #: options of ``robuststats diagnose`` (docs/diagnose.md); outside the run hash
+    diagnose: DiagnoseSpec | None = None
 
     # key path -> line number in the source file (1-based); empty for specs from dicts
     _lines: dict[KeyPath, int] = PrivateAttr(default_factory=dict)
@@ -335,8 +338,9 @@ class StudySpec(_Strict):
     def _dump(self, handler: Any) -> dict[str, Any]:
         data = {**handler(self), **written_forms(self._written,
                                                  {"hypotheses": self.hypotheses})}
-        if data.get("sweep") is None:
-            data.pop("sweep", None)  # absent when unused: older studies keep their hash
+        for optional in ("sweep", "diagnose"):
+            if data.get(optional) is None:
+                data.pop(optional, None)  # absent when unused: older studies keep their hash
         return data
 
     @model_validator(mode="after")
@@ -351,6 +355,8 @@ class StudySpec(_Strict):
                                  f"the study defines {conds}")
 
         condition(("analysis", "reference"), self.analysis.reference)
+        if self.diagnose is not None:
+            condition(("diagnose", "condition"), self.diagnose.condition)
         seen: set[str] = set()
         for i, h in enumerate(self.hypotheses):
             if not h.id.isprintable() or len(h.id) > MAX_NAME_LENGTH:
@@ -518,6 +524,7 @@ def _suggest(path: KeyPath) -> str:
         ("trainer",): NamedParams.model_fields, ("sweep",): SweepSpec.model_fields,
         ("sweep", "grid"): SweepSpec.model_fields["grid"].annotation.model_fields,
         ("sweep", "adaptive"): AdaptiveSpec.model_fields,
+        ("diagnose",): DiagnoseSpec.model_fields,
     }
     parent, key = path[:-1], path[-1] if path else ""
     if len(parent) == 2 and parent[0] == "conditions":
