@@ -134,6 +134,30 @@ class ConditionSpec(_Strict):
     #: evaluate this condition under another error model than ``evaluation.kind`` (a name of
     #: ``robuststats.study.eval_kinds.EVALUATION_KINDS``), at the same noise levels
     eval_kind: str | None = None
+    #: evaluate existing local checkpoints instead of training: a directory, a glob or a
+    #: template with ``{seed}`` (``robuststats.study.checkpoints``; resolved before compute)
+    checkpoint: str | None = Field(default=None, max_length=4096)
+
+    @field_validator("checkpoint")
+    @classmethod
+    def _checkpoint(cls, v: str | None) -> str | None:
+        from robuststats.study.checkpoints import check_template
+
+        if v is not None:
+            try:
+                check_template(v)
+            except InputError as exc:
+                raise KeyedError((), str(exc)) from None
+        return v
+
+    @model_validator(mode="after")
+    def _checkpoint_is_not_trained(self) -> ConditionSpec:
+        if self.checkpoint is not None:
+            for key in ("train_noise", "aqn"):
+                if getattr(self, key) is not None:
+                    raise KeyedError((key,), "a condition with a `checkpoint` is loaded, not "
+                                     f"trained, so `{key}` would have no effect; remove one")
+        return self
 
     @field_validator("eval_kind")
     @classmethod
@@ -158,8 +182,9 @@ class ConditionSpec(_Strict):
     def _dump(self, handler: Any) -> dict[str, Any]:
         values = {"train_noise": self.train_noise, "aqn": self.aqn}
         data = {**handler(self), **written_forms(self._written, values)}
-        if data.get("eval_kind") is None:
-            data.pop("eval_kind", None)  # absent when unused: older studies keep their hash
+        for key in ("eval_kind", "checkpoint"):
+            if data.get(key) is None:
+                data.pop(key, None)  # absent when unused: older studies keep their hash
         return data
 
 
