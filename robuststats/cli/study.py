@@ -122,16 +122,19 @@ def _text(name: str, result: Any, hyp: Any) -> str:
 
 def _check(args: argparse.Namespace, spec: Any) -> int:
     """``--check``: everything a run validates before its first cell, then the plan."""
+    from robuststats.study.checkpoints import check_checkpoints
     from robuststats.study.executor import preflight
 
     preflight(spec)  # builds the task and the trainer: unknown names, bad parameters
+    checkpoints = {f"{c}__s{s}": str(ref.path) for (c, s), ref in check_checkpoints(spec).items()}
     seeds = spec.seed_list()
     levels = spec.evaluation.noise_levels
     data = {"study": spec.name, "valid": True, "conditions": list(spec.conditions),
             "seeds": seeds, "noise_levels": levels,
             "noise_seeds": spec.evaluation.noise_seed_list(),
             "n_items": spec.evaluation.n_items, "cells_planned": spec.n_cells(),
-            "models": len(spec.conditions) * len(seeds),
+            "models": len(spec.conditions) * len(seeds) - len(checkpoints),
+            "checkpoints": checkpoints,
             "hypotheses": [h.id for h in spec.hypotheses], "spec_hash": spec.spec_hash()}
 
     def text() -> str:
@@ -147,7 +150,9 @@ def _check(args: argparse.Namespace, spec: Any) -> int:
             f"  noise levels {', '.join(f'{x:g}' for x in levels)}; "
             f"{len(data['noise_seeds'])} noise seed(s) per noisy level",
             f"  {data['cells_planned']} cells, {data['models']} model(s) to train, "
-            f"{len(spec.hypotheses)} hypothesis(es)",
+            + (f"{len(checkpoints)} checkpoint(s) to load, " if checkpoints else "")
+            + f"{len(spec.hypotheses)} hypothesis(es)",
+            *(f"  checkpoint {job}: {path}" for job, path in list(checkpoints.items())[:20]),
         ])
 
     emit(args.format, data=data, text=text)

@@ -61,15 +61,20 @@ def evaluate(
     if isinstance(noise_seed, bool) or not isinstance(noise_seed, int) or noise_seed < 0:
         raise InputError(f"`noise_seed` must be a non-negative integer, got {noise_seed!r}.")
     model, tokenizer = trained.model, trained.tokenizer
+    # a task may render prompts with the model's tokenizer (a chat template) and set how
+    # generation stops (stop strings, the end of a "#### N" answer, a token budget)
+    render = getattr(task, "render_prompt", None)
+    prompts = [render(item, tokenizer) if render else item.prompt for item in items]
+    options = dict(getattr(task, "generation_options", dict)())
+    task_budget = options.pop("max_new_tokens", None)
     if max_new_tokens is None:
-        max_new_tokens = default_max_new_tokens(tokenizer, task, items)
-    prompts = [item.prompt for item in items]
+        max_new_tokens = task_budget or default_max_new_tokens(tokenizer, task, items)
     attrs: dict[str, Any] = {"noise_seed": int(noise_seed), "batch_size": batch_size,
                              "max_new_tokens": max_new_tokens}
     started = time.perf_counter()
     if noise is None or float(noise.scale) == 0.0:
         completions = generate_greedy(model, tokenizer, prompts, max_new_tokens=max_new_tokens,
-                                      batch_size=batch_size, progress=progress)
+                                      batch_size=batch_size, progress=progress, **options)
         attrs.update(eval_noise=0.0, injections=0, injection_stats=[])
     else:
         from robuststats.engine import inject
@@ -78,7 +83,7 @@ def evaluate(
         with inject(model, spec, verify=True) as session:
             completions = generate_greedy(model, tokenizer, prompts,
                                           max_new_tokens=max_new_tokens,
-                                          batch_size=batch_size, progress=progress)
+                                          batch_size=batch_size, progress=progress, **options)
         stats = session.stats
         attrs.update(eval_noise=float(spec.scale), noise=spec.to_dict(),
                      injections=int(stats["count"].sum()) if "count" in stats else None,

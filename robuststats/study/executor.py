@@ -87,6 +87,9 @@ def preflight(spec: StudySpec) -> Any:
     with spec.pointing_at("trainer"):
         trainer = build_trainer(spec)
     _check_layers(spec, trainer)
+    from robuststats.study.checkpoints import check_checkpoints
+
+    check_checkpoints(spec)  # every (condition, seed) checkpoint exists and is complete
     return task
 
 
@@ -170,6 +173,16 @@ def _model_for(ledger: RunLedger, spec: StudySpec, job: TrainJob) -> tuple[Any, 
     from robuststats.study.trainer import TrainedModel, TrainingCondition
 
     task = build_task(spec)
+    pattern = spec.conditions[job.condition].checkpoint
+    if pattern is not None:
+        # an existing checkpoint is loaded where it is (never copied into the run directory)
+        from robuststats.study.checkpoints import load_checkpoint, resolve_checkpoint
+
+        ref = resolve_checkpoint(pattern, condition=job.condition, seed=job.seed)
+        model = load_checkpoint(ref)
+        ledger.log_event({"event": "checkpoint_loaded", "job": job.key,
+                          **model.info["checkpoint"]})
+        return model, task, False
     trainer = build_trainer(spec)
     if ledger.model_ready(job):
         loader = getattr(trainer, "load", None) or TrainedModel.load

@@ -8,6 +8,12 @@ one single-token forward per step, never a hidden extra pass. It is tested to gi
 same tokens as ``generate`` with ``do_sample=False``. Prompts are left-padded; position ids
 follow the attention mask, so a padded prompt sees exactly the positions it would see alone.
 
+Throughput on a CPU: prompts are batched in order of length (less padding), and a row
+leaves the batch when it is done (an end-of-sequence token, a stop string, or the end of
+its ``#### N`` answer), so the batch shrinks instead of carrying finished rows to the
+longest completion. Under noise, which random numbers meet which item depends on the batch,
+so noisy outcomes depend on ``batch_size`` (and on this order), and are reproducible.
+
 Used by the evaluator (:mod:`robuststats.study.evaluate`) and by the builtin trainer's
 train-accuracy check (:mod:`robuststats.study.training`); it imports neither.
 """
@@ -35,11 +41,20 @@ def generate_greedy(
     max_new_tokens: int,
     batch_size: int = 64,
     progress: Callable[[int, int], None] | None = None,
+    stop: Callable[[str], int | None] | None = None,
+    stop_strings: Sequence[str] = (),
+    sort_by_length: bool = True,
 ) -> list[str]:
     """Greedy completions of ``prompts`` (special tokens removed), in input order.
 
-    Each batch stops when every sequence has produced the EOS token or after
-    ``max_new_tokens`` tokens. ``progress(done, total)`` is called after each batch.
+    A row stops at an end-of-sequence token (the tokenizer's and the model's
+    ``generation_config.eos_token_id``, which may be several), at the first of
+    ``stop_strings``, where ``stop(text)`` returns an index (the completion is cut there,
+    e.g. :func:`robuststats.study.answers.stop_after_answer`), or after
+    ``max_new_tokens`` tokens. Finished rows leave the batch (their KV cache is dropped),
+    so a batch costs what its unfinished rows cost. With ``sort_by_length`` prompts are
+    batched in order of token length (less padding); completions come back in input order
+    either way. ``progress(done, total)`` is called after each batch.
     """
     import torch
 
@@ -48,19 +63,31 @@ def generate_greedy(
         raise InputError(f"`max_new_tokens` must be a positive integer, got {max_new_tokens!r}.")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InputError(f"`batch_size` must be a positive integer, got {batch_size!r}.")
-    eos_id = tokenizer.eos_token_id
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
+    if isinstance(stop_strings, str) or not all(isinstance(s, str) and s for s in stop_strings):
+        raise InputError(f"`stop_strings` must be a list of non-empty strings, got "
+                         f"{stop_strings!r}.")
+    eos_ids = _eos_ids(model, tokenizer)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else \
+        (min(eos_ids) if eos_ids else 0)
     if tokenizer.padding_side != "left":
         tokenizer.padding_side = "left"
+    order = list(range(len(prompts)))
+    if sort_by_length and len(prompts) > batch_size:
+        lengths = [len(ids) for ids in
+                   tokenizer(list(prompts), add_special_tokens=False)["input_ids"]]
+        order.sort(key=lambda i: lengths[i])
+    rules = _StopRules(tokenizer, stop, tuple(stop_strings))
     was_training = model.training
     model.eval()
-    completions: list[str] = []
+    completions: list[str] = [""] * len(prompts)
     try:
         with torch.inference_mode():
-            for start in range(0, len(prompts), batch_size):
-                batch = list(prompts[start : start + batch_size])
-                completions.extend(
-                    _greedy_batch(model, tokenizer, batch, max_new_tokens, eos_id, pad_id))
+            for start in range(0, len(order), batch_size):
+                chosen = order[start : start + batch_size]
+                texts = _greedy_batch(model, tokenizer, [prompts[i] for i in chosen],
+                                      max_new_tokens, eos_ids, pad_id, rules)
+                for i, text in zip(chosen, texts):
+                    completions[i] = text
                 if progress is not None:
                     progress(min(start + batch_size, len(prompts)), len(prompts))
     finally:
@@ -68,13 +95,57 @@ def generate_greedy(
     return completions
 
 
+def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> frozenset[int]:
+    """End-of-sequence ids: the tokenizer's and the generation config's (an instruct model
+    ends its turn with one and pads with another, e.g. Qwen2.5's ``<|im_end|>``)."""
+    ids: set[int] = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    config = getattr(model, "generation_config", None)
+    extra = getattr(config, "eos_token_id", None) if config is not None else None
+    if isinstance(extra, int):
+        ids.add(extra)
+    elif isinstance(extra, (list, tuple)):
+        ids.update(int(i) for i in extra)
+    return frozenset(ids)
+
+
+class _StopRules:
+    """When a row is done, and where its completion is cut.
+
+    Checked on the decoded last :data:`TAIL` tokens of each unfinished row after every
+    step (a stop string or an answer ends within them); the final text is then cut at the
+    first stop in the whole completion.
+    """
+
+    TAIL = 48
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase,
+                 stop: Callable[[str], int | None] | None, strings: tuple[str, ...]) -> None:
+        self.tokenizer, self.stop, self.strings = tokenizer, stop, strings
+        self.active = stop is not None or bool(strings)
+
+    def done(self, tokens: list[int]) -> bool:
+        tail = self.tokenizer.decode(tokens[-self.TAIL:], skip_special_tokens=True)
+        if any(s in tail for s in self.strings):
+            return True
+        return self.stop is not None and self.stop(tail) is not None
+
+    def cut(self, text: str) -> str:
+        ends = [text.find(s) for s in self.strings if s in text]
+        if self.stop is not None and (at := self.stop(text)) is not None:
+            ends.append(at)
+        return text[: min(ends)] if ends else text
+
+
 def _greedy_batch(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     prompts: list[str],
     max_new_tokens: int,
-    eos_id: int | None,
+    eos_ids: frozenset[int],
     pad_id: int,
+    rules: _StopRules,
 ) -> list[str]:
     import torch
 
@@ -86,28 +157,33 @@ def _greedy_batch(
                 use_cache=True, logits_to_keep=1)
     cache = out.past_key_values
     n = input_ids.shape[0]
-    generated = torch.full((n, max_new_tokens), pad_id, dtype=torch.long)
-    finished = torch.zeros(n, dtype=torch.bool)
+    generated: list[list[int]] = [[] for _ in range(n)]
+    rows = torch.arange(n)  # batch position -> prompt index, for the rows still running
     next_positions = positions[:, -1:] + 1
+    eos = torch.tensor(sorted(eos_ids), dtype=torch.long)
     for step in range(max_new_tokens):
         tokens = out.logits[:, -1, :].argmax(dim=-1)
-        tokens = torch.where(finished, torch.full_like(tokens, pad_id), tokens)
-        generated[:, step] = tokens
-        if eos_id is not None:
-            finished |= tokens == eos_id
+        finished = torch.isin(tokens, eos)
+        for j, (row, token) in enumerate(zip(rows.tolist(), tokens.tolist())):
+            if not finished[j]:
+                generated[row].append(token)
+                if rules.active and rules.done(generated[row]):
+                    finished[j] = True
         if bool(finished.all()) or step == max_new_tokens - 1:
             break
-        mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype)], dim=1)
+        if bool(finished.any()):
+            # finished rows leave the batch: the cache, mask and positions shrink with it
+            keep = torch.nonzero(~finished).squeeze(1)
+            cache.batch_select_indices(keep)
+            rows, tokens, mask = rows[keep], tokens[keep], mask[keep]
+            next_positions = next_positions[keep]
+        mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype)], dim=1)
         out = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_positions,
                     past_key_values=cache, use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
         next_positions = next_positions + 1
-    texts = []
-    for row in generated.tolist():
-        if eos_id is not None and eos_id in row:
-            row = row[: row.index(eos_id)]
-        texts.append(tokenizer.decode(row, skip_special_tokens=True))
-    return texts
+    texts = [tokenizer.decode(row, skip_special_tokens=True) for row in generated]
+    return [rules.cut(text) for text in texts] if rules.active else texts
 
 
 def default_max_new_tokens(tokenizer: PreTrainedTokenizerBase, task: Task,

@@ -1,22 +1,24 @@
 """The tiny Hugging Face Qwen2 of the embedded default study, its tokenizer, local loading.
 
 Nothing here downloads: the model is the real ``transformers`` ``Qwen2ForCausalLM`` built
-from a ``Qwen2Config`` (``sdpa`` attention, as Qwen2 ships), and the tokenizer is a
-``tokenizers`` word-level model wrapped in ``PreTrainedTokenizerFast``, so both save and
-load with ``save_pretrained`` / ``from_pretrained``.
+from a ``Qwen2Config`` (``sdpa`` attention, as Qwen2 ships), and the tokenizer is a real
+``Qwen2Tokenizer`` (byte-level BPE), so a saved directory loads with
+``AutoModelForCausalLM`` and ``AutoTokenizer`` as exactly what robuststats used: the same
+token ids and the same logits (lm-eval, vLLM and verl load through them).
 
-Tokenizer design: every printable ASCII character is a token, and so is each word a task
-declares (with and without a leading space). A regex pre-tokenizer cuts text into known
-words (when followed by a non-letter) or single characters, so numbers are always
-spelled digit by digit, any ASCII text round-trips exactly, and task prompts stay short
-(training cost on a CPU grows with sequence length).
+Tokenizer design: every byte is a token and so is each word a task declares (space
+prefixed, GPT-2 style), formed by BPE merges under Qwen2's own pre-tokenizer. Numbers are
+spelled digit by digit, any text round-trips exactly, and task prompts stay short
+(training cost on a CPU grows with sequence length). Why not a custom pre-tokenizer:
+transformers 5 builds every ``qwen2`` tokenizer as ``Qwen2Tokenizer`` from the vocab and
+merges of ``tokenizer.json`` and ignores its pre-tokenizer and a saved ``tokenizer_class``,
+so only a tokenizer of Qwen2's own shape survives ``AutoTokenizer``.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import string
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SPECIAL_TOKENS",
+    "TOKENIZER_FILES",
     "ModelSpec",
     "build_model",
     "build_tokenizer",
@@ -43,38 +46,73 @@ SPECIAL_TOKENS = (PAD, EOS, UNK)
 MAX_PARAMETERS = 50_000_000
 _MAX_SIZE = {"hidden_size": 16_384, "num_layers": 256, "num_heads": 1_024,
              "num_kv_heads": 1_024, "intermediate_size": 65_536, "max_positions": 1_048_576}
-_CHARS = [c for c in string.printable if c not in "\t\r\x0b\x0c"]  # 95 printable + "\n"
 
 
 def build_tokenizer(words: Sequence[str] = ()) -> PreTrainedTokenizerBase:
-    """A character-level tokenizer with whole-word tokens for ``words``.
+    """A Qwen2-format byte-level BPE tokenizer with whole-word tokens for ``words``.
 
-    Token ids: ``<pad>`` 0, ``<eos>`` 1, ``<unk>`` 2, then the ASCII characters, then each
-    word and its space-prefixed form. Characters outside printable ASCII map to ``<unk>``.
-    Deterministic: the same ``words`` give the same ids.
+    It is a ``transformers`` ``Qwen2Tokenizer``: Qwen2's own pre-tokenizer (NFC, Qwen2's
+    split pattern, byte-level), a BPE model and a byte-level decoder, so the directory it is
+    saved to loads back through ``AutoTokenizer`` as exactly this tokenizer (transformers 5
+    builds every ``qwen2`` tokenizer as a ``Qwen2Tokenizer`` from ``tokenizer.json``'s vocab
+    and merges, whatever ``tokenizer_class`` a directory names).
+
+    Token ids: ``<pad>`` 0, ``<eos>`` 1, ``<unk>`` 2 (declared, never produced), the 256
+    byte symbols (so any text round-trips), then the merged tokens of ``words``. A word of
+    letters gets one token in its space-prefixed form (``" apples"``, as in GPT-2 and
+    Qwen2 vocabularies); a word of punctuation (``"####"``) in both forms. Merges form a
+    word's token as a chain of prefixes, longer prefixes first, so a pre-token that is a
+    word becomes that one token and digits stay single (Qwen2 splits numbers digit by
+    digit). Deterministic: the same ``words`` give the same ids.
     """
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+    from transformers import Qwen2Tokenizer
 
-    clean = sorted({w for w in words if w and re.fullmatch(r"[!-~]+", w) and len(w) > 1})
+    byte_symbols = _byte_symbols()
     vocab: dict[str, int] = {}
-    for token in (*SPECIAL_TOKENS, *_CHARS, *clean, *(" " + w for w in clean)):
+    for token in (*SPECIAL_TOKENS, *byte_symbols):
         vocab.setdefault(token, len(vocab))
-    # Longest words first so that "apples" wins over "apple"; a word must not run on into
-    # more letters ("has" does not match inside "hasty").
-    pieces = [r"[\s\S]"]
-    if clean:
-        alternatives = "|".join(re.escape(w) for w in sorted(clean, key=len, reverse=True))
-        pieces.insert(0, rf" ?(?:{alternatives})(?![A-Za-z])")
-    backend = Tokenizer(models.WordLevel(vocab, unk_token=UNK))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex("|".join(pieces)), behavior="isolated")
-    backend.decoder = decoders.Fuse()
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend, pad_token=PAD, eos_token=EOS, unk_token=UNK,
+    merges: dict[tuple[str, str], None] = {}
+    for piece in _word_pieces(words):
+        symbols = "".join(byte_symbols[b] for b in piece.encode("utf-8"))
+        for end in range(2, len(symbols) + 1):
+            merges.setdefault((symbols[: end - 1], symbols[end - 1]), None)
+            vocab.setdefault(symbols[:end], len(vocab))
+    # longest prefix first: a word's own chain outranks shorter merges inside it ("####")
+    ranked = sorted(merges, key=lambda m: (-len(m[0]), m))
+    tokenizer = Qwen2Tokenizer(
+        vocab=vocab, merges=ranked, unk_token=UNK, eos_token=EOS, pad_token=PAD,
+        padding_side="left",  # batched generation appends on the right
         clean_up_tokenization_spaces=False,
     )
-    tokenizer.padding_side = "left"  # batched generation appends on the right
     return tokenizer
+
+
+def _byte_symbols() -> list[str]:
+    """The printable stand-in of each byte in byte-level BPE (GPT-2's ``bytes_to_unicode``:
+    printable Latin-1 bytes are themselves, the others are shifted above U+0100)."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    symbols, shift = {}, 0
+    for b in range(256):
+        if b in kept:
+            symbols[b] = chr(b)
+        else:
+            symbols[b] = chr(256 + shift)
+            shift += 1
+    return [symbols[b] for b in range(256)]
+
+
+def _word_pieces(words: Sequence[str]) -> list[str]:
+    """The pre-tokens that get a token: ``" " + word`` for every word that Qwen2's
+    pre-tokenizer keeps whole after a space, and a punctuation word alone as well."""
+    pieces = set()
+    for word in words:
+        if not isinstance(word, str) or len(word) < 2 or not word.isascii():
+            continue
+        if re.fullmatch(r"[A-Za-z]+", word):
+            pieces.add(" " + word)
+        elif re.fullmatch(r"[!-/:-@\[-`{-~]+", word):  # ASCII punctuation only
+            pieces.update((word, " " + word))
+    return sorted(pieces)
 
 
 @dataclass(frozen=True)
@@ -193,7 +231,12 @@ def load_pretrained(
     """Load a causal LM and its tokenizer from a local directory (never downloads).
 
     Works for any ``AutoModelForCausalLM`` checkpoint saved with ``save_pretrained``,
-    including the tiny Qwen2 of this module. The model is returned in eval mode on the CPU.
+    including the tiny Qwen2 of this module; the tokenizer is what ``AutoTokenizer`` loads
+    (as lm-eval, vLLM and verl do). Weights load from safetensors when present, otherwise
+    through ``torch.load(weights_only=True)``: a checkpoint never runs code. A directory
+    without tokenizer files, a tokenizer that encodes text to nothing, or a token id beyond
+    the model's vocabulary is an :class:`InputError`, never a silently empty tokenizer.
+    The model is returned in eval mode on the CPU.
     """
     from transformers import AutoModelForCausalLM
 
@@ -201,12 +244,17 @@ def load_pretrained(
     if not (directory / "config.json").is_file():
         raise InputError(f"`{key}` must be a directory with a saved model (config.json), "
                          f"got {str(path)!r}.")
+    if not any((directory / name).is_file() for name in TOKENIZER_FILES):
+        raise InputError(f"`{key}`: {str(path)!r} has no tokenizer files (one of "
+                         f"{', '.join(TOKENIZER_FILES)}); save the tokenizer beside the model.")
     try:
         with _quiet_transformers():
             tokenizer = _load_tokenizer(directory)
-            model = AutoModelForCausalLM.from_pretrained(directory, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(
+                directory, local_files_only=True, trust_remote_code=False, weights_only=True)
     except (OSError, ValueError) as exc:
         raise InputError(f"`{key}`: cannot load a model from {str(path)!r}: {exc}") from exc
+    _check_tokenizer(tokenizer, model, str(path), key)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
@@ -214,12 +262,17 @@ def load_pretrained(
     return model, tokenizer
 
 
+#: files of which a checkpoint needs one for its tokenizer (transformers' serialisations)
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model", "tekken.json",
+                   "vocab.txt")
+
+
 def _load_tokenizer(directory: Path) -> PreTrainedTokenizerBase:
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    # AutoTokenizer picks the tokenizer class from the model type (qwen2 -> Qwen2Tokenizer,
-    # whose byte-level pre-tokenizer would replace ours); a tokenizer saved as a plain
-    # tokenizers backend is therefore loaded as exactly that.
+    # Directories written before the tokenizer became Qwen2-format (a word-level
+    # `tokenizers` backend, `tokenizer_class` TokenizersBackend) load as exactly that:
+    # AutoTokenizer would build Qwen2's BPE pipeline around their vocabulary.
     config_file = directory / "tokenizer_config.json"
     saved_class = None
     if config_file.is_file():
@@ -228,7 +281,23 @@ def _load_tokenizer(directory: Path) -> PreTrainedTokenizerBase:
         saved_class = json.loads(config_file.read_text(encoding="utf-8")).get("tokenizer_class")
     if saved_class in ("TokenizersBackend", "PreTrainedTokenizerFast"):
         return PreTrainedTokenizerFast.from_pretrained(directory, local_files_only=True)
-    return AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    return AutoTokenizer.from_pretrained(directory, local_files_only=True,
+                                         trust_remote_code=False)
+
+
+def _check_tokenizer(tokenizer: PreTrainedTokenizerBase, model: PreTrainedModel,
+                     path: str, key: str) -> None:
+    probe = "Question: 12 + 7?\nAnswer: 19"
+    ids = tokenizer(probe, add_special_tokens=False)["input_ids"]
+    if not ids:
+        raise InputError(f"`{key}`: the tokenizer in {path!r} encodes text to no tokens "
+                         f"({type(tokenizer).__name__} with {len(tokenizer)} tokens): its "
+                         "vocabulary is missing or empty.")
+    vocab_size = getattr(model.config, "vocab_size", None)
+    if vocab_size is not None and len(tokenizer) > vocab_size:
+        raise InputError(f"`{key}`: the tokenizer in {path!r} has {len(tokenizer)} tokens but "
+                         f"the model's vocabulary has {vocab_size}: they do not belong "
+                         "together.")
 
 
 class _quiet_transformers:

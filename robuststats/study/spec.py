@@ -150,6 +150,31 @@ class ConditionSpec(_Strict):
                 raise ValueError(str(exc).replace("`ops`", "the op scope")) from None
         return v
 
+    #: evaluate existing local checkpoints instead of training: a directory, a glob or a
+    #: template with ``{seed}`` (``robuststats.study.checkpoints``; resolved before compute)
+    checkpoint: str | None = Field(default=None, max_length=4096)
+
+    @field_validator("checkpoint")
+    @classmethod
+    def _checkpoint(cls, v: str | None) -> str | None:
+        from robuststats.study.checkpoints import check_template
+
+        if v is not None:
+            try:
+                check_template(v)
+            except InputError as exc:
+                raise KeyedError((), str(exc)) from None
+        return v
+
+    @model_validator(mode="after")
+    def _checkpoint_is_not_trained(self) -> ConditionSpec:
+        if self.checkpoint is not None:
+            for key in ("train_noise", "aqn"):
+                if getattr(self, key) is not None:
+                    raise KeyedError((key,), "a condition with a `checkpoint` is loaded, not "
+                                     f"trained, so `{key}` would have no effect; remove one")
+        return self
+
     @field_validator("eval_kind")
     @classmethod
     def _eval_kind(cls, v: str | None) -> str | None:
@@ -173,7 +198,7 @@ class ConditionSpec(_Strict):
     def _dump(self, handler: Any) -> dict[str, Any]:
         values = {"train_noise": self.train_noise, "aqn": self.aqn}
         data = {**handler(self), **written_forms(self._written, values)}
-        for key in ("eval_kind", "eval_ops"):
+        for key in ("eval_kind", "eval_ops", "checkpoint"):
             if data.get(key) is None:
                 data.pop(key, None)  # absent when unused: older studies keep their hash
         return data

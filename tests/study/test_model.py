@@ -17,39 +17,45 @@ def tokenizer():
     return build_tokenizer(WORDS)
 
 
-def test_tokenizer_round_trips_ascii_text(tokenizer):
+def test_tokenizer_round_trips_any_text(tokenizer):
     texts = [
         "Ann has 12 apples, buys 7. How many apples?\n12+7=19\n#### 19",
-        "hasty applesauce: 1,234.5 -> $6!\t~{}",  # words inside longer words stay characters
-        "", " ", "\n\n", "####",
+        "hasty applesauce: 1,234.5 -> $6!\t~{}",
+        "", " ", "\n\n", "####", "  two  spaces", "café 5 € \\boxed{3}", "\r\n\x00",
     ]
     for text in texts:
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        assert tokenizer.decode(ids) == text.replace("\t", "<unk>")
+        assert tokenizer.decode(ids) == text
 
 
 def test_tokenizer_splits_digits_and_keeps_known_words_whole(tokenizer):
     tokens = tokenizer.convert_ids_to_tokens(
         tokenizer("Ann has 120 apples\n#### 19", add_special_tokens=False)["input_ids"])
-    assert tokens == ["A", "n", "n", " has", " ", "1", "2", "0", " apples", "\n", "####",
-                      " ", "1", "9"]
-    # "apple" is a word but "apples" wins (longest first); "hasty" is not "has" + "ty"
-    assert "has" not in tokenizer.convert_ids_to_tokens(tokenizer("hasty")["input_ids"])
+    # byte-level symbols: "Ġ" is a space, "Ċ" a newline
+    assert tokens == ["A", "n", "n", "Ġhas", "Ġ", "1", "2", "0", "Ġapples", "Ċ", "####",
+                      "Ġ", "1", "9"]
+    # "apple" is a word but "apples" is whole; "hasty" is no single token
+    assert "Ġapples" in tokenizer.convert_ids_to_tokens(tokenizer(" apples")["input_ids"])
+    assert len(tokenizer(" hasty")["input_ids"]) > 1
+    assert tokenizer.convert_ids_to_tokens(tokenizer("#####")["input_ids"]) == ["####", "#"]
 
 
-def test_tokenizer_special_tokens_and_unknown_characters(tokenizer):
+def test_tokenizer_special_tokens_and_non_ascii(tokenizer):
     assert (tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id) == (0, 1, 2)
     assert tokenizer.padding_side == "left"
     ids = tokenizer("é", add_special_tokens=False)["input_ids"]
-    assert ids == [tokenizer.unk_token_id]
-    assert tokenizer.decode([5, 6, tokenizer.eos_token_id, 0], skip_special_tokens=True) \
-        == tokenizer.decode([5, 6])
+    assert len(ids) == 2 and tokenizer.unk_token_id not in ids  # its two UTF-8 bytes
+    assert tokenizer("x")["input_ids"] == tokenizer("x", add_special_tokens=False)["input_ids"]
+    assert tokenizer.decode([40, 41, tokenizer.eos_token_id, 0], skip_special_tokens=True) \
+        == tokenizer.decode([40, 41])
 
 
 def test_tokenizer_is_deterministic_in_its_words():
     a, b = build_tokenizer(["zeta", "alpha"]), build_tokenizer(["alpha", "zeta", "alpha"])
     assert a.get_vocab() == b.get_vocab()
-    assert len(build_tokenizer()) == 3 + 96  # specials + printable ASCII and newline
+    assert len(build_tokenizer()) == 3 + 256  # specials + one token per byte
+    # " zeta" needs the prefixes " z", " ze", " zet" and itself: 4 merges, 4 tokens
+    assert len(build_tokenizer(["zeta"])) == 3 + 256 + 4
 
 
 def test_model_is_real_qwen2_with_sdpa(tokenizer):
@@ -85,7 +91,6 @@ def test_save_and_load_pretrained_round_trip(tmp_path, tokenizer):
     loaded, tok = load_pretrained(tmp_path)
     text = "Ann has 5 apples.\n#### 5"
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    # the loaded tokenizer is ours, not the Qwen2 byte-level one the model type suggests
     assert tok(text, add_special_tokens=False)["input_ids"] == ids
     assert tok.decode(ids) == text and tok.padding_side == "left"
     x = torch.tensor([ids])
@@ -98,6 +103,9 @@ def test_load_pretrained_errors(tmp_path):
     with pytest.raises(InputError, match=r"`path` must be a directory with a saved model"):
         load_pretrained(tmp_path / "nothing")
     (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(InputError, match=r"`path`: .* has no tokenizer files"):
+        load_pretrained(tmp_path)
+    (tmp_path / "tokenizer.json").write_text("{}")
     with pytest.raises(InputError, match=r"`path`: cannot load a model from"):
         load_pretrained(tmp_path)
 

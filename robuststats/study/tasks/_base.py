@@ -111,6 +111,16 @@ class Task(ABC):
         """Whole words worth a token of their own in a tokenizer built for this task."""
         return ["####"]
 
+    def render_prompt(self, item: Item, tokenizer: Any) -> str:
+        """The text a model is given for ``item`` (its ``prompt``; a task may apply the
+        tokenizer's chat template here)."""
+        return item.prompt
+
+    def generation_options(self) -> dict[str, Any]:
+        """Keyword options of :func:`robuststats.study.generation.generate_greedy` for this
+        task's completions (``stop``, ``stop_strings``, ``max_new_tokens``)."""
+        return {}
+
     def describe(self) -> dict[str, Any]:
         """Name and resolved parameters (for manifests)."""
         return {"name": self.name, **{k: _jsonable(v) for k, v in self.params.items()}}

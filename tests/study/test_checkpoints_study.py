@@ -1,0 +1,173 @@
+"""Studies over existing checkpoints and GSM8K-format files (issue 12, item 1): a tiny
+Qwen2 trained on a GSM8K-format file and saved per seed, then evaluated by a study that
+names the checkpoints, under noise, to a versioned result."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from robuststats.cli import main
+from robuststats.errors import InputError
+from robuststats.study.checkpoints import check_template, resolve_checkpoint
+from robuststats.study.spec import StudySpec
+from robuststats.study.tasks import get_task
+from robuststats.study.trainer import TrainingCondition, get_trainer
+
+
+def _records(task, split):
+    # GSM8K format: the question, and a worked answer ending in "#### N"
+    return [{"question": item.prompt.rstrip("\n"), "answer": task.target(item)}
+            for item in task.items(split)]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    """test.parquet, train.jsonl and checkpoints ckpts/<condition>/seed00<s>/step_<n>."""
+    root = tmp_path_factory.mktemp("ckpt")
+    source = get_task("arithmetic", n_items=40, n_train=300, max_value=5, seed=2)
+    pd.DataFrame(_records(source, "test")).to_parquet(root / "test.parquet")
+    with open(root / "train.jsonl", "w", encoding="utf-8") as fh:
+        for record in _records(source, "train"):
+            fh.write(json.dumps(record) + "\n")
+    task = get_task("gsm8k", path=str(root / "test.parquet"),
+                    train_path=str(root / "train.jsonl"), prompt_template="{question}\n")
+    trainer = get_trainer("builtin", steps=150, lr=5e-3, batch_size=32, train_eval_items=0,
+                          model={"hidden_size": 48, "num_layers": 1, "intermediate_size": 96})
+    for seed in (0, 1):
+        trained = trainer.train(task, TrainingCondition("base"), seed=seed)
+        trained.save(root / "ckpts" / "base" / f"seed{seed:03d}")
+        # the second condition's checkpoints sit one level deeper, found by a glob
+        shutil.copytree(root / "ckpts" / "base" / f"seed{seed:03d}",
+                        root / "ckpts" / "rl" / f"seed{seed:03d}" / f"step_{100 + seed}")
+    return root
+
+
+STUDY = """\
+name: ckpt_eval
+version: 1
+task:
+  name: gsm8k
+  params:
+    path: {root}/test.parquet
+    prompt_template: "{{question}}\\n"
+conditions:
+  base:
+    checkpoint: {root}/ckpts/base/seed{{seed:03d}}
+  rl:
+    checkpoint: {root}/ckpts/rl/seed{{seed:03d}}/step_*
+evaluation:
+  noise_levels: [0, 0.05]
+  noise_seeds: 1
+  batch_size: 16
+seeds: [0, 1]
+hypotheses:
+  - id: H1
+    statement: "rl keeps base accuracy at 5 % noise"
+    metric: accuracy
+    a: rl
+    b: base
+    eval_noise: 0.05
+    relation: equivalent
+    margin: 0.5
+"""
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "study.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_study_evaluates_named_checkpoints_to_a_version(workspace, tmp_path, capsys):
+    study = _write(tmp_path, STUDY.format(root=workspace))
+    assert main(["study", str(study), "--check", "--format", "json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["models"] == 0 and len(plan["checkpoints"]) == 4
+    assert plan["checkpoints"]["rl__s1"].endswith("ckpts/rl/seed001/step_101")
+    code = main(["study", str(study), "--runs", str(tmp_path / "runs"), "--out",
+                 str(tmp_path / "results"), "--workers", "1", "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    version = tmp_path / "results" / "ckpt_eval" / "v1"
+    outcomes = pd.read_parquet(version / "outcomes.parquet")
+    # 2 conditions × 2 seeds × 2 levels × 40 items, the same item ids in every cell
+    assert len(outcomes) == 2 * 2 * 2 * 40
+    assert outcomes.groupby(["condition", "seed", "eval_noise"])["item_id"].nunique().eq(40).all()
+    clean = outcomes[outcomes["eval_noise"] == 0]
+    assert clean["correct"].mean() > 0.1  # the checkpoints learned something (0.2 seen)
+    # both conditions hold the same weights: identical clean outcomes per seed
+    pivot = clean.pivot_table(index=["seed", "item_id"], columns="condition", values="correct")
+    assert (pivot["base"] == pivot["rl"]).all()
+    # injection counts prove noise reached every noisy cell during generation
+    injections = pd.read_parquet(version / "injections.parquet")
+    per_cell = injections.groupby(["condition", "seed", "eval_noise", "noise_seed"])["count"].sum()
+    assert len(per_cell) == 4 and (per_cell > 0).all()
+    assert set(injections["eval_noise"]) == {0.05}
+    # checkpoints are loaded in place, never copied into the run directory
+    run = tmp_path / "runs" / "ckpt_eval"
+    assert not any((run / "models").glob("*")) if (run / "models").exists() else True
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    loaded = [e for e in events if e["event"] == "checkpoint_loaded"]
+    assert sorted(e["job"] for e in loaded) == ["base__s0", "base__s1", "rl__s0", "rl__s1"]
+    assert all("model.safetensors" in e["files"] for e in loaded)
+    manifest = json.loads((version / "manifest.json").read_text())
+    assert manifest["spec"]["conditions"]["rl"]["checkpoint"].endswith("/step_*")
+
+
+def test_checkpoint_errors_name_key_line_and_seed(workspace, tmp_path, capsys):
+    base = f"checkpoint: {workspace}/ckpts/base/seed{{seed:03d}}"
+    rl = f"checkpoint: {workspace}/ckpts/rl/seed{{seed:03d}}/step_*"
+    cases = [
+        (base, f"checkpoint: {workspace}/ckpts/base/run{{seed}}",
+         r"conditions.base.checkpoint \(line 10\): `checkpoint` \(seed 0\): no such "
+         r"directory '.*/ckpts/base/run0'"),
+        (rl, f"checkpoint: {workspace}/ckpts/*/seed000",
+         r"conditions.rl.checkpoint \(line 12\): `checkpoint` .* names one model for 2 seeds"),
+        (rl, f"checkpoint: {workspace}/ckpts/*/seed{{seed:03d}}",
+         r"conditions.rl.checkpoint \(line 12\): `checkpoint` \(seed 0\): "
+         r"'.*ckpts/\*/seed000' matches 2 directories"),
+        (rl, f"checkpoint: {workspace}/ckpts/rl/seed{{step}}",
+         r"conditions.rl.checkpoint \(line 12\): `checkpoint` .* may only use the fields "
+         r"\{seed\} and \{condition\}, got \{step\}"),
+        (rl, f"checkpoint: {workspace}/ckpts/rl/seed{{seed:03s}}",
+         r"conditions.rl.checkpoint \(line 12\): .*a seed is an integer"),
+        (rl, rl + "\n    train_noise: {scale: 0.05}",
+         r"conditions.rl.train_noise \(line 13\): a condition with a `checkpoint` is "
+         r"loaded, not trained"),
+        (base, base.replace("checkpoint:", "checkpoints:"),
+         r"conditions.base.checkpoints \(line 10\): .*did you mean 'checkpoint'"),
+    ]
+    good = STUDY.format(root=workspace)
+    for old, new, message in cases:
+        assert old in good
+        study = _write(tmp_path, good.replace(old, new, 1))
+        assert main(["study", str(study), "--check"]) == 2, new
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("robuststats study: error: "), err
+        assert re.search(message, err), err
+
+
+def test_incomplete_checkpoint_directories_are_named(workspace, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(workspace / "ckpts" / "base" / "seed000", broken)
+    (broken / "model.safetensors").unlink()
+    (broken / "tokenizer.json").unlink()
+    with pytest.raises(InputError, match=r"`checkpoint` \(seed 0\): '.*broken' is not a saved "
+                                         r"checkpoint: it has no weights \(one of "
+                                         r"model.safetensors.*\) and no a tokenizer"):
+        resolve_checkpoint(str(broken), condition="c", seed=0)
+    with pytest.raises(InputError, match=r"must be a directory, a glob or a template"):
+        check_template("  ")
+    with pytest.raises(InputError, match=r"is not a valid template"):
+        check_template("ckpt/{seed")
+
+
+def test_spec_hash_unchanged_without_checkpoints(tmp_path):
+    """Studies without checkpoints keep the hash they had (the key is absent when unused)."""
+    spec = StudySpec.from_file(Path(__file__).parents[2] / "studies" / "e8_matrix.yaml")
+    assert all("checkpoint" not in c for c in spec.resolved()["conditions"].values())
