@@ -30,6 +30,7 @@ COMMANDS: dict[str, str] = {
     "study": "robuststats.cli.study",
     "analyze": "robuststats.cli.analyze",
     "results": "robuststats.cli.results",
+    "search": "robuststats.cli.search",
 }
 
 
