@@ -197,6 +197,8 @@ def recover_stale(study: optuna.Study, *, stale_after: float) -> list[dict[str, 
             except Exception:  # finished meanwhile, or another process failed it first
                 continue
         elif t.state == TrialState.FAIL and t.user_attrs.get(_INTERRUPTED):
+            if t.number in retried:
+                continue  # recovered by an earlier resume
             reason = "interrupted"
         else:
             continue
