@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "analyze": "robuststats.cli.analyze",
     "results": "robuststats.cli.results",
     "diagnose": "robuststats.cli.diagnose",
+    "search": "robuststats.cli.search",
 }
 
 

@@ -421,7 +421,12 @@ class NoiseSpec:
 
     @classmethod
     def from_file(cls, path: str | Path) -> NoiseSpec:
-        """Load a spec from a ``.yaml``/``.yml`` or ``.json`` file (top-level mapping)."""
+        """Load a spec from a ``.yaml``/``.yml`` or ``.json`` file (top-level mapping).
+
+        A top-level ``provenance`` mapping (where a file came from: the search config of
+        ``robuststats search`` records its study, trial, metrics and intervals there) is
+        metadata and is not part of the spec.
+        """
         path = Path(path)
         if not path.is_file():
             raise InputError(f"noise-spec file {str(path)!r} does not exist.")
@@ -441,6 +446,11 @@ class NoiseSpec:
                     f"noise-spec file {str(path)!r} is not valid JSON (line {exc.lineno}): "
                     f"{exc.msg}."
                 ) from None
+        if isinstance(data, Mapping) and "provenance" in data:
+            if not isinstance(data["provenance"], Mapping):
+                raise InputError(f"{path}: `provenance` must be a mapping of metadata, got "
+                                 f"{type(data['provenance']).__name__}.")
+            data = {k: v for k, v in data.items() if k != "provenance"}
         try:
             return cls.from_dict(data)
         except InputError as exc:

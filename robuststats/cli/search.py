@@ -1,0 +1,204 @@
+"""``robuststats search FILE``: adaptive per-layer noise search with Optuna (docs/search.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from robuststats.cli._output import add_format_option, emit, render_table
+
+__all__ = ["add_parser", "run"]
+
+#: worker processes: each holds a model and the task; more than this is a typo
+MAX_WORKERS = 256
+
+
+def _positive(text: str, high: int | None = None) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    if high is not None and value > high:
+        raise argparse.ArgumentTypeError(f"must be at most {high:,}, got {text!r}")
+    return value
+
+
+def _trials(text: str) -> int:
+    from robuststats.search._spec import MAX_TRIALS
+
+    return _positive(text, MAX_TRIALS)
+
+
+def _workers(text: str) -> int:
+    return _positive(text, MAX_WORKERS)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "search", help="adaptive per-layer noise search (Optuna): tolerance map or "
+                       "noise-aware training, re-evaluated on fresh noise",
+        description=(
+            "Search one log-uniform noise-scale multiplier per decoder layer (or layer block) "
+            "with Optuna. Objective 'tolerance': the largest per-layer noise budget whose "
+            "accuracy drop stays within a bound; 'training': train with the per-layer scales "
+            "and maximise noisy accuracy or retention. The study lives in an Optuna storage "
+            "(default SQLite under RUNS/<name>/search.db): rerunning the command continues "
+            "it. The chosen configuration is re-evaluated on fresh noise seeds (and held-out "
+            "items) against the uniform baseline, and written as a NoiseSpec file with the "
+            "trials table and figures to a new result version OUT/<name>/v<N>/."),
+        epilog=("Open the study in optuna-dashboard: optuna-dashboard "
+                "sqlite:///runs/<name>/search.db (or the --storage given)."),
+    )
+    p.add_argument("search_file", metavar="SEARCH_FILE",
+                   help="YAML search file, e.g. studies/adaptive_search.yaml")
+    p.add_argument("--trials", type=_trials, metavar="N",
+                   help="finished trials the study should hold (default: search.trials); a "
+                        "rerun continues up to N")
+    p.add_argument("--workers", type=_workers, default=1, metavar="N",
+                   help="worker processes running trials against the one storage (default 1: "
+                        "this process)")
+    p.add_argument("--storage", metavar="URL",
+                   help="Optuna storage: an SQLAlchemy URL (sqlite:///x.db, "
+                        "postgresql://...), journal:PATH or a .journal/.log file, or a "
+                        ".db/.sqlite file (default sqlite:///RUNS/<name>/search.db)")
+    p.add_argument("--out", default="results", metavar="DIR",
+                   help="result store root (default results/)")
+    p.add_argument("--runs", default="runs", metavar="DIR",
+                   help="run directories: cached probed models, default storage (default "
+                        "runs/)")
+    p.add_argument("--fresh", action="store_true",
+                   help="delete this search's study from the storage and its cached models, "
+                        "and start over")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (on stderr)")
+    p.add_argument("--check", "--dry-run", action="store_true",
+                   help="validate the search file, the flags, the task and the trainer, print "
+                        "the plan and stop: nothing is trained or evaluated")
+    add_format_option(p)
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from robuststats.search._spec import SearchSpec
+    from robuststats.search._storage import check_storage, default_storage, normalise_url
+    from robuststats.study.runner import Interrupted, check_output_dir
+
+    spec = SearchSpec.from_file(args.search_file).with_overrides(trials=args.trials)
+    url = check_storage(normalise_url(args.storage) if args.storage
+                        else default_storage(args.runs, spec.name))
+    if args.check:
+        return _check(args, spec, url)
+    check_output_dir(args.out, "--out")
+    check_output_dir(args.runs, "--runs")
+    from robuststats.search._runner import run_search
+
+    def log(message: str) -> None:
+        if not args.no_progress:
+            print(f"robuststats search: {message}", file=sys.stderr)
+
+    try:
+        result = run_search(spec, storage=url, workers=args.workers, out=args.out,
+                            runs=args.runs, fresh=args.fresh, progress=not args.no_progress,
+                            log=log)
+    except Interrupted as exc:
+        print(f"robuststats search: interrupted by {exc}; finished trials are kept in "
+              f"{url}: rerun the same command to continue", file=sys.stderr)
+        return 128 + exc.signum
+    table = result.reevaluation
+    data = {"search": spec.name, "version": result.version.label,
+            "path": str(result.version.path), "storage": result.storage, "ok": result.ok,
+            "trials_target": result.trials_target,
+            "trials_finished": result.trials_finished,
+            "trials_run_now": result.trials_run_now, "trials_failed": result.trials_failed,
+            "recovered": result.recovered, "chosen": result.chosen,
+            "seconds": round(result.seconds, 1), "reevaluation": table,
+            "worker_failures": result.worker_failures}
+    emit(args.format, data=data, text=lambda: _text(spec, result))
+    if result.worker_failures:
+        print(f"robuststats search: {len(result.worker_failures)} worker(s) failed; "
+              f"tracebacks: {', '.join(result.worker_failures)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _text(spec: Any, result: Any) -> str:
+    lines = [f"search {spec.name}: {result.trials_finished} finished trial(s) of "
+             f"{result.trials_target} ({result.trials_run_now} run now, "
+             f"{result.trials_failed} failed), {result.seconds:.1f} s",
+             f"storage: {result.storage}",
+             f"results: {result.version.path}"]
+    if result.chosen is None:
+        lines.append("no configuration qualified (see the report)")
+    else:
+        lines.append(f"chosen: trial {result.chosen['trial']}; config: "
+                     f"{result.version.path / 'noise_config.yaml'}")
+    table = result.reevaluation
+    if table is not None and not table.empty:
+        rows = []
+        for r in table.to_dict(orient="records"):
+            rows.append({"config": r["config"], "metric": r["metric"],
+                         "search (optimistic)": _f(r["search_value"]),
+                         "re-evaluated": _f(r["estimate"]),
+                         "interval": "-" if _missing(r["ci_low"]) else
+                         f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}]",
+                         "gap": _f(r["gap"]), "verdict": r["verdict"] if isinstance(r["verdict"], str) else ""})
+        cols = ["config", "metric", "search (optimistic)", "re-evaluated", "interval", "gap",
+                "verdict"]
+        lines += ["", render_table(rows, cols)]
+    return "\n".join(lines)
+
+
+def _missing(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and v != v)
+
+
+def _f(v: Any) -> str:
+    return "-" if _missing(v) else f"{v:.4f}"
+
+
+def _check(args: argparse.Namespace, spec: Any, url: str) -> int:
+    """``--check``: the search file, the flags, the task and the trainer; then the plan."""
+    from robuststats.search._objective import _pointing, split_items
+    from robuststats.study.executor import build_task, build_trainer
+
+    with _pointing(spec, "task"):
+        task = build_task(spec)
+    with _pointing(spec, "trainer"):
+        build_trainer(spec)
+    search_items, holdout = split_items(spec, task)
+    if spec.search.sensitivity is not None:
+        from robuststats.errors import InputError
+        from robuststats.search._sensitivity import read_sensitivity
+
+        try:
+            read_sensitivity(spec.search.sensitivity)
+        except InputError as exc:
+            raise InputError(f"{spec.where(('search', 'sensitivity'))}: {exc}") from None
+    s = spec.search
+    data = {"search": spec.name, "valid": True, "objective": s.objective,
+            "multi_objective": s.multi_objective, "space": s.space,
+            "scale_range": list(s.scale_range), "trials": s.trials, "storage": url,
+            "sampler": s.sampler_name, "pruner": s.pruner_name,
+            "search_items": len(search_items), "holdout_items": len(holdout),
+            "noise_level": spec.eval_level, "noise_seeds": spec.search_noise_seeds(),
+            "reevaluation_noise_seeds": spec.fresh_noise_seeds(),
+            "seeds": spec.seed_list(), "run_hash": spec.run_hash()}
+
+    def text() -> str:
+        return "\n".join([
+            f"search {spec.name}: valid; nothing was run (--check)",
+            f"  objective {s.objective}"
+            + (" (multi-objective)" if s.multi_objective else "")
+            + f", one multiplier per {s.space} in [{s.scale_range[0]:g}, {s.scale_range[1]:g}]",
+            f"  {s.trials} trials, sampler {s.sampler_name}, pruner {s.pruner_name}",
+            f"  {len(search_items)} search items, {len(holdout)} held-out items; noise level "
+            f"{spec.eval_level:g}, noise seeds {spec.search_noise_seeds()} (re-evaluation "
+            f"{spec.fresh_noise_seeds()})",
+            f"  storage {url}",
+        ])
+
+    emit(args.format, data=data, text=text)
+    return 0

@@ -1,0 +1,122 @@
+"""Figures of a search (matplotlib, Agg): optimisation history, per-layer scale profile and,
+for a multi-objective search, the Pareto front."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from robuststats.search._spec import SearchSpec
+
+__all__ = ["write_figures"]
+
+_DPI = 120
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def write_figures(directory: Path, spec: SearchSpec, trials: pd.DataFrame,
+                  profile: pd.DataFrame, base_scale: float) -> list[str]:
+    """Write the figures; returns their paths relative to the version directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    done = trials[trials["state"] == "COMPLETE"]
+    written = []
+    if not done.empty:
+        written.append(_history(directory, spec, done))
+    if not profile.empty:
+        written.append(_profile(directory, spec, profile))
+    if spec.search.multi_objective and not done.empty:
+        written.append(_pareto(directory, spec, done))
+    return [f"figures/{name}" for name in written]
+
+
+def _history(directory: Path, spec: SearchSpec, done: pd.DataFrame) -> str:
+    plt = _pyplot()
+    s = spec.search
+    fig, ax = plt.subplots(figsize=(7, 4))
+    x = done["number"].to_numpy()
+    if s.objective == "tolerance":
+        y, label = done["budget"].astype(float).to_numpy(), "noise budget (geometric mean scale)"
+        feasible = done["feasible"].fillna(False).astype(bool).to_numpy()
+        ax.scatter(x[feasible], y[feasible], s=18, color="tab:blue",
+                   label=f"drop ≤ {s.bound:g}")
+        ax.scatter(x[~feasible], y[~feasible], s=18, color="tab:red", marker="x",
+                   label=f"drop > {s.bound:g}")
+        best = np.maximum.accumulate(np.where(feasible, y, -np.inf))
+    else:
+        y = done["value_0"].astype(float).to_numpy()
+        label = f"noisy {s.metric} (search items)"
+        ax.scatter(x, y, s=18, color="tab:blue", label="trial")
+        best = np.maximum.accumulate(y)
+    ok = np.isfinite(best)
+    if ok.any():
+        ax.step(x[ok], best[ok], where="post", color="black", lw=1, label="best so far")
+    for _, r in done[done["baseline"].notna()].iterrows():
+        value = r["budget"] if s.objective == "tolerance" else r["value_0"]
+        ax.annotate(str(r["baseline"]), (r["number"], float(value)), fontsize=8,
+                    xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel("trial")
+    ax.set_ylabel(label)
+    ax.set_title(f"{spec.name}: optimisation history (search values are optimistic)",
+                 fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(directory / "history.png", dpi=_DPI)
+    plt.close(fig)
+    return "history.png"
+
+
+def _profile(directory: Path, spec: SearchSpec, profile: pd.DataFrame) -> str:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(5, 0.5 * profile["param"].nunique() + 3), 4))
+    params = list(dict.fromkeys(profile["param"]))
+    pos = np.arange(len(params))
+    configs = list(dict.fromkeys(profile["config"]))
+    width = 0.8 / max(1, len(configs))
+    for i, name in enumerate(configs):
+        sub = profile[profile["config"] == name].set_index("param").reindex(params)
+        ax.bar(pos + (i - (len(configs) - 1) / 2) * width, sub["multiplier"], width,
+               label=name)
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks(pos, params, rotation=45 if len(params) > 6 else 0, ha="right"
+                  if len(params) > 6 else "center", fontsize=8)
+    ax.set_ylabel("scale multiplier (log)")
+    ax.set_title(f"{spec.name}: per-{spec.search.space} noise scale profile", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(directory / "layer_profile.png", dpi=_DPI)
+    plt.close(fig)
+    return "layer_profile.png"
+
+
+def _pareto(directory: Path, spec: SearchSpec, done: pd.DataFrame) -> str:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    b = done["value_1"].astype(float)
+    a = done["value_0"].astype(float)
+    front = done["pareto"].astype(bool)
+    ax.scatter(b[~front], a[~front], s=16, color="tab:gray", label="trial")
+    order = np.argsort(b[front].to_numpy())
+    ax.plot(b[front].to_numpy()[order], a[front].to_numpy()[order], "o-", color="tab:blue",
+            ms=5, label="Pareto front")
+    ax.set_xlabel("noise budget (geometric mean scale)")
+    metric = "accuracy" if spec.search.objective == "tolerance" else spec.search.metric
+    ax.set_ylabel(f"noisy {metric} (search items, optimistic)")
+    ax.set_title(f"{spec.name}: {metric} vs noise budget", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(directory / "pareto.png", dpi=_DPI)
+    plt.close(fig)
+    return "pareto.png"
