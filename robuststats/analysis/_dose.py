@@ -33,7 +33,7 @@ CURVE_POINTS = 60
 class DoseOptions:
     """What :func:`dose_response_tables` fits (``sweep`` of a study file)."""
 
-    model: str = "LL.4"
+    model: str = "auto"
     drop: float = 0.10
     fixed: Mapping[str, float] = field(default_factory=dict)
     interval: str = "bootstrap"
@@ -94,7 +94,8 @@ def dose_response_tables(outcomes: pd.DataFrame, options: DoseOptions | None = N
         notes = sorted({str(w.message) for w in caught
                         if issubclass(w.category, DegenerateDataWarning)})
         thresholds.append({
-            **base, "fitted_clean_accuracy": res.clean_accuracy, "estimate": res.estimate,
+            **base, "model": res.model, "fitted_clean_accuracy": res.clean_accuracy,
+            "estimate": res.estimate,
             "ci_low": res.confidence_interval.low, "ci_high": res.confidence_interval.high,
             "ci_level": res.confidence_level, "ci_method": res.method,
             "n_not_reached": res.n_not_reached, "note": "; ".join(notes)})

@@ -74,7 +74,8 @@ class SweepSpec(_Strict):
     """A dose-response sweep: the grid, the curve, the threshold and the refinement."""
 
     grid: GridSpec
-    model: str = "LL.4"
+    #: a drc model name, or "auto": the smallest AIC of LL.4, W1.4 and W2.4
+    model: str = "auto"
     fixed: dict[str, float] = Field(default_factory=dict)
     drop: float = Field(default=0.10, gt=0, lt=1)
     interval: Literal["bootstrap", "delta"] = "bootstrap"
@@ -85,7 +86,7 @@ class SweepSpec(_Strict):
     @field_validator("model")
     @classmethod
     def _model(cls, v: str) -> str:
-        return _model_name(v)
+        return v if v == "auto" else _model_name(v)
 
     @field_validator("compare")
     @classmethod
@@ -99,12 +100,14 @@ class SweepSpec(_Strict):
 
     @model_validator(mode="after")
     def _fixed(self) -> SweepSpec:
-        params = MODELS[self.model].params
+        params = MODELS["LL.4" if self.model == "auto" else self.model].params
         for key, value in self.fixed.items():
             if key not in params:
                 close = closest_match(key, params)
                 hint = f" (did you mean {close!r}?)" if close else ""
-                raise KeyedError(("fixed", key), f"{self.model} has no parameter {key!r}"
+                name = "the models of 'auto' (LL.4, W1.4, W2.4)" if self.model == "auto" \
+                    else self.model
+                raise KeyedError(("fixed", key), f"{name}: no parameter {key!r}"
                                  f"{hint}; its parameters are {list(params)}")
             if not math.isfinite(value) or (key == "e" and value <= 0):
                 bound = " > 0" if key == "e" else ""

@@ -297,6 +297,22 @@ def test_critical_threshold_bootstrap_and_delta():
     assert one_seed.method == "bootstrap percentile (items)"
 
 
+def test_auto_picks_the_curve_by_aic_and_fixes_a_wrong_shape():
+    # accuracy of a population that falls like W1.4 (Weibull type 1), read at 7 scales;
+    # LL.4 misplaces the 10 % threshold, the AIC choice recovers it
+    dose = np.array([0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08])
+    b, c, d, e = 2.0, 0.0, 0.75, 0.025
+    acc = c + (d - c) * np.exp(-np.exp(b * (np.log(np.maximum(dose, 1e-300)) - np.log(e))))
+    acc[0] = d
+    truth = e * (-np.log(0.9)) ** (1 / b)  # W1.4 at 90 % of d (c = 0)
+    outcomes = np.repeat(acc[:, None, None], 4, axis=1) * np.ones((1, 4, 2000))
+    auto = critical_threshold(dose, outcomes, interval="delta")
+    assert auto.model == "W1.4"
+    assert auto.estimate == pytest.approx(truth, rel=1e-3)
+    ll4 = critical_threshold(dose, outcomes, interval="delta", model="LL.4")
+    assert ll4.model == "LL.4" and abs(ll4.estimate / truth - 1) > 0.05
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(model="LL4"), r"`model` must be one of .*did you mean 'LL.4'"),
     (dict(type="binomal"), r"`type` must be one of .*did you mean 'binomial'"),
