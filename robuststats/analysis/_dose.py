@@ -36,7 +36,7 @@ class DoseOptions:
     model: str = "auto"
     drop: float = 0.10
     fixed: Mapping[str, float] = field(default_factory=dict)
-    interval: str = "bootstrap"
+    interval: str = "seed-random"
     compare: Sequence[str] = ("LL.4", "LL.3", "LL.5", "W1.4", "W2.4")
     confidence_level: float = 0.95
     n_resamples: int = 1000

@@ -14,6 +14,16 @@ evaluations.
 
 Intervals:
 
+* ``"seed-random"`` (default): the threshold's questions are about the procedure, over
+  training seeds and items, so its interval is built like the seed-random t of the paired
+  comparisons (docs/statistics.md §9). The log threshold is linearized in the accuracies of
+  the doses, ``∂ log T/∂A_d`` by central differences of refits (step ``2·10⁻³``,
+  warm-started), which turns the outcomes into one value per seed and item,
+  ``L_si = Σ_d (∂ log T/∂A_d) y_dsi``. Its crossed variance (seed, item and residual mean
+  squares) and Satterthwaite's degrees of freedom give ``log T ± t_ν · se``, exponentiated.
+  With one seed it is the paired delta method over items on ``n − 1`` df. It needs no
+  resampling, and unlike ``"delta"`` it counts that the same items and seeds recur at every
+  dose.
 * ``"delta"``: drc's delta method on the binomial fit. It treats every evaluation as an
   independent Bernoulli draw, so it ignores that the same items (and seeds) recur at every
   dose: it answers "for these models and items", and is too narrow for the population.
@@ -59,7 +69,9 @@ from robuststats.stats._resample import crossed_variance_ratio, resampled_totals
 
 __all__ = ["AUTO_MODELS", "ThresholdResult", "critical_threshold"]
 
-_INTERVALS = ("bootstrap", "delta")
+_INTERVALS = ("seed-random", "bootstrap", "delta")
+#: accuracy step of the finite differences that linearize the threshold (seed-random)
+_STEP = 2e-3
 #: the four-parameter curves ``model="auto"`` chooses among, by AIC (drc's ``mselect``)
 AUTO_MODELS = ("LL.4", "W1.4", "W2.4")
 
@@ -142,6 +154,49 @@ class ThresholdResult:
                                             "bootstrap_parameters"))])
 
 
+def _seed_random(fit: DoseResponseFit, arr: np.ndarray, drop: float, estimate: float,
+                 level: float) -> tuple[ConfidenceInterval, str]:
+    """The seed-random interval of the module docstring, and its method label."""
+    from scipy import stats
+
+    from robuststats.stats._seed_random import crossed_variance
+
+    n_doses, k = arr.shape[:2]
+    label = "seed-random t (log scale, " + ("items" if k == 1 else "seeds x items") + ")"
+    if not (math.isfinite(estimate) and estimate > 0):
+        return ConfidenceInterval(math.nan, math.nan), label
+    acc = arr.mean(axis=(1, 2))
+    curve = fit.curve
+    target = threshold_target(curve, drop)
+    fixed = {name: fit.parameters[name] for name in fit.fixed}
+    start = np.array([fit.parameters[name] for name in fit.free])
+
+    def log_threshold(y: np.ndarray) -> float:
+        prob = Problem(curve, fit.dose, y, fit.weights, "binomial", fixed, fit.free)
+        with np.errstate(all="ignore"):
+            theta, value, ok = solve(prob, start, tol=1e-12)
+        t = dose_at(curve, prob.params(theta), target) if ok and math.isfinite(value) \
+            else math.nan
+        return math.log(t) if 0 < t < math.inf else math.nan
+
+    grad = np.zeros(n_doses)
+    for d in range(n_doses):
+        up, down = acc.copy(), acc.copy()
+        up[d] = min(acc[d] + _STEP, 1.0)
+        down[d] = max(acc[d] - _STEP, 0.0)
+        if up[d] > down[d]:
+            grad[d] = (log_threshold(up) - log_threshold(down)) / (up[d] - down[d])
+    if not np.all(np.isfinite(grad)):
+        return ConfidenceInterval(math.nan, math.nan), label
+    linear = np.tensordot(grad, arr, axes=(0, 0))  # (k, n): Σ_d ∂logT/∂A_d · y_dsi
+    cv = crossed_variance(linear)
+    se = math.sqrt(max(cv.variance, 0.0))
+    q = float(stats.t.ppf(0.5 + level / 2, cv.dof)) if math.isfinite(cv.dof) \
+        else float(stats.norm.ppf(0.5 + level / 2))
+    centre = math.log(estimate)
+    return ConfidenceInterval(math.exp(centre - q * se), math.exp(centre + q * se)), label
+
+
 def _select(x: np.ndarray, acc: np.ndarray, totals: np.ndarray,
             fixed: Mapping[str, float] | None) -> str:
     """The model of :data:`AUTO_MODELS` with the smallest AIC on the binomial fit."""
@@ -173,7 +228,7 @@ def _outcomes(dose: object, outcomes: object) -> tuple[np.ndarray, np.ndarray]:
 
 def critical_threshold(
     dose: object, outcomes: object, *, drop: float = 0.10, model: str = "auto",
-    fixed: Mapping[str, float] | None = None, interval: str = "bootstrap",
+    fixed: Mapping[str, float] | None = None, interval: str = "seed-random",
     confidence_level: float = 0.95, n_resamples: int = 1000,
     rng: np.random.Generator | int | None = None,
 ) -> ThresholdResult:
@@ -197,8 +252,10 @@ def critical_threshold(
         (docs/statistics.md §10, "Calibration").
     fixed : mapping, optional
         Fixed parameters, e.g. ``{"c": 0.25}`` with ``model="LL.3"`` for a floor at chance.
-    interval : {"bootstrap", "delta"}
-        See the module docstring; ``"delta"`` ignores the clustering by items and seeds.
+    interval : {"seed-random", "bootstrap", "delta"}
+        See the module docstring: ``"seed-random"`` (default) is calibrated over seeds and
+        items; ``"bootstrap"`` under-covers with few seeds and seed effects; ``"delta"``
+        ignores the clustering by items and seeds.
     confidence_level, n_resamples, rng
         As in the package's bootstrap functions.
 
@@ -228,6 +285,11 @@ def critical_threshold(
     common = dict(drop=drop, estimate=delta.estimate, confidence_level=level,
                   clean_accuracy=fit.control_response, model=fit.model, n_doses=n_doses,
                   n_seeds=k, n_items=n, fit=fit)
+    if interval == "seed-random":
+        ci, method = _seed_random(fit, arr, drop, delta.estimate, level)
+        return ThresholdResult(confidence_interval=ci, method=method, n_resamples=0,
+                               n_not_reached=0, n_failed=0,
+                               bootstrap_distribution=np.empty(0), **common)
     if interval == "delta":
         return ThresholdResult(confidence_interval=delta.confidence_interval,
                                method=f"{delta.method}, items independent", n_resamples=0,

@@ -78,7 +78,7 @@ class SweepSpec(_Strict):
     model: str = "auto"
     fixed: dict[str, float] = Field(default_factory=dict)
     drop: float = Field(default=0.10, gt=0, lt=1)
-    interval: Literal["bootstrap", "delta"] = "bootstrap"
+    interval: Literal["seed-random", "bootstrap", "delta"] = "seed-random"
     compare: list[str] = Field(default_factory=lambda: ["LL.4", "LL.3", "LL.5", "W1.4",
                                                         "W2.4"], min_length=1, max_length=20)
     adaptive: AdaptiveSpec | None = None

@@ -279,8 +279,8 @@ def test_critical_threshold_bootstrap_and_delta():
     item = rng.normal(0, 1.0, 200)
     logit = np.log(p / (1 - p))[:, None, None] + seed_skill[None, :, None] + item
     outcomes = (rng.random((5, 3, 200)) < 1 / (1 + np.exp(-logit))).astype(float)
-    boot = critical_threshold(dose, outcomes, n_resamples=200, rng=1)
-    again = critical_threshold(dose, outcomes, n_resamples=200, rng=1)
+    boot = critical_threshold(dose, outcomes, interval="bootstrap", n_resamples=200, rng=1)
+    again = critical_threshold(dose, outcomes, interval="bootstrap", n_resamples=200, rng=1)
     assert boot.estimate == again.estimate
     assert boot.confidence_interval == again.confidence_interval
     assert boot.confidence_interval.low < boot.estimate < boot.confidence_interval.high
@@ -293,8 +293,18 @@ def test_critical_threshold_bootstrap_and_delta():
     frame = boot.to_frame()
     assert list(frame.columns[:6]) == ["drop", "estimate", "ci_low", "ci_high", "ci_level",
                                        "ci_method"]
-    one_seed = critical_threshold(dose, outcomes[:, 0, :], n_resamples=50, rng=0)
+    one_seed = critical_threshold(dose, outcomes[:, 0, :], interval="bootstrap",
+                                  n_resamples=50, rng=0)
     assert one_seed.method == "bootstrap percentile (items)"
+    # the default: seed-random t on the log scale, the same point estimate
+    seed_random = critical_threshold(dose, outcomes)
+    assert seed_random.estimate == boot.estimate
+    assert seed_random.method == "seed-random t (log scale, seeds x items)"
+    lo, hi = seed_random.confidence_interval
+    assert lo < seed_random.estimate < hi
+    assert math.log(seed_random.estimate) == pytest.approx(math.log(lo * hi) / 2)
+    # wider than the binomial delta, which ignores that items and seeds recur at every dose
+    assert hi / lo > delta.confidence_interval.high / delta.confidence_interval.low
 
 
 def test_auto_picks_the_curve_by_aic_and_fixes_a_wrong_shape():
@@ -345,7 +355,7 @@ def test_bad_data():
         fit_dose_response(RYE_CONC, RYE_ROOTL).critical_threshold(10)
     with pytest.raises(InputError, match=r"`outcomes` must have one row per dose"):
         critical_threshold([0, 1, 2], np.ones((2, 10)))
-    with pytest.raises(InputError, match=r"`interval` must be one of 'bootstrap', 'delta'"):
+    with pytest.raises(InputError, match=r"`interval` must be one of 'seed-random', 'bootstrap', 'delta'"):
         critical_threshold([0, 1, 2], np.ones((3, 10)), interval="fieller")
     with pytest.raises(InputError, match=r"`models` must be a non-empty list"):
         select_dose_response(RYE_CONC, RYE_ROOTL, models="LL.4")
