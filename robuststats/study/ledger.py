@@ -123,26 +123,25 @@ class RunLedger:
         spec_file = self.root / "spec.json"
         digest = run_hash(spec)
         stored = read_spec_file(spec_file) if spec_file.exists() else None
-        if stored is not None or spec_file.exists():
-            old = stored_run_hash(stored)
-            if old != digest:
-                if not fresh and old is None:
-                    raise InputError(
-                        f"the run directory {str(self.root)!r} has an unreadable spec.json: "
-                        "pass --fresh to discard that run and start over, or choose another "
-                        "--runs directory.")
-                if not fresh:
-                    raise InputError(
-                        f"the run directory {str(self.root)!r} belongs to a different version "
-                        f"of study {spec.name!r} (run hash {old[:12]}, now "
-                        f"{digest[:12]}): the task, model, trainer, conditions, evaluation or "
-                        "seeds changed (in the study file or on the command line). Pass "
-                        "--fresh to discard that run and start over, or choose another "
-                        "--runs directory.")
-                _clear(self.root)
-                stored = None
-        elif fresh:
+        if fresh:
+            # --fresh discards the run whatever it was for, the same run hash included
             _clear(self.root)
+            stored = None
+        elif stored is not None or spec_file.exists():
+            old = stored_run_hash(stored)
+            if old is None:
+                raise InputError(
+                    f"the run directory {str(self.root)!r} has an unreadable spec.json: "
+                    "pass --fresh to discard that run and start over, or choose another "
+                    "--runs directory.")
+            if old != digest:
+                raise InputError(
+                    f"the run directory {str(self.root)!r} belongs to a different version "
+                    f"of study {spec.name!r} (run hash {old[:12]}, now "
+                    f"{digest[:12]}): the task, model, trainer, conditions, evaluation or "
+                    "seeds changed (in the study file or on the command line). Pass "
+                    "--fresh to discard that run and start over, or choose another "
+                    "--runs directory.")
         for d in (self.cells_dir, self.injections_dir, self.models_dir, self.failures_dir):
             d.mkdir(parents=True, exist_ok=True)
         self._adopt_unrecorded = stored is not None and stored.get("run_format", 1) < RUN_FORMAT

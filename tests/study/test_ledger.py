@@ -86,6 +86,18 @@ def test_changed_spec_is_refused_unless_fresh(tmp_path: Path) -> None:
     assert (stored["run_hash"], stored["spec_hash"]) == (run_hash(changed), changed.spec_hash())
 
 
+def test_fresh_discards_a_run_of_the_same_spec_too(tmp_path: Path) -> None:
+    spec = _spec()
+    with RunLedger.open(tmp_path / "run", spec) as ledger:
+        ledger.write_cell(plan(spec)[0], _outcomes(), seconds=0.1)
+        (ledger.models_dir / "A__s0").mkdir()
+    with RunLedger.open(tmp_path / "run", spec) as again:  # without --fresh: resumed
+        assert len(list(again.cells_dir.glob("*.parquet"))) == 1
+    with RunLedger.open(tmp_path / "run", spec, fresh=True) as fresh:
+        assert not list(fresh.cells_dir.iterdir()) and not list(fresh.models_dir.iterdir())
+        assert fresh.finished(plan(spec)) == set()
+
+
 def test_failure_is_recorded_and_cleared_on_success(tmp_path: Path) -> None:
     spec = _spec()
     ledger = RunLedger.open(tmp_path / "run", spec)
