@@ -184,6 +184,9 @@ def _model_for(ledger: RunLedger, spec: StudySpec, job: TrainJob) -> tuple[Any, 
                           **model.info["checkpoint"]})
         return model, task, False
     trainer = build_trainer(spec)
+    bind_run = getattr(trainer, "bind_run", None)
+    if callable(bind_run):  # a trainer that keeps logs or outputs in the run directory
+        bind_run(ledger.root)
     if ledger.model_ready(job):
         loader = getattr(trainer, "load", None) or TrainedModel.load
         return loader(ledger.model_path(job)), task, False
