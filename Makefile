@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml requirements/constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c requirements/constraints-cpu.txt torch
-	$(PY) -m pip install --quiet -c requirements/constraints-cpu.txt -e '.[dev]'
+	$(PY) -m pip install --quiet -c requirements/constraints-cpu.txt -e '.[dev,ray]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from robuststats.cli._output import add_format_option, emit, render_table
+from robuststats.errors import InputError
 
 __all__ = ["add_parser", "run"]
 
@@ -52,6 +53,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="inference-noise draws per noisy cell (clean cells use one)")
     p.add_argument("--workers", type=_workers, default=2, metavar="N",
                    help="parallel worker processes (default 2; 1 runs in this process)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="where jobs run: local processes (default) or Ray tasks, with the "
+                        "study's `resources:` per job")
+    p.add_argument("--ray-address", metavar="ADDR",
+                   help="with --executor ray: 'auto' or the address of a running cluster "
+                        "(default: start a local Ray with --workers CPUs)")
     p.add_argument("--out", default="results", metavar="DIR",
                    help="result store root (default results/)")
     p.add_argument("--runs", default="runs", metavar="DIR",
@@ -78,13 +85,25 @@ def run(args: argparse.Namespace) -> int:
     # before anything is built or trained: a bad --out must not surface after the compute
     check_output_dir(args.out, "--out")
     check_output_dir(args.runs, "--runs")
+    executor = None
+    if args.executor == "ray":
+        from robuststats.study.ray_executor import RayExecutor
+
+        executor = RayExecutor(address=args.ray_address,
+                               num_cpus=None if args.ray_address else args.workers)
+    elif args.ray_address is not None:
+        raise InputError("--ray-address needs --executor ray.")
     try:
         result = run_study(spec, out=args.out, runs=args.runs, workers=args.workers,
-                           fresh=args.fresh, progress=not args.no_progress)
+                           fresh=args.fresh, progress=not args.no_progress,
+                           executor=executor)
     except Interrupted as exc:
         print(f"robuststats study: interrupted by {exc}; finished cells are kept in "
               f"{args.runs}/{spec.name}: rerun the same command to resume", file=sys.stderr)
         return 128 + exc.signum
+    finally:
+        if executor is not None:
+            executor.close()
     from robuststats.report._views import claim, records
     from robuststats.results import confidence_level, normalize_table
 

@@ -184,6 +184,9 @@ def _model_for(ledger: RunLedger, spec: StudySpec, job: TrainJob) -> tuple[Any, 
                           **model.info["checkpoint"]})
         return model, task, False
     trainer = build_trainer(spec)
+    bind_run = getattr(trainer, "bind_run", None)
+    if callable(bind_run):  # a trainer that keeps logs or outputs in the run directory
+        bind_run(ledger.root)
     if ledger.model_ready(job):
         loader = getattr(trainer, "load", None) or TrainedModel.load
         return loader(ledger.model_path(job)), task, False
@@ -212,17 +215,22 @@ def _evaluate(model: Any, task: Any, items: list[Any], spec: StudySpec, cell: Ce
 
 
 def execute(ledger: RunLedger, spec: StudySpec, pending: list[Cell], *, workers: int = 2,
-            progress: Callable[[int], None] | None = None) -> ExecutionReport:
+            progress: Callable[[int], None] | None = None,
+            executor: Any = None) -> ExecutionReport:
     """Run ``pending`` cells; ``progress(n)`` is called as cells finish (or fail).
 
     ``workers <= 1`` runs everything in this process (no start-up cost, easy to debug);
-    otherwise training jobs go to a spawn-context process pool of that size.
+    otherwise training jobs go to a spawn-context process pool of that size. An
+    ``executor`` (e.g. :class:`~robuststats.study.ray_executor.RayExecutor`) runs the jobs
+    instead, through its ``execute(ledger, spec, pending, progress=)``.
     """
     start = time.perf_counter()
     grouped = jobs(pending)
     for cell in pending:
         # a retried cell's old failure would count as "done" for the progress bar
         ledger.clear_failure(cell)
+    if executor is not None:
+        return executor.execute(ledger, spec, pending, progress=progress)
     # workers may run in another working directory: hand them the absolute run directory
     run_dir = str(ledger.root.resolve())
     totals = {"done": 0, "failed": 0, "trained": 0}

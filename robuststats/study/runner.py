@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import importlib.metadata
 import os
 import platform
@@ -250,7 +251,8 @@ def write_version(out: str | Path, study: str, outcomes: pd.DataFrame, analysis:
 
 def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path = "runs",
               workers: int = 2, fresh: bool = False,
-              progress: bool | Callable[[int, int], Callable[[int], None]] = True) -> StudyRun:
+              progress: bool | Callable[[int, int], Callable[[int], None]] = True,
+              executor: Any = None) -> StudyRun:
     """Run (or resume) every cell of ``spec`` and write a new result version under ``out``.
 
     The run directory ``<runs>/<spec.name>/`` caches trained models and finished cells;
@@ -261,10 +263,15 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
     only re-analyse its cells. Failed cells are recorded; the version is still written,
     with the missing cells listed and the hypotheses that need them INCONCLUSIVE.
 
-    ``out`` and ``runs`` are checked before anything runs. SIGINT and SIGTERM stop the run
+    ``executor`` (e.g. :class:`~robuststats.study.ray_executor.RayExecutor`) runs the jobs
+    instead of the local pool. ``out`` and ``runs`` are checked before anything runs. SIGINT and SIGTERM stop the run
     promptly with :class:`Interrupted` (finished cells are kept; rerun to resume).
     """
-    from robuststats.study.executor import execute, planned_items, preflight
+    from robuststats.study.executor import execute as execute_local
+    from robuststats.study.executor import planned_items, preflight
+
+    # another executor (Ray) runs the same jobs against the same ledger
+    execute = functools.partial(execute_local, executor=executor)
 
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     t0 = time.perf_counter()
@@ -319,6 +326,8 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
             "models_trained": report.models_trained, "run_dir": str(ledger.root),
             "cells_without_injection_counts": without_counts,
             "device": _device(), "workers": workers, "started": started,
+            **({"executor": getattr(executor, "name", type(executor).__name__)}
+               if executor is not None else {}),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "seconds": round(time.perf_counter() - t0, 1), "alpha": spec.analysis.alpha,
             "confidence_level": spec.analysis.confidence_level,

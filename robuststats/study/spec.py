@@ -101,6 +101,7 @@ __all__ = [
     "ConditionSpec",
     "EvaluationSpec",
     "NamedParams",
+    "ResourcesSpec",
     "StudySpec",
     "load_yaml_with_lines",
 ]
@@ -298,6 +299,16 @@ class AnalysisSpec(_Strict):
         return v
 
 
+class ResourcesSpec(_Strict):
+    """``resources:``: what each cell (a training job with its evaluations) asks of a Ray
+    cluster under ``--executor ray``; the local executor ignores it. Outside the run hash."""
+
+    num_cpus: float = Field(default=1.0, ge=0, le=1024)
+    num_gpus: float = Field(default=0.0, ge=0, le=64)
+    #: Ray reruns a job whose worker died this many times before its cells count as failed
+    max_retries: int = Field(default=2, ge=0, le=100)
+
+
 class StudySpec(_Strict):
     """A validated study: what to train, how to evaluate, which claims to test."""
 
@@ -316,6 +327,8 @@ class StudySpec(_Strict):
     sweep: SweepSpec | None = None
     #: options of ``robuststats diagnose`` (docs/diagnose.md); outside the run hash
     diagnose: DiagnoseSpec | None = None
+    #: per-cell resources under ``--executor ray``; outside the run hash
+    resources: ResourcesSpec | None = None
 
     # key path -> line number in the source file (1-based); empty for specs from dicts
     _lines: dict[KeyPath, int] = PrivateAttr(default_factory=dict)
@@ -363,7 +376,7 @@ class StudySpec(_Strict):
     def _dump(self, handler: Any) -> dict[str, Any]:
         data = {**handler(self), **written_forms(self._written,
                                                  {"hypotheses": self.hypotheses})}
-        for optional in ("sweep", "diagnose"):
+        for optional in ("sweep", "diagnose", "resources"):
             if data.get(optional) is None:
                 data.pop(optional, None)  # absent when unused: older studies keep their hash
         return data
@@ -550,6 +563,7 @@ def _suggest(path: KeyPath) -> str:
         ("sweep", "grid"): SweepSpec.model_fields["grid"].annotation.model_fields,
         ("sweep", "adaptive"): AdaptiveSpec.model_fields,
         ("diagnose",): DiagnoseSpec.model_fields,
+        ("resources",): ResourcesSpec.model_fields,
     }
     parent, key = path[:-1], path[-1] if path else ""
     if len(parent) == 2 and parent[0] == "conditions":

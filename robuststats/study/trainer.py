@@ -285,3 +285,7 @@ class CheckpointTrainer(Trainer):
         trained.info = {**trained.info, "trainer": "checkpoint", "checkpoint": str(path),
                         "condition": condition.name, "seed": seed}
         return trained
+
+
+# the ``command`` trainer (a user's training command per condition × seed) registers itself
+from robuststats.study import external as _external  # noqa: E402, F401

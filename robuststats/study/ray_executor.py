@@ -1,0 +1,149 @@
+"""Run a study's training jobs as Ray tasks (``robuststats study ... --executor ray``).
+
+The unit of work is the local pool's: one ``(condition, seed)`` model trained (or loaded)
+and evaluated under its pending cells, by the same :func:`~robuststats.study.executor.run_job`,
+which writes every cell into the run directory the moment it finishes. The run directory
+must therefore be on a file system every Ray node sees (NFS, Lustre, a mounted bucket);
+the ledger there is the only state, so results are the local executor's bit for bit and
+resume works the same way.
+
+Each task asks Ray for the study's ``resources:`` (``num_cpus``, ``num_gpus``). A task whose
+worker dies (the process killed, the node lost) is rerun by Ray up to ``max_retries``
+times; a rerun first drops the cells that were already written, so a cell is never
+evaluated twice into the ledger and none is lost. Without an address a local Ray instance
+starts (no dashboard, ``num_cpus`` limited); ``address="auto"`` or ``"ray://..."`` attaches
+to a running cluster, e.g. from its head node. Ray is imported only here, lazily
+(``pip install robuststats[ray]``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from robuststats.errors import InputError
+from robuststats.study.ledger import RunLedger
+from robuststats.study.plan import Cell, TrainJob, jobs
+from robuststats.study.spec import ResourcesSpec, StudySpec
+
+__all__ = ["RayExecutor"]
+
+_POLL_SECONDS = 0.5
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--executor ray needs Ray: pip install 'robuststats[ray]'.") from None
+    return ray
+
+
+def ray_job(run_dir: str, spec: StudySpec, job: TrainJob, cells: list[Cell]) -> dict[str, int]:
+    """The body of one Ray task: :func:`run_job` on the cells not yet in the ledger.
+
+    A rerun of a task whose worker died finds the cells it wrote before dying and skips
+    them: they are neither lost nor written twice.
+    """
+    from robuststats.study.executor import run_job
+
+    ledger = RunLedger(Path(run_dir))
+    todo = [c for c in cells if not ledger.cell_path(c).exists()]
+    if len(todo) < len(cells):
+        ledger.log_event({"event": "job_resumed", "job": job.key,
+                          "cells_already_written": len(cells) - len(todo)})
+    counts = run_job(run_dir, spec, job, todo) if todo else {"done": 0, "failed": 0,
+                                                              "trained": 0}
+    # the cells an earlier attempt of this task wrote were run in this execution too
+    return {**counts, "done": counts["done"] + len(cells) - len(todo)}
+
+
+class RayExecutor:
+    """Executes pending cells as Ray tasks; pass it to ``run_study(executor=...)``.
+
+    ``address``: ``None`` starts a local Ray with ``num_cpus`` CPUs (default: this
+    machine's count), ``"auto"`` or an address attaches to a running cluster. A Ray
+    already initialised in this process (a test, a notebook) is used as it is.
+    """
+
+    name = "ray"
+
+    def __init__(self, *, address: str | None = None, num_cpus: int | None = None) -> None:
+        if address is not None and (not isinstance(address, str) or not address.strip()):
+            raise InputError(f"`address` must be 'auto' or a Ray address, got {address!r}.")
+        if num_cpus is not None and (isinstance(num_cpus, bool) or not isinstance(num_cpus, int)
+                                     or num_cpus < 1):
+            raise InputError(f"`num_cpus` must be a positive integer, got {num_cpus!r}.")
+        self.address = address
+        self.num_cpus = num_cpus
+        self._started = False
+
+    def _init(self) -> Any:
+        ray = _ray()
+        if ray.is_initialized():
+            return ray
+        # workers import robuststats from the same place as this process
+        root = str(Path(__file__).resolve().parents[2])
+        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+        runtime_env = {"env_vars": {"PYTHONPATH": path}}
+        if self.address is None:
+            ray.init(num_cpus=self.num_cpus or os.cpu_count() or 1, include_dashboard=False,
+                     log_to_driver=False, runtime_env=runtime_env)
+        else:
+            ray.init(address=self.address, log_to_driver=False, runtime_env=runtime_env)
+        self._started = True
+        return ray
+
+    def close(self) -> None:
+        """Shut down the Ray instance this executor started (not one it found)."""
+        if self._started:
+            _ray().shutdown()
+            self._started = False
+
+    def execute(self, ledger: RunLedger, spec: StudySpec, pending: list[Cell], *,
+                progress: Callable[[int], None] | None = None) -> Any:
+        from robuststats.study.executor import ExecutionReport, _mark_crashed
+
+        start = time.perf_counter()
+        grouped = jobs(pending)
+        totals = {"done": 0, "failed": 0, "trained": 0}
+        if not grouped:
+            return ExecutionReport(0, 0, 0, time.perf_counter() - start)
+        ray = self._init()
+        res = spec.resources or ResourcesSpec()
+        task = ray.remote(ray_job).options(num_cpus=res.num_cpus, num_gpus=res.num_gpus,
+                                           max_retries=res.max_retries,
+                                           retry_exceptions=False)
+        run_dir = str(ledger.root.resolve())
+        spec_ref = ray.put(spec)
+        refs = {task.remote(run_dir, spec_ref, job, cells): job for job, cells in grouped.items()}
+        all_cells = [c for cells in grouped.values() for c in cells]
+        reported = 0
+        waiting = list(refs)
+        try:
+            while waiting:
+                done, waiting = ray.wait(waiting, num_returns=len(waiting),
+                                         timeout=_POLL_SECONDS)
+                for ref in done:
+                    job = refs[ref]
+                    try:
+                        counts = ray.get(ref)
+                    except Exception:  # the worker died past its retries, or Ray failed
+                        counts = _mark_crashed(ledger, grouped[job], traceback.format_exc())
+                    for k in totals:
+                        totals[k] += counts[k]
+                if progress is not None:
+                    now = sum(1 for c in all_cells if ledger.settled(c))
+                    if now > reported:
+                        progress(now - reported)
+                        reported = now
+        except BaseException:
+            for ref in waiting:
+                ray.cancel(ref, force=True)
+            raise
+        return ExecutionReport(totals["done"], totals["failed"], totals["trained"],
+                               time.perf_counter() - start)
