@@ -78,16 +78,14 @@ def check_storage(url: str) -> str:
     url = normalise_url(url)
     path = _file_of(url)
     if path is not None:
-        parent = path.parent if str(path.parent) else Path(".")
-        probe = parent
-        while not probe.exists() and probe != probe.parent:
-            probe = probe.parent
-        if not probe.is_dir():
-            raise InputError(f"--storage {url!r}: {str(probe)!r} is not a directory.")
+        from robuststats.study.runner import check_output_dir
+
         if path.exists() and not path.is_file():
             raise InputError(f"--storage {url!r}: {str(path)!r} is not a file.")
-        if not os.access(probe, os.W_OK):
-            raise InputError(f"--storage {url!r}: {str(probe)!r} is not writable.")
+        try:  # the directory must exist or be creatable, and take a file (a probe is written)
+            check_output_dir(path.parent if str(path.parent) else Path("."), "--storage")
+        except InputError as exc:
+            raise InputError(f"{exc} (storage {url!r})") from None
         return url
     try:
         import sqlalchemy
