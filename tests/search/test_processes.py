@@ -1,5 +1,9 @@
 """Workers in processes: a search killed mid-trial resumes without losing or duplicating a
-trial; two workers share one journal storage."""
+trial; two workers share one journal storage.
+
+Both start processes (a killed command-line search, two spawned workers), so both are
+marked slow; tests/search/test_storage.py covers the recovery logic in-process.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ def _wait_for(predicate, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+@pytest.mark.slow
 def test_a_killed_search_resumes_without_losing_or_duplicating_trials(tmp_path: Path,
                                                                       seed_runs) -> None:
     runs = seed_runs()
@@ -86,6 +91,7 @@ def test_a_killed_search_resumes_without_losing_or_duplicating_trials(tmp_path: 
     assert not [t for t in after if t.state in (S.RUNNING, S.WAITING)]
 
 
+@pytest.mark.slow
 def test_two_workers_share_one_journal_storage(tmp_path: Path, seed_runs) -> None:
     runs = seed_runs()
     url = f"journal:{tmp_path}/search.journal"
