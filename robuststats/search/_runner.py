@@ -171,7 +171,8 @@ def run_search(spec: SearchSpec, *, storage: str | None = None, workers: int = 1
             ctx = build_context(spec, run_dir, log=log)
             store = open_storage(url)
             study = prepare_study(spec, ctx, store, url, log=log)
-            recovered = recover_stale(study, stale_after=spec.search.stale_after)
+            recovered = recover_stale(study, stale_after=spec.search.stale_after,
+                                      params=ctx.space.params)
             if recovered and log is not None:
                 log(f"recovered {len(recovered)} interrupted trial(s): "
                     + ", ".join(f"#{r['trial']} ({r['reason']})" for r in recovered))

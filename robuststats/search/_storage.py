@@ -174,9 +174,14 @@ def live_running(study: optuna.Study, *, stale_after: float) -> int:
     return sum(stale_reason(t, stale_after=stale_after) is None for t in running)
 
 
-def recover_stale(study: optuna.Study, *, stale_after: float) -> list[dict[str, Any]]:
+def recover_stale(study: optuna.Study, *, stale_after: float,
+                  params: list[str] | None = None) -> list[dict[str, Any]]:
     """Mark stale RUNNING trials FAIL and enqueue interrupted or stale configurations once
-    more. Returns one record per trial recovered (number, reason, retry enqueued)."""
+    more. Returns one record per trial recovered (number, reason, retry enqueued).
+
+    ``params``: the search space's parameters; a trial stopped before it drew all of them
+    had no configuration yet and is not enqueued again (the search draws a new trial).
+    """
     import optuna
 
     TrialState = optuna.trial.TrialState
@@ -200,7 +205,7 @@ def recover_stale(study: optuna.Study, *, stale_after: float) -> list[dict[str, 
             reason = "interrupted"
         else:
             continue
-        if t.number in retried or not t.params:
+        if t.number in retried or not t.params or not set(t.params) >= set(params or ()):
             done.append({"trial": t.number, "reason": reason, "retry": False})
             continue
         attrs = {k: v for k, v in t.user_attrs.items()
