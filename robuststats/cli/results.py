@@ -80,7 +80,10 @@ def run(args: argparse.Namespace) -> int:
 def _kind(manifest: dict[str, Any]) -> str:
     from robuststats.results import is_analysis_only
 
-    return "analysis-only" if is_analysis_only(manifest) else "study"
+    if is_analysis_only(manifest):
+        return "analysis-only"
+    kind = manifest.get("kind")  # search and diagnose versions name their kind
+    return kind if isinstance(kind, str) and kind.isprintable() and kind else "study"
 
 
 def _list(store: Any, args: argparse.Namespace) -> int:

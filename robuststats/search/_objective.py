@@ -78,7 +78,7 @@ class SearchContext:
 
 
 # ---------------------------------------------------------------------- building
-def build_context(spec: SearchSpec, run_dir: str | Path, *, train: bool = True,
+def build_context(spec: SearchSpec, run_dir: str | Path, *,
                   log: Callable[[str], None] | None = None) -> SearchContext:
     """Task, trainer, items and space; for ``tolerance`` also the probed models (trained
     now, or loaded from the run directory's cache) and their clean outcomes."""
@@ -93,8 +93,6 @@ def build_context(spec: SearchSpec, run_dir: str | Path, *, train: bool = True,
     ctx = SearchContext(spec, run_dir, task, trainer, search_items, holdout_items,
                         space=SearchSpace((), 1.0, 1.0, 0))
     if spec.search.objective == "tolerance":
-        if not train:
-            return ctx
         for seed in spec.seed_list():
             ctx.models[seed] = cached_model(ctx, seed, log=log)
         probe = ctx.models[spec.seed_list()[0]].model

@@ -44,6 +44,8 @@ from robuststats.search._study import (
 __all__ = ["SearchRun", "run_search", "run_worker"]
 
 _POLL_SECONDS = 0.5
+#: seconds a worker waits for the others to be ready before it starts alone
+_READY_TIMEOUT = 600.0
 
 
 @dataclass(frozen=True)
@@ -101,8 +103,14 @@ def run_worker(ctx: SearchContext, url: str, worker: int, target: int, *,
 
 
 def _worker_main(spec: SearchSpec, run_dir: str, url: str, worker: int, target: int,
-                 parent_pid: int) -> None:
-    """Entry point of a worker process (spawned): dies with its parent, one torch thread."""
+                 parent_pid: int, ready: Any) -> None:
+    """Entry point of a worker process (spawned): dies with its parent, one torch thread.
+
+    The workers start their first trial together (``ready``, a barrier): one that loads
+    faster would otherwise run the first trials alone.
+    """
+    import threading
+
     from robuststats.study.executor import _worker_init
 
     _worker_init(parent_pid)
@@ -113,8 +121,13 @@ def _worker_main(spec: SearchSpec, run_dir: str, url: str, worker: int, target: 
         ctx = build_context(spec, run_dir)
         storage = open_storage(url)
         prepare_study(spec, ctx, storage, url)  # loads the record and the clean outcomes
+        try:
+            ready.wait(_READY_TIMEOUT)
+        except threading.BrokenBarrierError:  # a worker failed to start: go on without it
+            pass
         run_worker(ctx, url, worker, target)
     except BaseException:
+        ready.abort()
         failures = Path(run_dir) / "failures"
         failures.mkdir(parents=True, exist_ok=True)
         (failures / f"worker-{worker}-{os.getpid()}.txt").write_text(traceback.format_exc())
@@ -158,7 +171,8 @@ def run_search(spec: SearchSpec, *, storage: str | None = None, workers: int = 1
             ctx = build_context(spec, run_dir, log=log)
             store = open_storage(url)
             study = prepare_study(spec, ctx, store, url, log=log)
-            recovered = recover_stale(study, stale_after=spec.search.stale_after)
+            recovered = recover_stale(study, stale_after=spec.search.stale_after,
+                                      params=ctx.space.params)
             if recovered and log is not None:
                 log(f"recovered {len(recovered)} interrupted trial(s): "
                     + ", ".join(f"#{r['trial']} ({r['reason']})" for r in recovered))
@@ -217,8 +231,9 @@ def _run_processes(spec: SearchSpec, run_dir: Path, url: str, workers: int, targ
     """``workers`` spawned processes on one storage; the parent shows progress and stops
     them on an interruption. Returns the tracebacks' files of workers that failed."""
     mp = multiprocessing.get_context("spawn")
+    ready = mp.Barrier(workers)
     procs = [mp.Process(target=_worker_main, name=f"robuststats-search-{i}",
-                        args=(spec, str(run_dir), url, i, target, os.getpid()))
+                        args=(spec, str(run_dir), url, i, target, os.getpid(), ready))
              for i in range(workers)]
     for p in procs:
         p.start()

@@ -78,16 +78,14 @@ def check_storage(url: str) -> str:
     url = normalise_url(url)
     path = _file_of(url)
     if path is not None:
-        parent = path.parent if str(path.parent) else Path(".")
-        probe = parent
-        while not probe.exists() and probe != probe.parent:
-            probe = probe.parent
-        if not probe.is_dir():
-            raise InputError(f"--storage {url!r}: {str(probe)!r} is not a directory.")
+        from robuststats.study.runner import check_output_dir
+
         if path.exists() and not path.is_file():
             raise InputError(f"--storage {url!r}: {str(path)!r} is not a file.")
-        if not os.access(probe, os.W_OK):
-            raise InputError(f"--storage {url!r}: {str(probe)!r} is not writable.")
+        try:  # the directory must exist or be creatable, and take a file (a probe is written)
+            check_output_dir(path.parent if str(path.parent) else Path("."), "--storage")
+        except InputError as exc:
+            raise InputError(f"{exc} (storage {url!r})") from None
         return url
     try:
         import sqlalchemy
@@ -176,9 +174,14 @@ def live_running(study: optuna.Study, *, stale_after: float) -> int:
     return sum(stale_reason(t, stale_after=stale_after) is None for t in running)
 
 
-def recover_stale(study: optuna.Study, *, stale_after: float) -> list[dict[str, Any]]:
+def recover_stale(study: optuna.Study, *, stale_after: float,
+                  params: list[str] | None = None) -> list[dict[str, Any]]:
     """Mark stale RUNNING trials FAIL and enqueue interrupted or stale configurations once
-    more. Returns one record per trial recovered (number, reason, retry enqueued)."""
+    more. Returns one record per trial recovered (number, reason, retry enqueued).
+
+    ``params``: the search space's parameters; a trial stopped before it drew all of them
+    had no configuration yet and is not enqueued again (the search draws a new trial).
+    """
     import optuna
 
     TrialState = optuna.trial.TrialState
@@ -202,7 +205,7 @@ def recover_stale(study: optuna.Study, *, stale_after: float) -> list[dict[str, 
             reason = "interrupted"
         else:
             continue
-        if t.number in retried or not t.params:
+        if t.number in retried or not t.params or not set(t.params) >= set(params or ()):
             done.append({"trial": t.number, "reason": reason, "retry": False})
             continue
         attrs = {k: v for k, v in t.user_attrs.items()

@@ -131,3 +131,10 @@ def test_too_few_items_for_the_holdout_names_the_key(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"search\.reevaluation\.holdout_items: the 'test' "
                                          r"split has 40 items, fewer than 20 search \+ 21"):
         run_search(spec, out=tmp_path / "r", runs=tmp_path / "runs", progress=False)
+
+
+def test_holdout_needs_search_items_cut_from_the_split(tmp_path: Path) -> None:
+    spec = SearchSpec.from_dict(tiny(**{"evaluation.n_items": None}))
+    with pytest.raises(InputError, match=r"holdout_items: held-out items follow the search "
+                                         r"items: set evaluation\.n_items"):
+        run_search(spec, out=tmp_path / "r", runs=tmp_path / "runs", progress=False)

@@ -118,3 +118,28 @@ def test_a_trial_without_a_worker_is_stale_only_after_stale_after(tmp_path: Path
     frozen = study.get_trials()[t.number]
     assert stale_reason(frozen, stale_after=600) is None
     assert "no heartbeat" in stale_reason(frozen, stale_after=600, now=time.time() + 601)
+
+
+def test_a_trial_killed_between_its_draws_is_not_run_again(tmp_path: Path) -> None:
+    study = _study(f"sqlite:///{tmp_path}/s.db")
+    dist = optuna.distributions.FloatDistribution(0.25, 4.0, log=True)
+    t = study.ask({"layer_0": dist})  # layer_1 never drawn
+    study._storage.set_trial_system_attr(t._trial_id, "robuststats:worker",
+                                         {"host": socket.gethostname(), "pid": _dead_pid()})
+    recovered = recover_stale(study, stale_after=600, params=["layer_0", "layer_1"])
+    assert [(r["trial"], r["retry"]) for r in recovered] == [(0, False)]
+    assert study.get_trials()[0].state == S.FAIL
+    assert not study.get_trials(states=(S.WAITING,))
+
+
+def test_a_reused_pid_is_not_the_worker(tmp_path: Path) -> None:
+    # the recorded PID runs (it is this process) but started at another time: PID reuse
+    import os
+
+    study = _study(f"sqlite:///{tmp_path}/s.db")
+    t = study.ask({"x": optuna.distributions.FloatDistribution(0.5, 2.0)})
+    study._storage.set_trial_system_attr(t._trial_id, "robuststats:worker",
+                                         {"host": socket.gethostname(), "pid": os.getpid(),
+                                          "start": "0"})
+    frozen = study.get_trials()[0]
+    assert "is gone" in stale_reason(frozen, stale_after=600)
