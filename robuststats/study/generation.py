@@ -154,8 +154,9 @@ def _greedy_batch(
     import torch
 
     encoded = tokenizer(prompts, padding=True, return_tensors="pt", add_special_tokens=False)
-    input_ids = encoded["input_ids"]
-    mask = encoded["attention_mask"]
+    device = model.device  # a checkpoint may live on a GPU
+    input_ids = encoded["input_ids"].to(device)
+    mask = encoded["attention_mask"].to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
                 use_cache=True, logits_to_keep=1)
@@ -165,7 +166,7 @@ def _greedy_batch(
     rows = list(range(n))  # batch position -> prompt index, for the rows in the batch
     done = [False] * n
     next_positions = positions[:, -1:] + 1
-    eos = torch.tensor(sorted(eos_ids), dtype=torch.long)
+    eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=device)
     for step in range(max_new_tokens):
         tokens = out.logits[:, -1, :].argmax(dim=-1)
         ended = torch.isin(tokens, eos).tolist()
@@ -184,11 +185,11 @@ def _greedy_batch(
             # finished rows leave the batch, with their KV cache, once they are a quarter of
             # it (compacting copies the cache: not after every single row)
             keep = [j for j, d in enumerate(done) if not d]
-            index = torch.tensor(keep, dtype=torch.long)
+            index = torch.tensor(keep, dtype=torch.long, device=device)
             cache.batch_select_indices(index)
             tokens, mask, next_positions = tokens[index], mask[index], next_positions[index]
             rows, done = [rows[j] for j in keep], [False] * len(keep)
-        mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype)], dim=1)
+        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
         out = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_positions,
                     past_key_values=cache, use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
