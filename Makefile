@@ -6,6 +6,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.robuststats-installed
 PYTEST_ARGS ?= -m "not slow" -n 2
+# optional extras the test suite exercises (tests needing a missing one skip)
+EXTRAS ?= dev,test,lmeval,ray
 
 .PHONY: install demo test test-slow lint bench clean-venv
 
@@ -13,7 +15,7 @@ $(STAMP): pyproject.toml requirements/constraints-cpu.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -c requirements/constraints-cpu.txt torch
-	$(PY) -m pip install --quiet -c requirements/constraints-cpu.txt -e '.[dev,ray]'
+	$(PY) -m pip install --quiet -c requirements/constraints-cpu.txt -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -55,6 +55,23 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--holes", choices=["drop", "raise"], default="drop",
                    help="items missing from a present cell: drop them from every table and "
                         "list them (default), or stop with the cell and item named")
+    lm = p.add_argument_group(
+        "lm-evaluation-harness samples",
+        "SOURCE may be lm-eval --log_samples output: a mapping file (.yaml/.yml/.json with "
+        "format: lm-eval-samples and one entry per run: path, condition, seed, eval_noise, "
+        "noise_seed; docs/checkpoints.md) or one samples .jsonl with the flags below. "
+        "doc_id is the item; doc_hash must agree across runs.")
+    lm.add_argument("--filter", metavar="NAME",
+                    help="lm-eval filter to score (e.g. strict-match, flexible-extract); "
+                         "required when the samples hold several")
+    lm.add_argument("--metric", metavar="KEY", help="0/1 metric key (default exact_match)")
+    lm.add_argument("--condition", metavar="NAME", help="condition of a single samples file")
+    lm.add_argument("--seed", type=int, metavar="N", help="training seed of a single samples "
+                    "file (default 0)")
+    lm.add_argument("--eval-noise", type=float, metavar="X",
+                    help="noise level of a single samples file (default 0)")
+    lm.add_argument("--noise-seed", type=int, metavar="N",
+                    help="noise seed of a single samples file (default 0)")
     add_format_option(p)
     p.add_argument("--out", metavar="DIR",
                    help="also write a new, analysis-only result version under DIR/<study>/")
@@ -129,7 +146,8 @@ def run(args: argparse.Namespace) -> int:
         check_output_dir(args.out, "--out")  # a bad --out fails before the analysis
     spec = _spec(args, source)
     opts = _options(args, spec)
-    outcomes = read_outcomes(source)
+    outcomes = _read(args, source) if _lmeval_flags(args) or _is_lmeval(source) \
+        else read_outcomes(source)
     known = set(outcomes["condition"])
     hypotheses = list(spec.hypotheses) if spec is not None else []
     for h in hypotheses:
@@ -155,6 +173,51 @@ def run(args: argparse.Namespace) -> int:
         version = write_version(args.out, name, outcomes, analysis, meta)
         print(f"results: {version.path}", file=sys.stderr)
     return 0
+
+
+_CELL_FLAGS = ("condition", "seed", "eval_noise", "noise_seed")
+
+
+def _lmeval_flags(args: argparse.Namespace) -> list[str]:
+    return [name for name in ("filter", "metric", *_CELL_FLAGS)
+            if getattr(args, name, None) is not None]
+
+
+def _is_lmeval(source: Path) -> bool:
+    from robuststats.outcomes import is_lmeval_samples
+
+    return source.suffix.lower() in (".yaml", ".yml", ".json") or is_lmeval_samples(source)
+
+
+def _read(args: argparse.Namespace, source: Path) -> Any:
+    """lm-eval samples: a mapping file of runs, or one samples file with the cell flags."""
+    from robuststats.errors import InputError
+    from robuststats.outcomes import read_lmeval_runs, read_lmeval_samples, validate_outcomes
+
+    def flag(name: str) -> str:
+        return "--" + name.replace("_", "-")
+
+    if source.suffix.lower() in (".yaml", ".yml", ".json"):
+        cell = [flag(n) for n in _CELL_FLAGS if getattr(args, n) is not None]
+        if cell:
+            raise InputError(f"{', '.join(cell)}: a mapping file gives each run its cell; "
+                             "these flags apply to a single samples file.")
+        return read_lmeval_runs(source, filter=args.filter, metric=args.metric)
+    from robuststats.outcomes import is_lmeval_samples
+
+    if not is_lmeval_samples(source):
+        raise InputError(f"{', '.join(flag(n) for n in _lmeval_flags(args))}: "
+                         f"{str(source)!r} is not an lm-eval samples file (a .jsonl whose "
+                         "lines have doc_id, doc_hash and filter) or a mapping file of runs.")
+    if args.condition is None:
+        raise InputError(f"--condition: {str(source)!r} is an lm-eval samples file; name its "
+                         "condition (and --seed, --eval-noise, --noise-seed when not 0), or "
+                         "list several runs in a mapping file.")
+    frame = read_lmeval_samples(
+        source, condition=args.condition, seed=args.seed or 0,
+        eval_noise=args.eval_noise or 0.0, noise_seed=args.noise_seed or 0,
+        filter=args.filter, metric=args.metric or "exact_match")
+    return validate_outcomes(frame, source=str(source))
 
 
 def _text(tables: dict[str, Any]) -> str:

@@ -16,6 +16,9 @@ Holes come in two kinds:
 condition, seed, noise level, noise seed and item; ``holes="drop"`` removes the seed or the
 item from every aligned condition and keeps a record of what it dropped (``Aligned.dropped``,
 columns of the glossary's ``dropped`` table).
+
+lm-evaluation-harness ``--log_samples`` files are read by :func:`read_lmeval_runs` (a
+mapping file assigns each run its cell) and :func:`read_lmeval_samples` (one file).
 """
 
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 from robuststats.outcomes._align import Aligned, align, align_series
 from robuststats.outcomes._holes import Completed, complete, missing_cells
+from robuststats.outcomes._lmeval import is_lmeval_samples, read_lmeval_runs, read_lmeval_samples
 from robuststats.outcomes._read import read_outcomes, validate_outcomes
 from robuststats.outcomes._schema import (
     CELL_KEY,
@@ -49,7 +53,10 @@ __all__ = [
     "align_series",
     "complete",
     "empty_outcomes",
+    "is_lmeval_samples",
     "missing_cells",
+    "read_lmeval_runs",
+    "read_lmeval_samples",
     "read_outcomes",
     "validate_outcomes",
 ]

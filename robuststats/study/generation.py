@@ -10,8 +10,9 @@ follow the attention mask, so a padded prompt sees exactly the positions it woul
 
 Throughput on a CPU: prompts are batched in order of length (less padding), and a row
 leaves the batch when it is done (an end-of-sequence token, a stop string, or the end of
-its ``#### N`` answer), so the batch shrinks instead of carrying finished rows to the
-longest completion. Under noise, which random numbers meet which item depends on the batch,
+its ``#### N`` answer; rows are dropped once a quarter of the batch has finished, since
+dropping copies the KV cache), so the batch shrinks instead of carrying finished rows to
+the longest completion. Under noise, which random numbers meet which item depends on the batch,
 so noisy outcomes depend on ``batch_size`` (and on this order), and are reproducible.
 
 Used by the evaluator (:mod:`robuststats.study.evaluate`) and by the builtin trainer's
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
     from robuststats.study.tasks import Item, Task
 
 __all__ = ["default_max_new_tokens", "generate_greedy"]
+
+#: finished rows are dropped from a batch once they are 1/COMPACT_FRACTION of it
+COMPACT_FRACTION = 4
 
 
 def generate_greedy(
@@ -150,34 +154,42 @@ def _greedy_batch(
     import torch
 
     encoded = tokenizer(prompts, padding=True, return_tensors="pt", add_special_tokens=False)
-    input_ids = encoded["input_ids"]
-    mask = encoded["attention_mask"]
+    device = model.device  # a checkpoint may live on a GPU
+    input_ids = encoded["input_ids"].to(device)
+    mask = encoded["attention_mask"].to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
                 use_cache=True, logits_to_keep=1)
     cache = out.past_key_values
     n = input_ids.shape[0]
     generated: list[list[int]] = [[] for _ in range(n)]
-    rows = torch.arange(n)  # batch position -> prompt index, for the rows still running
+    rows = list(range(n))  # batch position -> prompt index, for the rows in the batch
+    done = [False] * n
     next_positions = positions[:, -1:] + 1
-    eos = torch.tensor(sorted(eos_ids), dtype=torch.long)
+    eos = torch.tensor(sorted(eos_ids), dtype=torch.long, device=device)
     for step in range(max_new_tokens):
         tokens = out.logits[:, -1, :].argmax(dim=-1)
-        finished = torch.isin(tokens, eos)
-        for j, (row, token) in enumerate(zip(rows.tolist(), tokens.tolist())):
-            if not finished[j]:
-                generated[row].append(token)
-                if rules.active and rules.done(generated[row]):
-                    finished[j] = True
-        if bool(finished.all()) or step == max_new_tokens - 1:
+        ended = torch.isin(tokens, eos).tolist()
+        for j, (row, token) in enumerate(zip(rows, tokens.tolist())):
+            if done[j]:
+                continue
+            if ended[j]:
+                done[j] = True
+                continue
+            generated[row].append(token)
+            if rules.active and rules.done(generated[row]):
+                done[j] = True
+        if all(done) or step == max_new_tokens - 1:
             break
-        if bool(finished.any()):
-            # finished rows leave the batch: the cache, mask and positions shrink with it
-            keep = torch.nonzero(~finished).squeeze(1)
-            cache.batch_select_indices(keep)
-            rows, tokens, mask = rows[keep], tokens[keep], mask[keep]
-            next_positions = next_positions[keep]
-        mask = torch.cat([mask, torch.ones((mask.shape[0], 1), dtype=mask.dtype)], dim=1)
+        if sum(done) * COMPACT_FRACTION >= len(done):
+            # finished rows leave the batch, with their KV cache, once they are a quarter of
+            # it (compacting copies the cache: not after every single row)
+            keep = [j for j, d in enumerate(done) if not d]
+            index = torch.tensor(keep, dtype=torch.long, device=device)
+            cache.batch_select_indices(index)
+            tokens, mask, next_positions = tokens[index], mask[index], next_positions[index]
+            rows, done = [rows[j] for j in keep], [False] * len(keep)
+        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
         out = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_positions,
                     past_key_values=cache, use_cache=True, logits_to_keep=1)
         cache = out.past_key_values
