@@ -113,6 +113,7 @@ def _evaluate(model, tasks_dir, out):
     return path, results
 
 
+@pytest.mark.slow  # several lm-eval runs of a tiny model: minutes on 2 cores
 def test_lm_eval_both_ways(bench, tmp_path, capsys):
     from lm_eval.models.huggingface import HFLM
 
