@@ -425,7 +425,9 @@ def write_diagnosis(diagnosis: Any, *, out: str | Path = "results") -> Any:
     profile = sensitivity_profile(diagnosis)
     entries = protection_plan(diagnosis)
     tables: dict[str, pd.DataFrame] = {"targets": diagnosis.table,
-                                       "timings": diagnosis.timings, "layers": xref}
+                                       "timings": diagnosis.timings}
+    if len(xref):
+        tables["layers"] = xref
     if diagnosis.avalanche is not None:
         tables["avalanche"] = diagnosis.avalanche
     if diagnosis.channels is not None:

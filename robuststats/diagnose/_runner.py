@@ -119,13 +119,16 @@ def resolve_plan(spec: StudySpec, *, levels: Sequence[str] | None = None,
     else:
         ns = seed_list(d.noise_seeds if d.noise_seeds is not None
                        else spec.evaluation.noise_seeds)
+    kind = d.kind or _output_kind(spec)
+    if _deterministic(kind):
+        ns = ns[:1]  # a number format's error does not depend on the draw: one suffices
     if n_items is not None and (isinstance(n_items, bool) or not isinstance(n_items, int)
                                 or n_items < 2):
         raise InputError(f"`n_items` must be an integer >= 2, got {n_items!r}.")
     plan = DiagnosisPlan(
         study=spec.name, condition=cond, seeds=tuple(study_seeds), noise_seeds=tuple(ns),
         levels=tuple(d.levels), scale=float(d.scale),
-        kind=d.kind or _output_kind(spec), ops=d.ops or spec.evaluation.ops,
+        kind=kind, ops=d.ops or spec.evaluation.ops,
         operators=tuple(d.operators) if d.operators else None, window=d.window,
         stride=d.stride,
         n_items=n_items if n_items is not None else (d.n_items or spec.evaluation.n_items),
@@ -138,6 +141,12 @@ def resolve_plan(spec: StudySpec, *, levels: Sequence[str] | None = None,
                                                 and "levels" in spec.diagnose.model_fields_set),
     )
     return plan, ledger_spec
+
+
+def _deterministic(kind: str) -> bool:
+    from robuststats.study.eval_kinds import check_kind
+
+    return check_kind(kind).deterministic
 
 
 def _output_kind(spec: StudySpec) -> str:
@@ -447,6 +456,11 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
             models[seed], fresh = _trained_model(ledger, ledger_spec,
                                                  TrainJob(plan.condition, seed))
             trained_now += int(fresh)
+            if not (hasattr(models[seed], "model") and hasattr(models[seed], "tokenizer")):
+                raise InputError(
+                    f"`trainer`: diagnose needs a torch model and its tokenizer (attributes "
+                    f"`model` and `tokenizer`); trainer {spec.trainer.name!r} returned a "
+                    f"{type(models[seed]).__name__} without them.")
         run_dir = str(ledger.root)
     # the targets depend on the architecture: read it from the first model
     first = models[plan.seeds[0]]

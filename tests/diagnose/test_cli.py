@@ -150,6 +150,22 @@ def test_flags_override_the_section(tmp_path: Path) -> None:
         resolve_plan(spec, n_items=1)
 
 
+def test_operand_kinds_and_number_formats(tmp_path: Path) -> None:
+    from robuststats.diagnose import resolve_plan
+
+    path = tmp_path / "s.yaml"
+    path.write_text(STUDY.replace("  noise_levels: [0, 0.05]",
+                                  "  noise_levels: [0, 0.5]\n  kind: nvfp4_weights"))
+    spec = StudySpec.from_file(path)
+    with pytest.raises(InputError, match=r"`diagnose.kind` is needed: evaluation.kind "
+                                         r"'nvfp4_weights' is an operand error model"):
+        resolve_plan(spec)
+    path.write_text(path.read_text() + "diagnose:\n  kind: fp8_e4m3\n  noise_seeds: 4\n")
+    plan, _ = resolve_plan(StudySpec.from_file(path))
+    # a number format's error is the same for every draw: one noise seed
+    assert plan.kind == "fp8_e4m3" and plan.noise_seeds == (0,)
+
+
 @pytest.mark.slow
 def test_full_run_writes_a_version_and_reuses_models(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
