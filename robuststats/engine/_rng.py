@@ -230,6 +230,14 @@ def _fill_share(fill: Any, indices: range) -> None:
         fill(i)
 
 
+def _fill_share_as(inference: bool, grad: bool, fill: Any, indices: range) -> None:
+    """:func:`_fill_share` in a pool thread, under the calling thread's inference and grad
+    modes (both are thread-local: a pool thread would otherwise update an inference tensor
+    outside inference mode, which torch refuses)."""
+    with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+        _fill_share(fill, indices)
+
+
 def _run_chunks(k: int, fill: Any) -> None:
     """``fill(i)`` for chunks ``0..k-1``, spread over ``torch.get_num_threads()`` threads
     (the calling thread included: workers take chunks 1, 1 + t, …)."""
@@ -238,7 +246,9 @@ def _run_chunks(k: int, fill: Any) -> None:
         _fill_share(fill, range(k))
         return
     pool = _POOL.get(threads - 1)
-    futures = [pool.submit(_fill_share, fill, range(j, k, threads)) for j in range(1, threads)]
+    modes = (torch.is_inference_mode_enabled(), torch.is_grad_enabled())
+    futures = [pool.submit(_fill_share_as, *modes, fill, range(j, k, threads))
+               for j in range(1, threads)]
     _fill_share(fill, range(0, k, threads))
     for f in futures:
         f.result()

@@ -151,3 +151,18 @@ def test_session_noise_same_with_and_without_autograd() -> None:
     assert tracked.requires_grad and torch.equal(fused, tracked.detach())
     r1, r2 = s1.stats["rms_noise_ratio"].iloc[0], s2.stats["rms_noise_ratio"].iloc[0]
     assert r1 == pytest.approx(r2, rel=1e-5) and r1 == pytest.approx(0.05, rel=0.02)
+
+
+def test_parallel_draws_under_inference_mode(threads) -> None:
+    # outputs above one chunk are perturbed in place by pool threads too; those threads
+    # must run under the caller's inference mode, or torch refuses the in-place update
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 4096, bias=False)
+    x = torch.eye(64)
+    outs = {}
+    for n in (1, 2):
+        threads(n)
+        with torch.inference_mode(), inject(model, NoiseSpec(scale=0.05, seed=3)):
+            outs[n] = model(x)
+        assert outs[n].is_inference()
+    assert torch.equal(outs[1], outs[2])
