@@ -15,6 +15,13 @@ prevent: weights that reach no visible product. When the module's weights go int
 opaque call (a custom ``torch.ops`` kernel, ``F.multi_head_attention_forward``) or into
 no call the mode can see at all, the session records the module as *blind* and
 verification fails naming it.
+
+Convolutions are product modules too (``conv1d``/``2d``/``3d`` are products). transformers'
+Mamba-family mixers pass ``self.conv1d.weight`` to ``causal_conv1d_fn`` themselves instead
+of calling the module, so the parent of every convolution is watched as well
+(:func:`watcher_forward`, or the parent's own product frame): a product its code computes
+with a child convolution's weight is a ``linear`` op of that convolution, and a child
+weight that reaches no visible product makes the convolution blind.
 """
 
 from __future__ import annotations
@@ -91,7 +98,8 @@ class _Frame:
         self.products = 0  # of the frame's own weights (what blindness is judged on)
         self.used = False
         self.opaque: str | None = None
-        # child convolutions whose weights the code touched: name → [products, opaque call]
+        # child convolutions whose weights the code touched:
+        # (layer, name) → [products, opaque call]
         self.children: dict[tuple[int, str], list[Any]] = {}
 
     def blind(self, session: NoiseSession) -> None:
@@ -102,10 +110,6 @@ class _Frame:
                 why = (f"its weights went into {opaque}, whose matrix products the engine "
                        "cannot reach") if opaque else "its weights reached no product the engine can see"
                 session.blind.setdefault(f"op 'linear' at module {name!r}", why)
-
-    @property
-    def ids(self) -> dict[int, tuple[int, str]]:
-        return self.owners
 
     def owner(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, str] | None:
         for a in (*args, *kwargs.values()):
