@@ -53,6 +53,25 @@ def _check_attention_reachable(spec: NoiseSpec, mm: ModelMap, model: nn.Module) 
         )
 
 
+def _refuse_opaque_modules(session: NoiseSession, mm: ModelMap) -> None:
+    """Refuse, before the model runs, modules whose matrix products happen where the engine
+    cannot reach them: ``nn.MultiheadAttention`` multiplies its in-projection, both
+    attention products and its out-projection inside ``F.multi_head_attention_forward``
+    (a TorchFunctionMode sees that call, but none of the products inside it)."""
+    for module in mm.product_modules:
+        if not isinstance(module, nn.MultiheadAttention):
+            continue
+        name = mm.names[id(module)]
+        if max(session.scales("linear", mm.layer_of[id(module)], name)) > 0.0:
+            raise InputError(
+                f"nn.MultiheadAttention at module {name!r} computes its matrix products "
+                "inside F.multi_head_attention_forward, which the engine cannot reach: its "
+                "projections and attention products would stay exact. Switch it off with "
+                f"layer_scales={{{name!r}: 0}}, pass verify=False to accept that, or build the "
+                "block from nn.Linear layers and F.scaled_dot_product_attention."
+            )
+
+
 def _features(spec: NoiseSpec, mm: ModelMap) -> set[str]:
     ops = set(spec.op_set)
     features = set()
@@ -113,6 +132,8 @@ class Injection:
         session.open = True
         if not self.spec.is_active:
             return session  # scale 0: nothing is installed, zero overhead
+        if self.verify:
+            _refuse_opaque_modules(session, self.map)
         self._features = _features(self.spec, self.map)
         self._inst = _install.acquire(self.model, self.map, session, self._features)
         try:

@@ -45,7 +45,7 @@ from torch import nn
 
 from robuststats.engine._autograd import BackwardNoise
 from robuststats.engine._model_map import ModelMap
-from robuststats.engine._products import own_products_hidden, product_forward
+from robuststats.engine._products import own_products_hidden, product_forward, watcher_forward
 from robuststats.engine._session import NoiseSession, in_backward
 
 __all__ = ["Installation", "acquire", "release"]
@@ -161,6 +161,10 @@ class Installation:
         for module in self.map.product_modules:
             prev = module.__dict__.get("forward")
             module.forward = types.MethodType(product_forward(self, module, prev), module)
+            undo.append(_restore_forward(module, prev))
+        for module in self.map.conv_parents:
+            prev = module.__dict__.get("forward")
+            module.forward = types.MethodType(watcher_forward(self, module, prev), module)
             undo.append(_restore_forward(module, prev))
         return undo
 

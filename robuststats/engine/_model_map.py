@@ -11,7 +11,9 @@ same-class blocks, or the children of a root ``nn.Sequential``. Modules outside 
 *Product modules* are the modules other than ``nn.Linear`` that own a matrix-shaped
 weight and multiply by it in their own ``forward``: transformers' ``Conv1D`` (GPT-2),
 MoE experts holding stacked ``(n_experts, out, in)`` weights, MoE routers, a
-``nn.Bilinear``. Embeddings (a lookup), convolutions and norms are not product modules.
+``nn.Bilinear``, and convolutions (``nn.Conv1d``/``2d``/``3d`` and the transposed ones: a
+product of the weight with the input's patches; Mamba's depthwise ``conv1d`` too).
+Embeddings (a lookup) and norms are not product modules.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 
 from torch import nn
 from torch.nn.modules.conv import _ConvNd
+from torch.nn.parameter import UninitializedParameter
 
 from robuststats.errors import InputError, did_you_mean
 
@@ -55,12 +58,16 @@ def _is_attention(module: nn.Module) -> bool:
 
 
 def _is_product_module(module: nn.Module) -> bool:
-    """A module other than ``nn.Linear`` that owns a floating parameter of ≥ 2 dims."""
-    if isinstance(module, (nn.Linear, nn.Embedding, nn.EmbeddingBag, _ConvNd)):
+    """A module other than ``nn.Linear`` that owns a floating parameter of ≥ 2 dims
+    (a convolution included; a lazy one only once its weight is initialised)."""
+    if isinstance(module, (nn.Linear, nn.Embedding, nn.EmbeddingBag)):
         return False
     if _norm_op(module) is not None or "Embedding" in type(module).__name__:
         return False
-    return any(p.is_floating_point() and p.ndim >= 2 for p in module.parameters(recurse=False))
+    return any(
+        not isinstance(p, UninitializedParameter) and p.is_floating_point() and p.ndim >= 2
+        for p in module.parameters(recurse=False)
+    )
 
 
 @dataclass
@@ -74,6 +81,12 @@ class ModelMap:
     layer_of: dict[int, int]
     linears: list[nn.Module] = field(default_factory=list)
     product_modules: list[nn.Module] = field(default_factory=list)
+    # id(parent) → the convolutions among its children: transformers' Mamba-family mixers
+    # pass ``self.conv1d.weight`` to a conv function themselves instead of calling the
+    # module, so the parent's forward is watched for products with those weights too
+    conv_children: dict[int, list[nn.Module]] = field(default_factory=dict)
+    # parents of convolutions that are not product modules themselves
+    conv_parents: list[nn.Module] = field(default_factory=list)
     norms: dict[int, str] = field(default_factory=dict)  # id → "rms_norm" | "layer_norm"
     norm_modules: list[nn.Module] = field(default_factory=list)
     attention: list[nn.Module] = field(default_factory=list)
@@ -244,4 +257,16 @@ def build_model_map(model: nn.Module) -> ModelMap:
         if op is not None:
             mm.anchors.setdefault(op, set()).add(layer)
             mm.sites.append((layer, op, mm.layer_path(layer) if key is None else key))
+    by_name = {n: m for n, m in model.named_modules()}
+    products = {id(m) for m in mm.product_modules}
+    for module in mm.product_modules:
+        if not isinstance(module, _ConvNd):
+            continue
+        name = names[id(module)]
+        parent = by_name.get(name.rsplit(".", 1)[0] if "." in name else "")
+        if parent is None or parent is module:
+            continue
+        if id(parent) not in mm.conv_children and id(parent) not in products:
+            mm.conv_parents.append(parent)
+        mm.conv_children.setdefault(id(parent), []).append(module)
     return mm

@@ -46,6 +46,20 @@ __all__ = ["OperandNoise"]
 
 _STATIC_TAG = 0x57A71C  # separates static weight streams from the per-call streams
 
+#: Products a product module (``Conv1D``, MoE experts and routers, a convolution) computes
+#: with its weights: function name → positions in ``args`` of the two matrix operands and
+#: their contraction dimensions. ``None`` is a convolution weight ``(out, in/groups,
+#: *kernel)``, contracted over every dimension after the first (its scales are shared along
+#: that flattened dimension); a convolution's input is contracted over its channels (dim 1).
+_PRODUCT_OPERANDS: dict[str, tuple[tuple[int, int], tuple[int | None, int | None]]] = {
+    "linear": ((0, 1), (-1, -1)),
+    **{f: ((0, 1), (-1, -2)) for f in ("mm", "matmul", "__matmul__", "bmm", "_grouped_mm",
+                                       "grouped_mm")},
+    **{f: ((1, 2), (-1, -2)) for f in ("addmm", "baddbmm", "addbmm")},
+    "__rmatmul__": ((1, 0), (-1, -2)),  # W.__rmatmul__(x) is x @ W
+    **{f: ((0, 1), (1, None)) for f in ("conv1d", "conv2d", "conv3d")},
+}
+
 
 def _name_key(name: str) -> int:
     """A stable 64-bit key of a parameter's name (Python's ``hash`` of a str is salted)."""
@@ -118,9 +132,69 @@ class OperandNoise:
             out = fn(*used)
         return out.to(dtype) if isinstance(out, torch.Tensor) and out.dtype != dtype else out
 
+    def run_product(self, layer: int, name: str, func: Any, args: tuple[Any, ...],
+                    kwargs: dict[str, Any], is_weight: Callable[[torch.Tensor], bool],
+                    scale: float) -> Any:
+        """One product that a product module computes with its weights (``func(*args,
+        **kwargs)``, e.g. GPT-2's ``addmm(bias, x, W)`` with ``W`` of shape ``(in, out)``):
+        each operand is quantized along its own contraction dimension, which the function
+        defines (:data:`_PRODUCT_OPERANDS`); ``is_weight`` tells the module's weights (and
+        views, slices or copies of them) from activations."""
+        from robuststats.engine._products import _name
+        from robuststats.engine._session import in_backward
+
+        fname = _name(func)
+        entry = _PRODUCT_OPERANDS.get(fname)
+        if entry is None or max(entry[0]) >= len(args):
+            raise InputError(
+                f"target {self.target!r} cannot act on the operands of {fname} in module "
+                f"{name!r}: the engine does not know which dimensions it contracts. Use "
+                f"target 'output' there, or switch the module off with "
+                f"layer_scales={{{name!r}: 0}}.")
+        used = list(args)
+        norms: list[torch.Tensor] = []
+        for i, dim in zip(*entry):
+            t = args[i]
+            if not (isinstance(t, torch.Tensor) and t.is_floating_point()):
+                continue
+            grad = t.requires_grad and torch.is_grad_enabled()
+            if is_weight(t):
+                param = isinstance(t, torch.nn.Parameter)
+                if not param and not self.is_format:
+                    raise InputError(
+                        f"static weight noise (target 'weights', kind {self.kind!r}) needs "
+                        f"the weight of module {name!r} itself, but {fname} gets a view or "
+                        "copy of it (MoE experts slice and gather theirs), for which a fixed "
+                        "error per weight element is not defined; use a number format, or "
+                        f"layer_scales={{{name!r}: 0}}.")
+                # a view or gathered copy is quantized on every call: its id and storage
+                # may be reused by a different slice, so it is never cached
+                w, n2 = self._weight(t, name, dim, scale, cache=param)
+                used[i] = t.to(w.dtype) + (w - t.detach().to(w.dtype)) if grad else w
+                norms.append(n2)
+            elif self.target == "inputs":
+                q, n2 = self._activation(t, dim, scale)  # type: ignore[arg-type]
+                used[i] = t.float() + (q - t.detach().float()) if grad else q
+                norms.append(n2)
+        if norms and not in_backward():
+            total = norms[0] if len(norms) == 1 else torch.stack(norms).sum(dim=0)
+            self.session._book(layer, "linear", "forward", total)
+        dtype = args[entry[0][0]].dtype
+        if self.target == "inputs":  # the product (and its bias) in float32
+            used = [u.float() if isinstance(u, torch.Tensor) and u.is_floating_point() else u
+                    for u in used]
+            kwargs = {k: v.float() if isinstance(v, torch.Tensor) and v.is_floating_point()
+                      else v for k, v in kwargs.items()}
+        with torch._C.DisableTorchFunction():  # no other mode books this product again
+            out = func(*used, **kwargs)
+        return out.to(dtype) if isinstance(out, torch.Tensor) and out.dtype != dtype else out
+
     # --- operands ------------------------------------------------------------------------------
 
-    def _quantize(self, t: torch.Tensor, dim: int, scale: float) -> torch.Tensor:
+    def _quantize(self, t: torch.Tensor, dim: int | None, scale: float) -> torch.Tensor:
+        if dim is None:  # a convolution weight: scales along (in/groups, *kernel), flattened
+            flat = t.reshape(t.shape[0], -1)
+            return self._quantize(flat, -1, scale).reshape(t.shape)
         q = _fake_quantize(t, self.kind, self.granularity, self.block_size, self.ties, dim)
         if scale != 1.0:  # x + s·(q − x), computed in q (x may be the caller's own tensor)
             x = t.detach().float()
@@ -134,10 +208,11 @@ class OperandNoise:
             n2 = torch.stack((torch.linalg.vector_norm(x), torch.linalg.vector_norm(q - x)))
             return q, n2.double().square_()
 
-    def _weight(self, w: torch.Tensor, name: str, dim: int, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    def _weight(self, w: torch.Tensor, name: str, dim: int | None, scale: float,
+                cache: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
         key = id(w)
-        stamp = (w._version, w.data_ptr(), scale)
-        hit = self._cache.get(key)
+        stamp = (w._version, w.data_ptr(), tuple(w.shape), dim, scale)
+        hit = self._cache.get(key) if cache else None
         if hit is not None and hit[0] == stamp:
             return hit[1], hit[2]
         with torch.no_grad():
@@ -157,7 +232,8 @@ class OperandNoise:
                 err = q.float() - wd.float()
             n2 = torch.stack((torch.linalg.vector_norm(wd.float()), torch.linalg.vector_norm(err)))
             n2 = n2.double().square_()
-        self._cache[key] = (stamp, q, n2)
+        if cache:
+            self._cache[key] = (stamp, q, n2)
         return q, n2
 
     def _module(self, name: str) -> torch.nn.Module:

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 __all__ = ["InjectionVerificationError", "NoiseSession"]
 
-_STATS_COLUMNS = ["layer", "op", "phase", "count", "rms_noise_ratio", "target_scale"]
+_STATS_COLUMNS = ["layer", "op", "phase", "count", "rms_noise_ratio", "target_scale", "kind",
+                  "target"]
 
 
 def in_backward() -> bool:
@@ -379,7 +380,9 @@ class NoiseSession:
     @property
     def stats(self) -> pd.DataFrame:
         """One row per layer × op × phase with at least one injection: ``count`` and the
-        realised ``rms_noise_ratio`` = ‖error‖ / ‖exact result‖ over all injections."""
+        realised ``rms_noise_ratio`` = ‖error‖ / ‖exact result‖ over all injections, with
+        the spec's ``kind`` and ``target`` (so tables of several sessions keep per-call
+        noise, static weight noise and quantization apart)."""
         if self._stats is not None:
             return self._stats
         import pandas as pd
@@ -391,7 +394,8 @@ class NoiseSession:
         for (layer, op, phase), count in items:
             sig, err = accs[(layer, op, phase)].tolist()
             ratio = (err / sig) ** 0.5 if sig > 0 else float("nan")
-            rows.append((layer, op, phase, count, ratio, self.phase_scales[phase]))
+            rows.append((layer, op, phase, count, ratio, self.phase_scales[phase],
+                         self.spec.kind, self.spec.target))
         df = pd.DataFrame(rows, columns=_STATS_COLUMNS).astype(
             {"layer": "int64", "count": "int64", "rms_noise_ratio": "float64"}
         )

@@ -182,24 +182,56 @@ def test_expert_weights_get_gradient_noise(ids) -> None:
     assert (s.count(layer=1) > 0) and set(s.stats["layer"]) == {1}
 
 
+class _MHANet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.attn(x, x, x, need_weights=False)[0])
+
+
+@pytest.mark.parametrize("ops", ["matmul_only", ["linear"]])
+def test_multihead_attention_is_refused_before_it_runs(ops) -> None:
+    # nn.MultiheadAttention multiplies its weights inside F.multi_head_attention_forward,
+    # out of the engine's sight: refused when the session opens, naming the module and
+    # the ways out
+    net = _MHANet()
+    x = torch.randn(2, 5, 16)
+    ran = []
+    net.register_forward_pre_hook(lambda *a: ran.append(1))
+    with pytest.raises(InputError, match=r"nn.MultiheadAttention at module 'attn' computes its "
+                                         r"matrix products inside F.multi_head_attention_forward.*"
+                                         r"layer_scales=\{'attn': 0\}"):
+        with torch.no_grad(), inject(net, NoiseSpec(scale=0.05, ops=ops)):
+            net(x)
+    assert not ran  # refused before the model ran
+    with torch.no_grad(), inject(net, NoiseSpec(scale=0.05, ops=ops,
+                                                layer_scales={"attn": 0})) as s:
+        net(x)  # switched off: the head alone gets noise
+    assert s.count(op="linear") == 1
+    with torch.no_grad(), inject(net, NoiseSpec(scale=0.05, ops=ops), verify=False) as s:
+        net(x)  # accepted deliberately: nothing in the attention block is injected
+    assert s.count(op="linear") == 1
+
+
 def test_weights_hidden_in_an_opaque_call_fail_verification() -> None:
-    # nn.MultiheadAttention multiplies its in_proj_weight inside
-    # F.multi_head_attention_forward, out of the engine's sight: the session must say so
+    # a weight that goes into an aten op called directly: its product is out of sight
     class Net(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.attn = nn.MultiheadAttention(16, 2, batch_first=True)
-            self.head = nn.Linear(16, 4)
+            self.w = nn.Parameter(torch.randn(16, 4))
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.head(self.attn(x, x, x, need_weights=False)[0])
+            return torch.ops.aten.mm.default(x, self.w)
 
     net = Net()
     with pytest.raises(InjectionVerificationError,
-                       match=r"op 'linear' at module 'attn' \(its weights went into "
-                             r"multi_head_attention_forward"):
+                       match=r"op 'linear' at module '' \(its weights went into mm.default, "
+                             r"whose matrix products the engine cannot reach"):
         with torch.no_grad(), inject(net, NoiseSpec(scale=0.05, ops=["linear"])):
-            net(torch.randn(2, 5, 16))
+            net(torch.randn(2, 16))
 
 
 def test_model_computing_attention_itself_under_sdpa_is_refused(ids) -> None:

@@ -319,7 +319,9 @@ def test_stats_columns(ids, make_qwen) -> None:
     model = make_qwen()
     with inject(model, NoiseSpec(scale=0.05)) as s:
         model(ids)
-    assert list(s.stats.columns) == ["layer", "op", "phase", "count", "rms_noise_ratio", "target_scale"]
+    assert list(s.stats.columns) == ["layer", "op", "phase", "count", "rms_noise_ratio",
+                                     "target_scale", "kind", "target"]
+    assert set(s.stats["kind"]) == {"relative_gaussian"} and set(s.stats["target"]) == {"output"}
     assert set(s.stats["op"]) <= set(ALL_OPS)
 
 

@@ -176,7 +176,7 @@ def test_injected_noise_is_reported_and_silent_cells_are_named(tables, meta, tmp
     text = write_report(tmp_path, tables, meta).read_text()
     assert "## Inference noise as injected" in text
     # 8 noisy cells, 7 with injections of 40 each; ratio weighted by counts: 0.055
-    assert "| 5% | 8 | 7 | 280 | 0.055 | 0.05 |" in text
+    assert "| error model not recorded | - | 5% | 8 | 7 | 280 | 0.055 | 0.05 |" in text
     assert ("**1 noisy cell(s) recorded no injection**: fwd seed 1 at 5% noise (noise seed 1)"
             in text)
 
