@@ -293,7 +293,10 @@ def probe_model(trained: Any, task: Any, items: Sequence[Any], plan: DiagnosisPl
                                   "correct": df["correct"].astype(int)}))
         stats = df.attrs.get("injection_stats") or []
         for r in stats:
-            injections.append({"target": target, "seed": seed, "noise_seed": ns, **r})
+            # the engine's own `target` (what the error model acts on: outputs, weights,
+            # inputs) is kept as `noise_target`; `target` is the probe's target
+            engine = {("noise_target" if k == "target" else k): v for k, v in r.items()}
+            injections.append({"target": target, "seed": seed, "noise_seed": ns, **engine})
         timings.append({"target": target, "level": level, "seed": seed, "noise_seed": ns,
                         "seconds": float(df.attrs.get("seconds", float("nan"))),
                         "injections": int(sum(r.get("count", 0) for r in stats))})
