@@ -64,6 +64,13 @@ def parse_sensitivity(data: Any, *, source: str = "sensitivity") -> dict[int, fl
                 return parse_sensitivity(data[key], source=source)
         out: dict[int, float] = {}
         for key, value in data.items():
+            if isinstance(value, Mapping):
+                # `robuststats diagnose`'s sensitivity file: {layer: {sensitivity, ...}};
+                # a layer the probe did not evaluate has no score and is left out
+                score_key = next((k for k in _RECORD_SCORE_KEYS if k in value), None)
+                if score_key is None or value[score_key] is None:
+                    continue
+                value = value[score_key]
             out[_layer(key, source, f"key {key!r}")] = _score(value, source, f"layer {key}")
         return _non_empty(out, source)
     if isinstance(data, list):

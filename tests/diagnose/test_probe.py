@@ -83,6 +83,14 @@ def test_protection_plan_and_sensitivity_file(planted, tmp_path) -> None:
     assert layer["module"] == f"model.layers.{PLANTED}" and layer["rank"] == 1
     assert layer["significant"] is True and layer["ci_low"] > 0
     assert profile["layer_scales"][str(PLANTED)] == 0.0
+    # the file the adaptive search reads: its scores are the layers' sensitivities
+    from robuststats.search import read_sensitivity
+
+    (tmp_path / "sens.json").write_text(json.dumps(profile))
+    scores = read_sensitivity(tmp_path / "sens.json")
+    assert set(scores) == {0, 1, 2, 3}
+    assert scores[PLANTED] == pytest.approx(layer["sensitivity"])
+    assert max(scores, key=scores.get) == PLANTED
     # the protected configuration is a valid engine spec for this model
     from robuststats.engine import NoiseSpec, inject
 
