@@ -135,19 +135,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _bar(total: int, initial: int) -> Any:
-    from tqdm import tqdm
+    from robuststats.study.runner import progress_bar
 
-    bar = tqdm(total=total, initial=initial, unit="eval", desc="diagnose",
-               dynamic_ncols=True)
-
-    class _Bar:
-        def __call__(self, n: int) -> None:
-            bar.update(n)
-
-        def close(self) -> None:
-            bar.close()
-
-    return _Bar()
+    return progress_bar(True, total, initial, unit="eval", desc="diagnose")
 
 
 def _text(result: Any, entries: list[dict[str, Any]]) -> str:

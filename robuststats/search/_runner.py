@@ -146,7 +146,11 @@ def run_search(spec: SearchSpec, *, storage: str | None = None, workers: int = 1
     """
     from robuststats.search._reevaluate import choose, reevaluate
     from robuststats.search._report import write_search_version
-    from robuststats.study.runner import _signals_as_interrupts, check_output_dir
+    from robuststats.study.runner import (
+        _signals_as_interrupts,
+        check_output_dir,
+        progress_bar,
+    )
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise InputError(f"`workers` must be a positive integer, got {workers!r}.")
@@ -177,7 +181,8 @@ def run_search(spec: SearchSpec, *, storage: str | None = None, workers: int = 1
                 log(f"recovered {len(recovered)} interrupted trial(s): "
                     + ", ".join(f"#{r['trial']} ({r['reason']})" for r in recovered))
             done0 = _finished(study)
-            bar = _progress(progress, target, min(done0, target))
+            bar = progress_bar(progress, target, min(done0, target), unit="trial",
+                               desc="trials")
             failures: list[str] = []
             try:
                 if workers == 1:
@@ -265,23 +270,3 @@ def _run_processes(spec: SearchSpec, run_dir: Path, url: str, workers: int, targ
         return []
     files = sorted((run_dir / "failures").glob("worker-*.txt"))
     return [str(f) for f in files] or [f"worker exit codes {[p.exitcode for p in failed]}"]
-
-
-def _progress(progress: bool | Callable[[int, int], Callable[[int], None]], total: int,
-              initial: int) -> Any:
-    if progress is False:
-        return None
-    if callable(progress):
-        return progress(total, initial)
-    from tqdm import tqdm
-
-    bar = tqdm(total=total, initial=initial, unit="trial", desc="trials", dynamic_ncols=True)
-
-    class _Bar:
-        def __call__(self, n: int) -> None:
-            bar.update(n)
-
-        def close(self) -> None:
-            bar.close()
-
-    return _Bar()

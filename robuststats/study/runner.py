@@ -285,7 +285,7 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
             cells = plan(spec)
             done = ledger.finished(cells, items=items)
             pending = [c for c in cells if c not in done]
-            bar = _progress(progress, len(cells), len(done))
+            bar = progress_bar(progress, len(cells), len(done))
             try:
                 report = execute(ledger, spec, pending, workers=workers, progress=bar)
                 if spec.sweep is not None and spec.sweep.adaptive is not None:
@@ -387,15 +387,18 @@ def _last_line(text: str) -> str:
     return lines[-1].strip() if lines else ""
 
 
-def _progress(progress: bool | Callable[[int, int], Callable[[int], None]], total: int,
-              initial: int) -> Any:
+def progress_bar(progress: bool | Callable[[int, int], Callable[[int], None]], total: int,
+                 initial: int, *, unit: str = "cell", desc: str = "cells") -> Any:
+    """The counter long runs report to: ``None`` when ``progress`` is False, the caller's own
+    ``progress(total, initial)`` when it is callable, else a tqdm bar (``bar(n)`` advances
+    it, ``bar.close()`` ends it). Shared by studies, searches and the probe."""
     if progress is False:
         return None
     if callable(progress):
         return progress(total, initial)
     from tqdm import tqdm
 
-    bar = tqdm(total=total, initial=initial, unit="cell", desc="cells", dynamic_ncols=True)
+    bar = tqdm(total=total, initial=initial, unit=unit, desc=desc, dynamic_ncols=True)
 
     class _Bar:
         def __call__(self, n: int) -> None:
