@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from robuststats.errors import InputError, did_you_mean
+from robuststats.outcomes._read import jsonl_objects
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -134,19 +135,7 @@ _SAMPLE_FIELDS = frozenset({"doc_id", "doc", "target", "arguments", "resps", "fi
 def _records(path: Path) -> dict[int, dict[str, Any]]:
     if not path.is_file():
         raise InputError(f"lm-eval samples file {str(path)!r} does not exist.")
-    records: dict[int, dict[str, Any]] = {}
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as exc:
-                raise InputError(f"{path}:{number}: not a JSON object ({exc}).") from None
-            if not isinstance(record, dict):
-                raise InputError(f"{path}:{number}: an lm-eval sample must be an object, got "
-                                 f"{type(record).__name__}.")
-            records[number] = record
+    records = dict(jsonl_objects(path, row="an lm-eval sample"))
     if not records:
         raise InputError(f"{path}: the samples file has no lines.")
     return records

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -93,10 +94,10 @@ def _read_file(path: Path, kind: str) -> pd.DataFrame:
         raise InputError(f"outcomes file {str(path)!r} could not be read: {first}") from None
 
 
-def _read_jsonl(path: Path) -> pd.DataFrame:
-    import pandas as pd
-
-    records = []
+def jsonl_objects(path: Path, *, row: str, hint: str = "") -> Iterator[tuple[int, dict]]:
+    """``(line number, object)`` for each non-blank line of a JSONL file. A line that is not
+    JSON, or not an object, is an :class:`InputError` naming ``path:line``; ``row`` names
+    what one line is (``"a JSONL row"``) and ``hint`` ends the not-JSON message."""
     with open(path, encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):
             if not line.strip():
@@ -104,12 +105,19 @@ def _read_jsonl(path: Path) -> pd.DataFrame:
             try:
                 record = json.loads(line)
             except ValueError as exc:
-                raise InputError(f"{path}:{number}: not a JSON object ({exc.msg}); each line "
-                                 "of a JSONL outcomes file is one row.") from None
+                raise InputError(f"{path}:{number}: not a JSON object ({exc.msg}){hint}.") \
+                    from None
             if not isinstance(record, dict):
-                raise InputError(f"{path}:{number}: a JSONL row must be an object, got "
+                raise InputError(f"{path}:{number}: {row} must be an object, got "
                                  f"{type(record).__name__}.")
-            records.append(record)
+            yield number, record
+
+
+def _read_jsonl(path: Path) -> pd.DataFrame:
+    import pandas as pd
+
+    records = [record for _, record in jsonl_objects(
+        path, row="a JSONL row", hint="; each line of a JSONL outcomes file is one row")]
     return pd.DataFrame.from_records(records)
 
 
