@@ -23,7 +23,6 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
-    ValidationError,
     field_validator,
     model_validator,
 )
@@ -45,8 +44,8 @@ from robuststats.study.yaml_lines import (
     line_for,
     load_yaml_with_lines,
     location,
-    pydantic_message,
     read_study_text,
+    validate_keyed,
 )
 
 __all__ = ["MAX_TRIALS", "HeuristicSpec", "ReevaluationSpec", "SearchSection", "SearchSpec"]
@@ -264,17 +263,8 @@ class SearchSpec(_Strict):
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None,
                   lines: Mapping[KeyPath, int] | None = None) -> SearchSpec:
         """Validate a mapping; errors name the key path (and line, when ``lines`` is given)."""
-        if not isinstance(data, Mapping):
-            raise InputError(f"{source or 'search'}: the top level must be a mapping of keys, "
-                             f"got {type(data).__name__}.")
-        line_map = dict(lines or {})
-        try:
-            spec = cls.model_validate(dict(data))
-        except ValidationError as exc:
-            raise InputError(pydantic_message(exc, source, line_map, _suggest)) from None
-        spec._lines = line_map
-        spec._source = source
-        return spec
+        return validate_keyed(cls, data, source=source, lines=lines, suggest=_suggest,
+                              what="search")
 
     @classmethod
     def from_file(cls, path: str | Path) -> SearchSpec:

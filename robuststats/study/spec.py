@@ -30,7 +30,6 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
-    ValidationError,
     field_validator,
     model_serializer,
     model_validator,
@@ -74,13 +73,12 @@ from robuststats.study.yaml_lines import (
     KeyPath,
     check_document,
     component_key,
-    display,
     keyed,
     line_for,
     load_yaml_with_lines,
     location,
-    pydantic_message,
     read_study_text,
+    validate_keyed,
 )
 
 __all__ = [
@@ -441,17 +439,8 @@ class StudySpec(_Strict):
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None,
                   lines: Mapping[KeyPath, int] | None = None) -> StudySpec:
         """Validate a mapping; errors name the key path (and line, when ``lines`` is given)."""
-        if not isinstance(data, Mapping):
-            raise InputError(f"{display(source or 'study')}: the top level must be a mapping "
-                             f"of keys, got {type(data).__name__}.")
-        line_map = dict(lines or {})
-        try:
-            spec = cls.model_validate(dict(data))
-        except ValidationError as exc:
-            raise InputError(pydantic_message(exc, source, line_map, _suggest)) from None
-        spec._lines = line_map
-        spec._source = source
-        return spec
+        return validate_keyed(cls, data, source=source, lines=lines, suggest=_suggest,
+                              what="study")
 
     @classmethod
     def from_file(cls, path: str | Path) -> StudySpec:

@@ -28,7 +28,7 @@ from robuststats.errors import InputError
 
 __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_VALUES", "KeyPath", "KeyedError",
            "check_document", "component_key", "display", "keyed", "load_yaml_with_lines", "location",
-           "pydantic_message", "read_study_text"]
+           "pydantic_message", "read_study_text", "validate_keyed"]
 
 KeyPath = tuple[str | int, ...]
 LineMap = Mapping[KeyPath, int]
@@ -336,6 +336,24 @@ def location(source: str | None, path: KeyPath, lines: LineMap) -> str:
 
 def _format(source: str | None, path: KeyPath, message: str, lines: LineMap) -> str:
     return f"{location(source, path, lines)}: {message}"
+
+
+def validate_keyed(cls: Any, data: Any, *, source: str | None, lines: LineMap | None,
+                   suggest: Callable[[KeyPath], str], what: str) -> Any:
+    """``cls`` (a pydantic model with ``_lines`` and ``_source``) validated from ``data``,
+    remembering the line of every key; any problem is one :class:`InputError` naming the
+    key path and its line. ``what`` names the document when ``source`` is unknown."""
+    if not isinstance(data, Mapping):
+        raise InputError(f"{display(source or what)}: the top level must be a mapping "
+                         f"of keys, got {type(data).__name__}.")
+    line_map = dict(lines or {})
+    try:
+        spec = cls.model_validate(dict(data))
+    except ValidationError as exc:
+        raise InputError(pydantic_message(exc, source, line_map, suggest)) from None
+    spec._lines = line_map
+    spec._source = source
+    return spec
 
 
 def _sentence(text: str) -> str:
