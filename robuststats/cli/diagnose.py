@@ -97,6 +97,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="result store root (default results/)")
     p.add_argument("--runs", default="runs", metavar="DIR",
                    help="run directories with the study's cached models (default runs/)")
+    p.add_argument("--recompute", action="store_true",
+                   help="evaluate every target again instead of reading back the evaluations "
+                   "a previous (or killed) run of the same probe stored in the run directory")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (on stderr)")
     add_format_option(p)
     p.set_defaults(run=run)
@@ -118,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(args.runs, "--runs")
     progress = None if args.no_progress else _bar
     result = run_diagnosis(spec, plan, ledger_spec=ledger_spec, out=args.out, runs=args.runs,
-                           progress=progress)
+                           progress=progress, reuse=not args.recompute)
     from robuststats.diagnose._report import protection_plan
 
     entries = protection_plan(result)

@@ -22,6 +22,7 @@ import pandas as pd
 
 from robuststats.diagnose._spec import DiagnoseSpec
 from robuststats.diagnose._statistics import CLEAN, avalanche_table, target_table
+from robuststats.diagnose._store import ProbeStore, probe_key
 from robuststats.diagnose._targets import (
     Target,
     layer_targets,
@@ -265,14 +266,17 @@ def _evaluate(trained: Any, task: Any, items: list[Any], noise: NoiseSpec | None
 def probe_model(trained: Any, task: Any, items: Sequence[Any], plan: DiagnosisPlan, *,
                 seed: int = 0, calibration: Sequence[Any] | None = None,
                 targets: Sequence[Target] | None = None,
-                progress: Callable[[int], None] | None = None) -> ProbeResult:
+                progress: Callable[[int], None] | None = None,
+                store: ProbeStore | None = None) -> ProbeResult:
     """Probe one trained model (``trained.model``, ``trained.tokenizer``) on ``items``.
 
     The clean evaluation runs once; every target is evaluated under each of the plan's noise
     seeds with the engine's verification on, so a target whose noise never reached the model
     fails instead of reading as robust. Injections outside a target's layers are an error.
     ``calibration`` items feed the channel level (their prompt and reference solution,
-    teacher-forced). ``progress(1)`` is called after each evaluation.
+    teacher-forced). ``progress(1)`` is called after each evaluation. With a ``store``, an
+    evaluation already finished there is read back instead of run again, and each new one
+    is written to it as soon as it finishes (a killed probe resumes where it stopped).
     """
     items = list(items)
     if len(items) < 2:
@@ -303,11 +307,22 @@ def probe_model(trained: Any, task: Any, items: Sequence[Any], plan: DiagnosisPl
         if progress is not None:
             progress(1)
 
-    record(CLEAN, "clean", 0, _evaluate(trained, task, items, None, 0, plan.batch_size))
+    ids = [str(it.item_id) for it in items]
+
+    def evaluated(target: str, ns: int, noise: NoiseSpec | None) -> pd.DataFrame:
+        if store is not None:
+            done = store.get(seed, target, ns, ids)
+            if done is not None:
+                return done
+        df = _evaluate(trained, task, items, noise, ns, plan.batch_size)
+        if store is not None:
+            store.put(seed, target, ns, df)
+        return df
+
+    record(CLEAN, "clean", 0, evaluated(CLEAN, 0, None))
     for t in targets:
         for ns in plan.noise_seeds:
-            noise = t.noise(plan.scale, kind=plan.kind, noise_seed=ns)
-            df = _evaluate(trained, task, items, noise, ns, plan.batch_size)
+            df = evaluated(t.target_id, ns, t.noise(plan.scale, kind=plan.kind, noise_seed=ns))
             _check_scope(t, df.attrs.get("injection_stats") or [])
             record(t.target_id, t.level, ns, df)
     channels = None
@@ -424,13 +439,18 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
                   ledger_spec: StudySpec | None = None, out: str | Path = "results",
                   runs: str | Path = "runs",
                   progress: Callable[[int, int], Callable[[int], None]] | None = None,
-                  write: bool = True) -> Diagnosis:
+                  write: bool = True, reuse: bool = True) -> Diagnosis:
     """Diagnose the study's models of ``plan.condition`` and write a new result version.
 
     Models come from ``<runs>/<study>/models/`` (trained there first when missing, exactly as
     ``robuststats study`` would, under the run directory's lock). ``progress(total, done)``
     returns a callback that receives the number of evaluations finished. The version is
     ``<out>/<study>.diagnose/v<N>/`` (see ``docs/diagnose.md``).
+
+    Each evaluation is stored in the run directory as it finishes
+    (:class:`~robuststats.diagnose._store.ProbeStore`): run again after a kill, the probe
+    reads the finished ones back and evaluates only the rest, with the same result. With
+    ``reuse=False`` the stored evaluations of this probe are deleted first.
     """
     from robuststats.study.executor import planned_items, preflight
     from robuststats.study.ledger import RunLedger, run_hash
@@ -454,6 +474,8 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
         calibration = items
     models: dict[int, Any] = {}
     trained_now = 0
+    # the run directory stays locked while the probe runs: a concurrent `study --fresh`
+    # cannot delete the models or the stored evaluations under it
     with RunLedger.open(Path(runs) / spec.name, ledger_spec) as ledger:
         for seed in plan.seeds:
             models[seed], fresh = _trained_model(ledger, ledger_spec,
@@ -465,29 +487,42 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
                     f"`model` and `tokenizer`); trainer {spec.trainer.name!r} returned a "
                     f"{type(models[seed]).__name__} without them.")
         run_dir = str(ledger.root)
-    # the targets depend on the architecture: read it from the first model
-    first = models[plan.seeds[0]]
-    n_layers = model_layers(first.model)
-    layer_prefix = _layer_prefix(first.model)
-    ops_here = present_ops(first.model, first.tokenizer, items[0].prompt, kind=plan.kind)
-    targets, notes = build_targets(plan, n_layers, ops_here)
-    per_seed = 1 + len(targets) * len(plan.noise_seeds) + int("channel" in plan.levels)
-    bar = progress(per_seed * len(plan.seeds), 0) if progress is not None else None
-    probes = []
-    try:
-        with one_torch_thread():
-            for seed in plan.seeds:
-                probes.append(probe_model(models[seed], task, items, plan, seed=seed,
-                                          calibration=calibration, targets=targets,
-                                          progress=bar))
-    finally:
-        if bar is not None and hasattr(bar, "close"):
-            bar.close()
+        # the targets depend on the architecture: read it from the first model
+        first = models[plan.seeds[0]]
+        n_layers = model_layers(first.model)
+        layer_prefix = _layer_prefix(first.model)
+        ops_here = present_ops(first.model, first.tokenizer, items[0].prompt, kind=plan.kind)
+        targets, notes = build_targets(plan, n_layers, ops_here)
+        store = ProbeStore(ledger.root / "diagnose", probe_key(
+            run_hash=run_hash(ledger_spec), condition=plan.condition, scale=plan.scale,
+            kind=plan.kind, ops=plan.ops, batch_size=plan.batch_size,
+            item_ids=[str(it.item_id) for it in items]))
+        if not reuse and store.root.exists():
+            import shutil
+
+            shutil.rmtree(store.root)
+        per_seed = 1 + len(targets) * len(plan.noise_seeds) + int("channel" in plan.levels)
+        bar = progress(per_seed * len(plan.seeds), 0) if progress is not None else None
+        probes = []
+        try:
+            with one_torch_thread():
+                for seed in plan.seeds:
+                    probes.append(probe_model(models[seed], task, items, plan, seed=seed,
+                                              calibration=calibration, targets=targets,
+                                              progress=bar, store=store))
+        finally:
+            if bar is not None and hasattr(bar, "close"):
+                bar.close()
+        if store.damaged:
+            ledger.log_event({"event": "diagnose_damaged_evaluations",
+                              "files": store.damaged})
     probes[0] = replace(probes[0], notes=tuple(notes))
     meta = {"spec": spec.resolved(), "spec_hash": spec.spec_hash(),
             "run_hash": run_hash(ledger_spec), "run_dir": run_dir, "plan": plan.to_dict(),
             "n_items": len(items), "n_calibration_items": len(calibration or []),
-            "models_trained": trained_now, "started": started, "layer_prefix": layer_prefix}
+            "models_trained": trained_now, "started": started, "layer_prefix": layer_prefix,
+            "evaluations_reused": store.reused, "evaluations_damaged": len(store.damaged),
+            "evaluations_dir": str(store.root)}
     diagnosis = analyse(plan, probes, seconds=time.perf_counter() - t0, meta=meta)
     if not write:
         return diagnosis
