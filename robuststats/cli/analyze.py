@@ -157,6 +157,13 @@ def run(args: argparse.Namespace) -> int:
                                  f"outcomes (conditions: {sorted(known)}).")
     analysis = analyze_outcomes(outcomes, hypotheses=hypotheses, options=opts,
                                 holes=args.holes)
+    if spec is not None and spec.sweep is not None:
+        # a sweep's dose-response tables, refitted from the same outcomes as the study does
+        from dataclasses import replace
+
+        from robuststats.study.sweep_run import dose_tables
+
+        analysis = replace(analysis, extra={**analysis.extra, **dose_tables(outcomes, spec)})
     tables = analysis.tables()
     emit(args.format, data={"source": str(source), "settings": analysis.settings,
                             **tables}, text=lambda: _text(tables))

@@ -204,3 +204,26 @@ def test_control_characters_typed_by_the_user_are_escaped(tmp_path: Path, capsys
         main(["analyze", "x.csv", "\x0b"])
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and "unrecognized arguments: \\x0b" in err, err
+
+
+@pytest.mark.slow
+def test_analyze_of_a_sweep_refits_its_dose_response_tables(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A sweep's version re-analysed gives the thresholds and fits the study published."""
+    import numpy as np
+
+    version = ROOT / "results" / "dose_response" / "v1"
+    assert main(["analyze", str(version), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for name in ("thresholds", "dose_fits"):
+        got = pd.DataFrame(data[name])
+        stored = pd.read_parquet(version / f"{name}.parquet")
+        assert list(got.columns) == list(stored.columns), name
+        assert len(got) == len(stored) > 0, name
+        for col in stored.columns:
+            if stored[col].dtype.kind == "f":
+                assert np.allclose(got[col].astype(float), stored[col], rtol=1e-9,
+                                   equal_nan=True), (name, col)
+            else:
+                assert got[col].astype(str).tolist() == stored[col].astype(str).tolist(), \
+                    (name, col)
