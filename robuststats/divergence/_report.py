@@ -1,0 +1,217 @@
+"""A divergence as a versioned result: tables, ``report.md``, ``report.json`` and a figure.
+
+``write_divergence(div, out=..., name=...)`` publishes ``<out>/<name>.divergence/v<N>/``
+through :class:`robuststats.results.ResultStore` (written in a temporary directory, sealed
+with a manifest of SHA-256 checksums, renamed into place, read-only), so ``robuststats
+results list|show|verify`` read it like any other version.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from robuststats._format import fmt_level, is_missing
+from robuststats.divergence._analysis import exceeding_table
+from robuststats.divergence._sites import RESIDUAL
+
+__all__ = ["depth_figure", "summary", "write_divergence"]
+
+
+def _num(value: Any) -> float | None:
+    if is_missing(value):
+        return None
+    v = float(value)
+    return v if math.isfinite(v) else None
+
+
+def _g(value: Any, digits: int = 4) -> str:
+    v = _num(value)
+    return "-" if v is None else f"{v:.{digits}g}"
+
+
+def _ci(low: Any, high: Any, level: float) -> str:
+    if _num(low) is None or _num(high) is None:
+        return "-"
+    return f"[{_g(low)}, {_g(high)}] {fmt_level(level)}"
+
+
+def summary(div: Any, *, max_mape: float,
+            sensitivity: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The plain-JSON summary the CLI prints and ``report.json`` holds."""
+    exceed = exceeding_table(div.modules, max_mape, sensitivity=sensitivity)
+    fit = {k: (_num(v) if isinstance(v, (float, np.floating)) else v)
+           for k, v in div.fit.items()}
+    return {"reference": div.reference.to_dict(), "candidate": div.candidate.to_dict(),
+            "n_items": div.n_items, "n_layers": div.n_layers, "settings": div.settings,
+            "max_mape": max_mape, "fit": fit, "notes": list(div.notes),
+            "seconds": round(div.seconds, 2),
+            "depth": _records(div.depth), "exceeding": _records(exceed),
+            "injections": {"passes": len(div.injections),
+                           "total": int(div.injections["injections"].sum())
+                           if len(div.injections) else 0}}
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return json.loads(df.to_json(orient="records"))
+
+
+def depth_figure(div: Any, path: Path) -> Path | None:
+    """Divergence by depth per module type: rel RMS (log scale) and MAPE against the layer
+    index, accumulated (solid, with intervals) and the residual stream's local (dashed)."""
+    t = div.modules[div.modules["layer"] >= 0]
+    if t.empty:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    acc = t[t["mode"] == "accumulated"]
+    types = list(dict.fromkeys(acc["module_type"]))
+    cmap = plt.get_cmap("tab20")
+    for ax, metric, label in ((axes[0], "rel_rms", "relative RMS error ‖b − a‖/‖a‖"),
+                              (axes[1], "mape", f"MAPE (ε = {div.settings['eps']:g}·RMS)")):
+        for k, mtype in enumerate(types):
+            g = acc[acc["module_type"] == mtype].sort_values("layer")
+            if metric == "rel_rms":  # exact zeros have no place on a log scale
+                g = g.assign(rel_rms=g["rel_rms"].where(g["rel_rms"] > 0))
+            residual = mtype == RESIDUAL
+            ax.plot(g["layer"], g[metric], marker="o", lw=2.4 if residual else 1.0,
+                    color="black" if residual else cmap(k % 20), label=mtype, zorder=3
+                    if residual else 2)
+            if residual:
+                ax.fill_between(g["layer"], g[f"{metric}_ci_low"], g[f"{metric}_ci_high"],
+                                color="black", alpha=0.15, lw=0)
+        loc = t[(t["mode"] == "local") & (t["module_type"] == RESIDUAL)].sort_values("layer")
+        if len(loc):
+            ax.plot(loc["layer"], loc[metric], ls="--", color="black", marker="x",
+                    label="residual, local (layer alone)")
+        if metric == "rel_rms" and (acc[metric] > 0).any():
+            ax.set_yscale("log")
+        ax.set_xlabel("decoder layer")
+        ax.set_ylabel(label)
+        ax.set_xticks(sorted(acc["layer"].unique()))
+    level = fmt_level(float(div.modules["ci_level"].iloc[0]))
+    fig.suptitle(f"{div.candidate.name} vs {div.reference.name}: divergence by depth "
+                 f"({div.n_items} items; band: {level} CI of the residual stream)", fontsize=10)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=7,
+               frameon=False)
+    fig.tight_layout(rect=(0, 0.06 + 0.035 * (len(labels) // 6), 1, 0.95))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _md_table(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def verdict_text(fit: dict[str, Any]) -> str:
+    """One sentence on how the residual stream's divergence accumulated."""
+    if fit.get("verdict") is None:
+        return "accumulation: not assessed (" + ("no divergence" if not _num(
+            fit.get("last_rel_rms")) else "needs the local pass and two layers") + ")"
+    lvl = fmt_level(fit["confidence_level"])
+    return (f"accumulation: {fit['verdict']} — after layer {fit['last_layer']} the residual "
+            f"stream's rel RMS is {_g(fit['last_rel_rms'])}; the layers' own errors would "
+            f"add to {_g(fit['additive_last'])} (quadrature {_g(fit['quadrature_last'])}, "
+            f"seed 004's sum of per-layer relative errors {_g(fit['seed004_last'])}); "
+            f"measured / additive = {_g(fit['amplification'], 3)} "
+            f"[{_g(fit['amplification_ci_low'], 3)}, {_g(fit['amplification_ci_high'], 3)}] "
+            f"{lvl}; "
+            f"growth per layer {_g(100 * fit['growth_per_layer'], 3)} % "
+            f"[{_g(100 * fit['growth_per_layer_ci_low'], 3)}, "
+            f"{_g(100 * fit['growth_per_layer_ci_high'], 3)}] {lvl}")
+
+
+def markdown(div: Any, data: dict[str, Any], exceed: pd.DataFrame, label: str) -> str:
+    lvl = float(div.modules["ci_level"].iloc[0]) if len(div.modules) else 0.95
+    lines = [f"# Divergence {label}", "",
+             f"- reference: **{div.reference.name}** ({div.reference.describe()})",
+             f"- candidate: **{div.candidate.name}** ({div.candidate.describe()})",
+             f"- {div.n_items} items, {div.n_layers} decoder layers, batch "
+             f"{div.settings['batch_size']}, MAPE guard ε = {div.settings['eps']:g}·RMS, "
+             f"intervals: {div.modules['ci_method'].iloc[0] if len(div.modules) else '-'}",
+             f"- engine injections (candidate and local passes): {data['injections']['total']}",
+             "", "## Accumulation through depth", "", verdict_text(div.fit), ""]
+    rows = [[str(r.layer), _g(r.rel_rms), _ci(r.rel_rms_ci_low, r.rel_rms_ci_high, lvl),
+             _g(r.local_rel_rms), _g(r.additive), _g(r.quadrature), _g(r.seed004),
+             _g(r.compounding), _g(r.amplification), _g(r.mape), _g(r.cosine, 6)]
+            for r in div.depth.itertuples()]
+    lines += [_md_table(["layer", "rel RMS", "interval", "local", "additive", "quadrature",
+                         "seed 004 sum", "compounding", "measured/additive", "MAPE",
+                         "cosine"], rows), "",
+              "![divergence by depth](figures/depth.png)", "",
+              f"## Modules beyond MAPE {data['max_mape']:g}", ""]
+    if exceed.empty:
+        lines.append(f"No module's MAPE interval reaches above {data['max_mape']:g}.")
+    else:
+        rows = [[str(r.rank), r.site, r.verdict, _g(r.mape),
+                 _ci(r.mape_ci_low, r.mape_ci_high, lvl), _g(r.rel_rms), _g(r.sensitivity),
+                 "yes" if r.sensitive else "", _g(r.priority)] for r in exceed.itertuples()]
+        lines.append(_md_table(["rank", "module", "verdict", "MAPE", "interval", "rel RMS",
+                                "sensitivity", "sensitive", "priority"], rows))
+    acc = div.modules[div.modules["mode"] == "accumulated"]
+    rows = [[r.site, r.module_type, _g(r.mape), _g(r.mdape), _g(r.wape), _g(r.rel_rms),
+             _ci(r.rel_rms_ci_low, r.rel_rms_ci_high, lvl), _g(r.cosine, 6)]
+            for r in acc.itertuples()]
+    lines += ["", "## Every module (accumulated)", "",
+              _md_table(["module", "type", "MAPE", "median APE", "WAPE", "rel RMS",
+                         "interval", "cosine"], rows)]
+    if div.notes:
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in div.notes]
+    return "\n".join(lines) + "\n"
+
+
+def store_name(text: str) -> str:
+    """A result-store name from a model directory or study name."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("._-") or "model"
+    return name[:100]
+
+
+def write_divergence(div: Any, *, out: str | Path = "results", name: str = "model",
+                     max_mape: float = 0.05,
+                     sensitivity: dict[int, dict[str, Any]] | None = None,
+                     source: dict[str, Any] | None = None) -> Any:
+    """Publish ``div`` as ``<out>/<name>.divergence/v<N>/``; returns the version."""
+    from robuststats.results import ResultStore
+    from robuststats.study.runner import environment
+
+    study = f"{store_name(name)}.divergence"
+    data = summary(div, max_mape=max_mape, sensitivity=sensitivity)
+    exceed = exceeding_table(div.modules, max_mape, sensitivity=sensitivity)
+    tables = {"items": div.items, "modules": div.modules, "depth": div.depth,
+              "exceeding": exceed, "injections": div.injections}
+
+    def writer(path: Path, number: int) -> None:
+        for key, df in tables.items():
+            df.to_parquet(path / f"{key}.parquet", index=False)
+            df.to_csv(path / f"{key}.csv", index=False)
+        figure = depth_figure(div, path / "figures" / "depth.png")
+        report = {**data, "version": f"v{number}", "source": source or {},
+                  "figures": ["figures/depth.png"] if figure else [],
+                  "modules": _records(div.modules)}
+        (path / "report.json").write_text(json.dumps(report, indent=2, allow_nan=False,
+                                                     default=str) + "\n")
+        (path / "report.md").write_text(markdown(div, data, exceed, f"{study}/v{number}"))
+
+    manifest = {"kind": "divergence", "source": source or {},
+                "reference": div.reference.to_dict(), "candidate": div.candidate.to_dict(),
+                "settings": div.settings, "max_mape": max_mape, "n_items": div.n_items,
+                "n_layers": div.n_layers, "sensitivity": None if sensitivity is None
+                else {str(k): v for k, v in sensitivity.items()},
+                "row_counts": {k: len(v) for k, v in tables.items()},
+                "seconds": round(div.seconds, 2), "environment": environment()}
+    return ResultStore(out).publish(study, writer, manifest)
