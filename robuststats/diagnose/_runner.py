@@ -410,23 +410,11 @@ def analyse(plan: DiagnosisPlan, probes: Sequence[ProbeResult], *, seconds: floa
 
 
 def _trained_model(ledger: Any, spec: StudySpec, job: Any) -> Any:
-    """The study's model of ``job``: from the run directory's cache, or trained and cached."""
-    from robuststats.study.executor import build_trainer
-    from robuststats.study.trainer import TrainedModel, TrainingCondition
+    """The study's model of ``job``: its checkpoint, the run directory's cached model, or
+    trained and cached there (:func:`robuststats.study.executor.load_or_train`)."""
+    from robuststats.study.executor import load_or_train
 
-    trainer = build_trainer(spec)
-    if ledger.model_ready(job):
-        loader = getattr(trainer, "load", None) or TrainedModel.load
-        return loader(ledger.model_path(job)), False
-    condition = TrainingCondition.from_spec(job.condition, spec.conditions[job.condition])
-    staging = ledger.stage_model(job)
-    start = time.perf_counter()
-    model = trainer.train(spec_task(spec), condition, seed=job.seed, workdir=staging.workdir)
-    model.save(staging.model_path)
-    ledger.publish_model(job, staging)
-    ledger.log_event({"event": "model_trained", "job": job.key, "by": "diagnose",
-                      "seconds": round(time.perf_counter() - start, 3)})
-    return model, True
+    return load_or_train(ledger, spec, job, by="diagnose")
 
 
 def spec_task(spec: StudySpec) -> Any:

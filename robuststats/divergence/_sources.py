@@ -161,29 +161,11 @@ def _study_source(path: str, *, n_items: int | None, texts: str | None, conditio
 def _trained(spec: Any, condition: str, seed: int, runs: str | Path, build_task: Any) -> Any:
     """The condition's model of ``seed``: its checkpoint, the run directory's cached model,
     or trained and cached there (as ``robuststats study`` would)."""
-    import time
-
-    from robuststats.study.checkpoints import load_checkpoint, resolve_checkpoint
-    from robuststats.study.executor import build_trainer
+    from robuststats.study.executor import load_or_train
     from robuststats.study.ledger import RunLedger
     from robuststats.study.plan import TrainJob
-    from robuststats.study.trainer import TrainedModel, TrainingCondition
 
-    pattern = getattr(spec.conditions[condition], "checkpoint", None)
-    if pattern is not None:
-        return load_checkpoint(resolve_checkpoint(pattern, condition=condition, seed=seed))
-    job = TrainJob(condition, seed)
-    trainer = build_trainer(spec)
     with RunLedger.open(Path(runs) / spec.name, spec) as ledger:
-        if ledger.model_ready(job):
-            loader = getattr(trainer, "load", None) or TrainedModel.load
-            return loader(ledger.model_path(job))
-        staging = ledger.stage_model(job)
-        start = time.perf_counter()
-        cond = TrainingCondition.from_spec(condition, spec.conditions[condition])
-        model = trainer.train(build_task(spec), cond, seed=seed, workdir=staging.workdir)
-        model.save(staging.model_path)
-        ledger.publish_model(job, staging)
-        ledger.log_event({"event": "model_trained", "job": job.key, "by": "divergence",
-                          "seconds": round(time.perf_counter() - start, 3)})
+        model, _ = load_or_train(ledger, spec, TrainJob(condition, seed), task=build_task(spec),
+                                 by="divergence")
         return model

@@ -39,7 +39,8 @@ from robuststats.study.plan import Cell, TrainJob, jobs
 from robuststats.study.registry import is_reference
 from robuststats.study.spec import StudySpec
 
-__all__ = ["ExecutionReport", "build_task", "build_trainer", "execute", "planned_items",
+__all__ = ["ExecutionReport", "build_task", "build_trainer", "execute", "load_or_train",
+           "planned_items",
            "preflight", "run_job"]
 
 #: seconds between a worker's checks that its parent is alive (the watchdog of a worker
@@ -170,35 +171,46 @@ def run_job(run_dir: str, spec: StudySpec, job: TrainJob, cells: list[Cell],
 
 
 def _model_for(ledger: RunLedger, spec: StudySpec, job: TrainJob) -> tuple[Any, Any, bool]:
+    task = build_task(spec)
+    model, trained = load_or_train(ledger, spec, job, task=task)
+    return model, task, trained
+
+
+def load_or_train(ledger: RunLedger, spec: StudySpec, job: TrainJob, *, task: Any = None,
+                  by: str | None = None) -> tuple[Any, bool]:
+    """The model of ``job`` and whether it was trained now: the condition's checkpoint
+    (loaded where it is, never copied), the run directory's cached model, or trained with
+    the study's trainer and published there. ``by`` names the command in the event log when
+    it is not the study itself (``diagnose``, ``divergence``)."""
     from robuststats.study.trainer import TrainedModel, TrainingCondition
 
-    task = build_task(spec)
+    origin = {} if by is None else {"by": by}
     pattern = spec.conditions[job.condition].checkpoint
     if pattern is not None:
-        # an existing checkpoint is loaded where it is (never copied into the run directory)
         from robuststats.study.checkpoints import load_checkpoint, resolve_checkpoint
 
         ref = resolve_checkpoint(pattern, condition=job.condition, seed=job.seed)
         model = load_checkpoint(ref)
-        ledger.log_event({"event": "checkpoint_loaded", "job": job.key,
+        ledger.log_event({"event": "checkpoint_loaded", "job": job.key, **origin,
                           **model.info["checkpoint"]})
-        return model, task, False
+        return model, False
     trainer = build_trainer(spec)
     bind_run = getattr(trainer, "bind_run", None)
     if callable(bind_run):  # a trainer that keeps logs or outputs in the run directory
         bind_run(ledger.root)
     if ledger.model_ready(job):
         loader = getattr(trainer, "load", None) or TrainedModel.load
-        return loader(ledger.model_path(job)), task, False
+        return loader(ledger.model_path(job)), False
     condition = TrainingCondition.from_spec(job.condition, spec.conditions[job.condition])
     staging = ledger.stage_model(job)
     start = time.perf_counter()
-    model = trainer.train(task, condition, seed=job.seed, workdir=staging.workdir)
+    model = trainer.train(task if task is not None else build_task(spec), condition,
+                          seed=job.seed, workdir=staging.workdir)
     model.save(staging.model_path)
     ledger.publish_model(job, staging)
-    ledger.log_event({"event": "model_trained", "job": job.key,
+    ledger.log_event({"event": "model_trained", "job": job.key, **origin,
                       "seconds": round(time.perf_counter() - start, 3)})
-    return model, task, True
+    return model, True
 
 
 def _evaluate(model: Any, task: Any, items: list[Any], spec: StudySpec, cell: Cell,
