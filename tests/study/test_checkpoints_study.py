@@ -171,3 +171,22 @@ def test_spec_hash_unchanged_without_checkpoints(tmp_path):
     """Studies without checkpoints keep the hash they had (the key is absent when unused)."""
     spec = StudySpec.from_file(Path(__file__).parents[2] / "studies" / "e8_matrix.yaml")
     assert all("checkpoint" not in c for c in spec.resolved()["conditions"].values())
+
+
+def test_diagnose_probes_the_checkpoints_without_training(workspace, tmp_path, capsys):
+    """The probe loads a checkpoint condition's models where they are, as the study does."""
+    path = tmp_path / "study.yaml"
+    path.write_text(STUDY.format(root=workspace))
+    argv = ["diagnose", str(path), "--levels", "layer", "--seeds", "1", "--noise-seeds", "1",
+            "--n-items", "8", "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out"),
+            "--no-progress", "--format", "json"]
+    assert main(argv) == 0
+    data = json.loads(capsys.readouterr().out)
+    manifest = json.loads((Path(data["path"]) / "manifest.json").read_text())
+    assert manifest["models_trained"] == 0
+    assert {r["target"] for r in data["targets"]} == {"layer:0"}
+    events = [json.loads(line) for line in
+              (tmp_path / "runs" / "ckpt_eval" / "events.jsonl").read_text().splitlines()]
+    loaded = [e for e in events if e["event"] == "checkpoint_loaded"]
+    assert loaded and loaded[0]["by"] == "diagnose"
+    assert not list((tmp_path / "runs" / "ckpt_eval" / "models").iterdir())
