@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from robuststats.cli._output import add_format_option, emit, fmt_ci, fmt_p, fmt_pct, render_table
+from robuststats.cli._types import open_unit, positive_int
 from robuststats.errors import closest_match
 
 __all__ = ["add_parser", "run"]
@@ -14,18 +15,8 @@ __all__ = ["add_parser", "run"]
 _LEVELS = ("operator", "layer", "window", "channel")
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
 def _window(text: str) -> int:
-    value = _positive(text)
+    value = positive_int(text)
     if value < 2:
         raise argparse.ArgumentTypeError(f"must be at least 2 (a window of 1 is the layer "
                                          f"level), got {text!r}")
@@ -43,16 +34,6 @@ def _levels(text: str) -> list[str]:
     if len(set(names)) != len(names):
         raise argparse.ArgumentTypeError(f"levels must be distinct, got {text!r}")
     return names
-
-
-def _scale(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
-    return value
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -78,17 +59,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "(default: all; the window level also evaluates every single layer)")
     p.add_argument("--window", type=_window, metavar="K",
                    help="layers per window (default 3)")
-    p.add_argument("--stride", type=_positive, metavar="S",
+    p.add_argument("--stride", type=positive_int, metavar="S",
                    help="layers between window starts (default 1)")
-    p.add_argument("--scale", type=_scale, metavar="S",
+    p.add_argument("--scale", type=open_unit, metavar="S",
                    help="noise scale of every target (default 0.05)")
     p.add_argument("--condition", metavar="NAME",
                    help="training condition whose models are probed (default: the first)")
-    p.add_argument("--seeds", type=_positive, metavar="N",
+    p.add_argument("--seeds", type=positive_int, metavar="N",
                    help="training seeds: the study's first N (0..N-1 when it gives a count)")
-    p.add_argument("--noise-seeds", type=_positive, metavar="N",
+    p.add_argument("--noise-seeds", type=positive_int, metavar="N",
                    help="noise draws per target and seed (default: the study's)")
-    p.add_argument("--n-items", type=_positive, metavar="N",
+    p.add_argument("--n-items", type=positive_int, metavar="N",
                    help="evaluation items (default: the study's evaluation.n_items)")
     p.add_argument("--labels", action="store_true", default=None,
                    help="add seed 004's fixed thresholds (sensitivity > 3 critical, window "

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 from robuststats.cli._output import add_format_option, emit, render_table
+from robuststats.cli._types import non_negative_int, open_unit, positive_float, positive_int
 
 __all__ = ["add_parser", "run"]
 
@@ -24,46 +24,6 @@ relative_gaussian@0.05, ... (robuststats.study.eval_kinds); 'clean'; joined with
 A mapping (inline YAML or a .yaml/.json file) takes name, dtype, device, noise (a kind or
 a NoiseSpec mapping), level, ops, noise_seed, checkpoint. See docs/divergence.md.
 """
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
-    return value
-
-
-def _open_unit(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text!r}")
-    return value
-
-
-def _bound(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
 
 
 def _modules(text: str) -> list[str]:
@@ -96,7 +56,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="the reference run (default fp32)")
     p.add_argument("--candidate", required=True, metavar="COND",
                    help="the compared run, e.g. bf16, nvfp4_weights, bf16+cuda, or a mapping")
-    p.add_argument("--items", type=_positive, metavar="N",
+    p.add_argument("--items", type=positive_int, metavar="N",
                    help="first N items (default 64 for a model directory, the study's "
                         "evaluation items for a study)")
     p.add_argument("--texts", metavar="FILE",
@@ -104,21 +64,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "'prompt' and 'solution')")
     p.add_argument("--condition", metavar="NAME",
                    help="study: training condition whose model is compared (default: first)")
-    p.add_argument("--seed", type=_non_negative, metavar="N",
+    p.add_argument("--seed", type=non_negative_int, metavar="N",
                    help="study: training seed (default: the first)")
     p.add_argument("--modules", type=_modules, metavar="LIST",
                    help="compare only these module types or names (e.g. residual,"
                         "mlp.down_proj; default: all)")
-    p.add_argument("--max-mape", type=_bound, default=0.05, metavar="X",
+    p.add_argument("--max-mape", type=positive_float, default=0.05, metavar="X",
                    help="MAPE bound of the exceedance table (default 0.05)")
     p.add_argument("--sensitivity", metavar="FILE",
                    help="the diagnostic probe's sensitivity.json/.yaml: order flagged "
                         "modules with sensitive layers first")
-    p.add_argument("--eps", type=_open_unit, default=0.01, metavar="E",
+    p.add_argument("--eps", type=open_unit, default=0.01, metavar="E",
                    help="MAPE guard: |b-a| / (|a| + E*RMS(a)) (default 0.01)")
-    p.add_argument("--batch-size", type=_positive, default=8, metavar="N",
+    p.add_argument("--batch-size", type=positive_int, default=8, metavar="N",
                    help="items per forward pass (default 8)")
-    p.add_argument("--max-length", type=_positive, metavar="T",
+    p.add_argument("--max-length", type=positive_int, metavar="T",
                    help="truncate each text to T tokens")
     p.add_argument("--no-local", action="store_true",
                    help="skip the local pass (each layer on the reference's input); no "
@@ -126,7 +86,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--interval", choices=("t", "bootstrap"), default="t",
                    help="interval over items: t (from the running statistics) or "
                         "percentile bootstrap (default t)")
-    p.add_argument("--confidence-level", type=_open_unit, default=0.95, metavar="L",
+    p.add_argument("--confidence-level", type=open_unit, default=0.95, metavar="L",
                    help="level of every interval (default 0.95)")
     p.add_argument("--name", metavar="NAME",
                    help="result name (default: the study's or the model directory's)")

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from robuststats.cli._output import add_format_option, emit, render_table
+from robuststats.cli._types import positive_int
 
 __all__ = ["add_parser", "run"]
 
@@ -14,26 +15,14 @@ __all__ = ["add_parser", "run"]
 MAX_WORKERS = 256
 
 
-def _positive(text: str, high: int | None = None) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    if high is not None and value > high:
-        raise argparse.ArgumentTypeError(f"must be at most {high:,}, got {text!r}")
-    return value
-
-
 def _trials(text: str) -> int:
     from robuststats.search._spec import MAX_TRIALS
 
-    return _positive(text, MAX_TRIALS)
+    return positive_int(text, MAX_TRIALS)
 
 
 def _workers(text: str) -> int:
-    return _positive(text, MAX_WORKERS)
+    return positive_int(text, MAX_WORKERS)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -7,19 +7,10 @@ import sys
 from typing import Any
 
 from robuststats.cli._output import add_format_option, emit, render_table
+from robuststats.cli._types import positive_int
 from robuststats.errors import InputError
 
 __all__ = ["add_parser", "run"]
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
 
 
 #: worker processes: each holds a model and the task (hundreds of MB); more than this is a
@@ -28,7 +19,7 @@ MAX_WORKERS = 256
 
 
 def _workers(text: str) -> int:
-    value = _positive(text)
+    value = positive_int(text)
     if value > MAX_WORKERS:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_WORKERS}, got {text!r}")
     return value
@@ -46,10 +37,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("study_file", metavar="STUDY_FILE", help="YAML study file, e.g. "
                    "studies/e8_matrix.yaml")
-    p.add_argument("--seeds", type=_positive, metavar="N",
+    p.add_argument("--seeds", type=positive_int, metavar="N",
                    help="number of training seeds: 0..N-1, or the first N the file lists")
-    p.add_argument("--n-items", type=_positive, metavar="N", help="evaluation items per cell")
-    p.add_argument("--noise-seeds", type=_positive, metavar="N",
+    p.add_argument("--n-items", type=positive_int, metavar="N", help="evaluation items per cell")
+    p.add_argument("--noise-seeds", type=positive_int, metavar="N",
                    help="inference-noise draws per noisy cell (clean cells use one)")
     p.add_argument("--workers", type=_workers, default=2, metavar="N",
                    help="parallel worker processes (default 2; 1 runs in this process)")
