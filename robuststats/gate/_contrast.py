@@ -127,15 +127,10 @@ class GateTest:
 
 def _metric(clean: np.ndarray | None, noisy: np.ndarray, metric: str,
             relative: bool) -> tuple[float, np.ndarray]:
-    """θ and its influence values (log scale when ``relative``)."""
-    z_bar = float(noisy.mean())
-    if metric == "accuracy":
-        return z_bar, (noisy / z_bar if relative else noisy)
-    c_bar = float(clean.mean())  # type: ignore[union-attr]
-    theta = z_bar / c_bar
-    if relative:
-        return theta, noisy / z_bar - clean / c_bar  # type: ignore[operator]
-    return theta, (noisy - theta * clean) / c_bar  # type: ignore[operator]
+    """θ and its influence values (log scale when ``relative``): the planning's own."""
+    from robuststats.stats._power_gate import gate_influence
+
+    return gate_influence(clean, noisy, metric, relative)
 
 
 def smallest_detectable(se: float, dof: float, alpha: float,
