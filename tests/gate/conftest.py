@@ -1,6 +1,6 @@
 """Result versions for the gate's tests, built from simulated outcomes (no training).
 
-``make_version(root, name, outcomes, **spec_overrides)`` publishes a study version with a
+the fixture ``make_version(root, outcomes, name=..., **spec_overrides)`` publishes a study version with a
 resolved study spec in its manifest, as ``robuststats study`` does, so the gate reads its
 protocol from it.
 """
@@ -23,7 +23,7 @@ SPEC = {"name": "sim", "version": 1,
         "seeds": 3}
 
 
-def make_version(root, outcomes: pd.DataFrame, *, name: str = "sim", **overrides):
+def _make_version(root, outcomes: pd.DataFrame, *, name: str = "sim", **overrides):
     data = copy.deepcopy(SPEC)
     data["name"] = name
     for key, value in overrides.items():  # "evaluation.ops": "all_ops"
@@ -40,6 +40,12 @@ def make_version(root, outcomes: pd.DataFrame, *, name: str = "sim", **overrides
     manifest = {"spec": spec.resolved(), "seeds": spec.seed_list(),
                 "cells": cell_digests(outcomes)}
     return ResultStore(root).publish(name, writer, manifest)
+
+
+@pytest.fixture
+def make_version():
+    """``make_version(root, outcomes, name=..., **{"evaluation.ops": "all_ops"})``."""
+    return _make_version
 
 
 @pytest.fixture
