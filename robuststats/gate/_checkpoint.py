@@ -50,10 +50,8 @@ def candidate_spec(spec: dict[str, Any], condition: str, checkpoint: str,
     old = {float(v) for v in evaluation.get("noise_levels") or [0.0]}
     evaluation["noise_levels"] = sorted({float(v) for v in levels} | ({0.0} & old))
     data["evaluation"] = evaluation
-    try:
-        return StudySpec.from_dict(data, source="the baseline's protocol")
-    except InputError as exc:
-        raise InputError(f"CANDIDATE {checkpoint!r}: {exc}") from None
+    return StudySpec.from_dict(data, source=f"CANDIDATE {checkpoint!r} under the baseline's "
+                                            "protocol")
 
 
 def evaluate_checkpoint(spec: StudySpec, *, runs: str | Path | None = None, workers: int = 1,

@@ -122,12 +122,19 @@ def test_out_writes_a_verifiable_version_usable_as_the_next_baseline(store, tmp_
      r"'matmul_only'"),
     (["--baseline", "{sim}", "--baseline-condition", "B", "--candidate-condition", "A",
       "--max-degradation", "0.1", "--out", "{file}"], r"--out '.*' is not a directory"),
+    (["--baseline", "{sim}", "--baseline-condition", "B", "--max-degradation", "0.1",
+      "--seeds", "2"], None),  # replaced below: a checkpoint template that names nothing
 ])
 def test_bad_input_is_one_line_exit_2(store, tmp_path, capsys, argv, match):
     (tmp_path / "file").write_text("x")
     subst = {"{sim}": str(store / "sim/v1"), "{other}": str(store / "other/v1"),
              "{file}": str(tmp_path / "file")}
-    code, out, err = _gate(capsys, store / "sim/v1", *[subst.get(a, a) for a in argv])
+    candidate = store / "sim/v1"
+    if match is None:
+        candidate, match = tmp_path / "ckpts" / "s{seed}", (
+            r"CANDIDATE '.*s\{seed\}' under the baseline's protocol: "
+            r"conditions.candidate.checkpoint: `checkpoint` \(seed 0\): no such directory")
+    code, out, err = _gate(capsys, candidate, *[subst.get(a, a) for a in argv])
     assert code == 2 and out == "" and err.count("\n") == 1, err
     assert err.startswith("robuststats gate: error: ") and re.search(match, err), err
 
