@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "results": "robuststats.cli.results",
     "diagnose": "robuststats.cli.diagnose",
     "search": "robuststats.cli.search",
+    "gate": "robuststats.cli.gate",
     "divergence": "robuststats.cli.divergence",
 }
 

@@ -52,6 +52,11 @@ examples:
       power of the mid-p McNemar test with 500 items
   robuststats power --effect 0.02 --discordance 0.15 --repeats 5 --icc 0.4 --format json
       5 noisy evaluations per item with intra-item correlation 0.4
+  robuststats power --gate --max-degradation 0.15 --pilot results/e8_matrix/v2 \
+      --gate-condition E8a --seeds 5
+      plan `robuststats gate`: items a one-checkpoint candidate needs against a baseline of
+      5 seeds for an equally robust candidate to pass with 80% power, with the variance
+      components of retention estimated from E8a's outcomes
 
 π_D (discordance) is the share of items on which the two conditions disagree; McNemar's
 power depends on it as much as on the effect. With several seeds, the seed SD of the
@@ -66,6 +71,9 @@ FLAGS = {
     "alpha": "--alpha", "repeats": "--repeats", "icc": "--icc", "pool_size": "--pool-size",
     "n_seeds": "--seeds", "seed_sd": "--seed-sd", "confidence_level": "--confidence-level",
     "eval_noise": "--eval-noise", "conditions": "--conditions", "method": "--method",
+    "margin": "--max-degradation", "n_seeds_baseline": "--seeds",
+    "n_seeds_candidate": "--candidate-seeds", "resid_sd": "--resid-sd", "item_sd": "--item-sd",
+    "condition": "--gate-condition", "margin_type": "--margin-type", "metric": "--metric",
 }
 
 
@@ -155,6 +163,27 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     test.add_argument("--pool-size", type=int, default=None, metavar="N",
                       help="items available (default: the pilot's items with --pilot, else "
                            f"{DEFAULT_POOL_SIZE}, the GSM8K test split; 0 disables the check)")
+    gate = parser.add_argument_group(
+        "robustness gate (plans `robuststats gate`: a one-sided non-inferiority test)")
+    gate.add_argument("--gate", action="store_true",
+                      help="plan a gate: items (--n), baseline seeds (--seeds) or margin "
+                           "(--max-degradation) for an equally good candidate to pass with "
+                           "--power; components from --pilot or --seed-sd/--resid-sd")
+    gate.add_argument("--max-degradation", type=_number, metavar="M",
+                      help="the gate's margin (relative by default, as `robuststats gate`)")
+    gate.add_argument("--margin-type", choices=("relative", "absolute"), default="relative",
+                      help="relative: SDs are relative (log scale); absolute: in points")
+    gate.add_argument("--metric", choices=("retention", "accuracy"), default="retention",
+                      help="the metric the gate compares (with --pilot; default retention)")
+    gate.add_argument("--gate-condition", metavar="NAME",
+                      help="the pilot's condition (the baseline; needed when it has several)")
+    gate.add_argument("--candidate-seeds", type=int, default=1, metavar="K",
+                      help="candidate training seeds (default 1: one checkpoint)")
+    gate.add_argument("--resid-sd", type=_number, metavar="S",
+                      help="SD of one seed × item value of the linearized metric")
+    gate.add_argument("--item-sd", type=_number, default=None, metavar="S",
+                      help="SD of the item × candidate interaction (default 0: the candidate "
+                           "is another run of the baseline's recipe)")
     out = parser.add_argument_group("output")
     add_format_option(out)  # type: ignore[arg-type]
     out.add_argument("--plot", metavar="PATH",
@@ -307,6 +336,15 @@ def _flags(message: str) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.gate:
+        from robuststats.cli._power_modes import gate_mode
+
+        payload, lines = gate_mode(args)
+        emit(args.format, data=payload, text="\n".join(lines))
+        return 0
+    for flag in ("max_degradation", "resid_sd", "item_sd", "gate_condition"):
+        if getattr(args, flag) is not None:
+            raise InputError(f"`--{flag.replace('_', '-')}` plans a gate; pass --gate.")
     _check_options(args)
     discordance, pilot = args.discordance, None
     if args.pilot is not None:

@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "critical_threshold": "robuststats.stats._dose_threshold",
     "crossed_variance": "robuststats.stats._seed_random",
     "estimate_discordance": "robuststats.stats._discordance",
+    "estimate_gate_components": "robuststats.stats._power_gate",
     "estimate_icc": "robuststats.stats._discordance",
     "estimate_seed_components": "robuststats.stats._seed_components",
     "evaluate_hypotheses": "robuststats.stats._hypotheses",
@@ -51,7 +52,10 @@ _EXPORTS: dict[str, str] = {
     "mcnemar": "robuststats.stats._mcnemar",
     "mcnemar_stratified": "robuststats.stats._mcnemar_stratified",
     "power_mcnemar": "robuststats.stats._power",
+    "GateComponents": "robuststats.stats._power_gate",
+    "GatePowerResult": "robuststats.stats._power_gate",
     "power_curve": "robuststats.stats._power_table",
+    "power_gate": "robuststats.stats._power_gate",
     "power_table": "robuststats.stats._power_table",
     "power_seeds": "robuststats.stats._power_seeds",
     "power_seeds_curve": "robuststats.stats._power_seeds",
@@ -112,6 +116,12 @@ if TYPE_CHECKING:  # static analysers see the real names
         PowerResult,
         power_mcnemar,
         power_two_proportions,
+    )
+    from robuststats.stats._power_gate import (  # noqa: F401
+        GateComponents,
+        GatePowerResult,
+        estimate_gate_components,
+        power_gate,
     )
     from robuststats.stats._power_seeds import (  # noqa: F401
         SeedPowerResult,

@@ -1,0 +1,209 @@
+"""``robuststats gate CANDIDATE --baseline REPORT --max-degradation M``: the CI robustness gate.
+
+Exit 0 when the candidate is shown non-inferior at every gated noise level, 1 when it is
+not, 2 on bad input (one line naming the flag, before any model is loaded). Parses, calls
+:func:`robuststats.gate.run_gate` and prints; imports nothing heavy at module level.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import Any
+
+from robuststats.cli._output import emit
+
+__all__ = ["add_parser", "run"]
+
+FORMATS = ("text", "table", "json", "markdown")
+
+EPILOG = """\
+examples:
+  robuststats gate ckpts/latest --baseline results/e8_matrix/v2 --baseline-condition E8a \\
+      --max-degradation 0.15
+      evaluate the checkpoint under E8a's protocol (task, items, error model, noise levels
+      and seeds); pass when its retention is shown to be more than 85 % of E8a's at every
+      noisy level (one-sided 95 % lower bound of retention ratio − 1 above −0.15)
+  robuststats gate new_outcomes.parquet --baseline e8_matrix/v2 --baseline-condition E8a \\
+      --max-degradation 0.02 --margin-type absolute --metric accuracy --format markdown
+      outcomes already evaluated elsewhere; at most 2 accuracy points lost under noise
+  robuststats gate ckpts/run{seed} --seeds 3 --baseline e8_matrix --baseline-condition E8a \\
+      --max-degradation 0.1 --out results
+      three candidate checkpoints (seeds 0-2), and a versioned result under results/
+
+exit status: 0 pass, 1 fail (non-inferiority not shown), 2 bad input.
+--max-degradation M is relative by default: the candidate must keep more than (1 − M) of
+the baseline's retention; --margin-type absolute reads it as retention (or accuracy)
+points. Plan the size of a gate with `robuststats power --gate`. Details: docs/gate.md.
+"""
+
+
+def _margin(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return value
+
+
+def _alpha(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 0.5], got {text!r}") from None
+    if not 0 < value <= 0.5:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 0.5], got {text!r}")
+    return value
+
+
+def _level(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a noise level >= 0, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a noise level >= 0, got {text!r}")
+    return value
+
+
+def _seeds(text: str) -> int | list[int]:
+    """``N`` (seeds 0..N-1) or a comma-separated list ``0,3,7``."""
+    try:
+        if "," in text:
+            values = [int(t) for t in text.split(",")]
+            if any(v < 0 for v in values) or len(set(values)) != len(values):
+                raise ValueError
+            return values
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a count N or distinct seeds 0,1,2, got "
+                                         f"{text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a count N >= 1 or a list 0,1,2, got {text!r}")
+    return value
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if not 1 <= value <= 256:
+        raise argparse.ArgumentTypeError(f"must be an integer in [1, 256], got {text!r}")
+    return value
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "gate", help="CI robustness gate: is a candidate non-inferior to a baseline under "
+                     "its noise protocol? (exit 0 pass, 1 fail, 2 bad input)",
+        description=(
+            "Evaluate a candidate checkpoint under a baseline's noise protocol (or read its "
+            "outcomes), and decide non-inferiority of its retention (or noisy accuracy) with "
+            "a one-sided test at every noisy level of the protocol. The gate passes only "
+            "when every one-sided (1 − alpha) lower bound of the candidate-vs-baseline "
+            "contrast lies above −max-degradation."
+        ),
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("candidate", metavar="CANDIDATE",
+                   help="a Hugging Face checkpoint directory (or a template with {seed} / a "
+                        "glob, one directory per seed), a result version, a run directory or "
+                        "an outcomes file (.parquet/.csv/.tsv/.jsonl)")
+    p.add_argument("--baseline", required=True, metavar="REPORT",
+                   help="the baseline's result version: a directory, or STUDY / STUDY/vN "
+                        "under --root; a study's version or an earlier gate's")
+    p.add_argument("--max-degradation", required=True, type=_margin, metavar="M",
+                   help="the margin: relative (default) the candidate keeps more than (1 − M) "
+                        "of the baseline's metric; absolute: loses less than M points")
+    p.add_argument("--margin-type", choices=("relative", "absolute"), default="relative",
+                   help="how --max-degradation is read (default relative)")
+    p.add_argument("--metric", choices=("retention", "accuracy"), default="retention",
+                   help="retention = noisy/clean accuracy (default), or the noisy accuracy")
+    p.add_argument("--alpha", type=_alpha, default=0.05, metavar="A",
+                   help="level of each one-sided test (default 0.05: 95%% lower bounds)")
+    p.add_argument("--eval-noise", type=_level, nargs="+", metavar="S",
+                   help="noise levels to gate (default: every noisy level of the baseline)")
+    p.add_argument("--baseline-condition", metavar="NAME",
+                   help="the baseline study's condition (needed when it has several)")
+    p.add_argument("--candidate-condition", metavar="NAME",
+                   help="the candidate's condition when its outcomes hold several")
+    p.add_argument("--seeds", type=_seeds, metavar="N|LIST",
+                   help="the candidate's training seeds: for a {seed} checkpoint template the "
+                        "seeds to evaluate (default: the baseline's), for outcomes the subset "
+                        "to use")
+    p.add_argument("--seed-pairing", choices=("auto", "paired", "independent"),
+                   default="auto",
+                   help="auto (default): pair seeds by label when both sides have the same "
+                        "seeds, else treat them as independent runs")
+    p.add_argument("--out", metavar="DIR",
+                   help="also write a versioned result DIR/<study>.gate/v<N>/")
+    p.add_argument("--root", default="results", metavar="DIR",
+                   help="result store for STUDY/vN references (default results/)")
+    p.add_argument("--runs", metavar="DIR",
+                   help="keep the candidate's run directory here (default: a temporary one)")
+    p.add_argument("--workers", type=_workers, default=1, metavar="N",
+                   help="worker processes evaluating a checkpoint (default 1)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar (on stderr)")
+    p.add_argument("--format", choices=FORMATS, default="text",
+                   help="text (default; table is the same), json or markdown")
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from robuststats.errors import InputError
+    from robuststats.gate import gate_markdown, gate_text, run_gate, write_gate
+
+    if args.out is not None:
+        from robuststats.study.runner import check_output_dir
+
+        check_output_dir(args.out, "--out")
+    if args.runs is not None:
+        from robuststats.study.runner import check_output_dir
+
+        check_output_dir(args.runs, "--runs")
+    try:
+        result = run_gate(
+            args.candidate, args.baseline, max_degradation=args.max_degradation,
+            metric=args.metric, margin_type=args.margin_type, alpha=args.alpha,
+            eval_noise=args.eval_noise, baseline_condition=args.baseline_condition,
+            candidate_condition=args.candidate_condition, seeds=args.seeds,
+            pairing=args.seed_pairing, root=args.root, runs=args.runs,
+            workers=args.workers, progress=not args.no_progress)
+    except InputError as exc:
+        raise InputError(_flags(str(exc))) from None
+    version = write_gate(result, args.out) if args.out is not None else None
+    data = {**result.to_dict(), "exit_code": result.exit_code,
+            "version": None if version is None else version.label,
+            "path": None if version is None else str(version.path)}
+    tail = "" if version is None else f"\nresult: {version.path}"
+    if args.format == "markdown":
+        print(gate_markdown(result) + tail)
+    else:
+        emit("json" if args.format == "json" else "table", data=data,
+             text=lambda: gate_text(result) + tail)
+    if not result.passed:
+        print(f"robuststats gate: FAIL (exit 1): {result.tests and _first_fail(result)}",
+              file=sys.stderr)
+    return result.exit_code
+
+
+def _first_fail(result: Any) -> str:
+    t = next(t for t in result.tests if not t.passed)
+    return f"eval_noise {t.eval_noise:g}: {t.reason}"
+
+
+#: library parameter -> the flag that sets it (errors name the flag)
+_FLAGS = {"max_degradation": "--max-degradation", "margin_type": "--margin-type",
+          "metric": "--metric", "alpha": "--alpha", "eval_noise": "--eval-noise",
+          "seeds": "--seeds", "pairing": "--seed-pairing"}
+
+
+def _flags(message: str) -> str:
+    import re
+
+    return re.sub(r"`([a-z_]+)`", lambda m: f"`{_FLAGS.get(m.group(1), m.group(1))}`", message)

@@ -1,0 +1,146 @@
+"""The gate's report (text and Markdown) and its versioned result.
+
+``write_gate`` publishes ``<out>/<baseline study>.gate/v<N>/`` through
+:class:`robuststats.results.ResultStore` (written in a temporary directory, sealed with a
+manifest of SHA-256 checksums, renamed into place in one step, made read-only):
+``gate.parquet``/``.csv`` (one row per level, :data:`._gate.GATE_COLUMNS`), ``gate.json``,
+``outcomes.parquet`` (both sides, conditions ``candidate`` and ``baseline``),
+``injections.parquet`` when a checkpoint was evaluated, and ``report.md``. The manifest has
+``kind: gate`` and records the protocol, so a later gate can take this version as its
+baseline (its candidate becomes the reference).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from robuststats._format import fmt_noise, fmt_p
+
+if TYPE_CHECKING:
+    from robuststats.gate._gate import GateResult
+    from robuststats.results import ResultVersion
+
+__all__ = ["gate_markdown", "gate_text", "write_gate"]
+
+
+def _pct(v: float, signed: bool = False) -> str:
+    if v is None or not math.isfinite(v):
+        return "-"
+    return f"{100 * v:+.1f}%" if signed else f"{100 * v:.1f}%"
+
+
+def _rows(result: GateResult) -> list[dict[str, str]]:
+    level = f"{100 * (1 - result.alpha):g}%"
+    out = []
+    for t in result.tests:
+        out.append({
+            "eval_noise": fmt_noise(t.eval_noise),
+            "candidate": _pct(t.candidate) if math.isfinite(t.candidate) else "-",
+            "baseline": _pct(t.baseline),
+            "contrast": _pct(t.estimate, signed=True),
+            f"{level} lower bound": _pct(t.lower_bound, signed=True),
+            "margin": f"-{_pct(t.max_degradation)}",
+            "p": fmt_p(t.pvalue),
+            "decision": "pass" if t.passed else "FAIL",
+            "80%-power margin": _pct(t.detectable_degradation),
+        })
+    return out
+
+
+def _head(result: GateResult) -> list[str]:
+    what = "retention (noisy/clean accuracy)" if result.metric == "retention" \
+        else "noisy accuracy"
+    margin = (f"candidate/baseline − 1 > −{result.max_degradation:g} (relative)"
+              if result.margin_type == "relative" else
+              f"candidate − baseline > −{result.max_degradation:g} (absolute)")
+    p = result.protocol
+    seeds_c, seeds_b = len(result.seeds_candidate), len(result.seeds_baseline)
+    return [
+        f"robustness gate: {result.decision}",
+        f"  question:  is the candidate's {what} non-inferior to the baseline's, "
+        f"{margin}, one-sided alpha {result.alpha:g}, at every level?",
+        f"  baseline:  {result.baseline} ({seeds_b} seed{'s' if seeds_b != 1 else ''})",
+        f"  candidate: {result.candidate} ({seeds_c} seed{'s' if seeds_c != 1 else ''})",
+        f"  protocol:  task {p.task}, {p.error_model}, {result.n_items} items, noise seeds "
+        f"{', '.join(map(str, p.noise_seeds))}",
+    ]
+
+
+def _closing(result: GateResult) -> str:
+    if result.passed:
+        return (f"decision: PASS: at every level the one-sided {100 * (1 - result.alpha):g}% "
+                f"lower bound lies above −{result.max_degradation:g}.")
+    failed = ", ".join(fmt_noise(t.eval_noise) for t in result.tests if not t.passed)
+    return (f"decision: FAIL at eval_noise {failed}: non-inferiority within "
+            f"{result.max_degradation:g} is not shown (the lower bound reaches the margin).")
+
+
+def gate_text(result: GateResult) -> str:
+    """The report for a terminal or a CI log."""
+    from robuststats.cli._output import render_table
+
+    rows = _rows(result)
+    table = render_table(rows, list(rows[0]), formats={k: str for k in rows[0]})
+    lines = [*_head(result), "", *("  " + ln for ln in table.splitlines()), ""]
+    lines += [f"note: {n}" for n in result.notes]
+    lines.append(_closing(result))
+    return "\n".join(lines)
+
+
+def gate_markdown(result: GateResult) -> str:
+    """The report as Markdown (a CI job summary, a merge-request comment, ``report.md``)."""
+    rows = _rows(result)
+    head = _head(result)
+    cols = list(rows[0])
+    lines = [f"## Robustness gate: **{result.decision}**", ""]
+    lines += [f"- {h.strip()}" for h in head[1:]]
+    lines += ["", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(r[c] for c in cols) + " |" for r in rows]
+    lines.append("")
+    lines += [f"> {n}" for n in result.notes]
+    lines += ["", _closing(result), "",
+              "Contrast: candidate/baseline − 1 (relative) or candidate − baseline "
+              "(absolute). The 80%-power margin is the smallest margin at which a candidate "
+              "exactly as good as the baseline passes with 80 % probability at this size.",
+              ""]
+    return "\n".join(lines)
+
+
+def write_gate(result: GateResult, out: str | Path) -> ResultVersion:
+    """Publish the gate as a new version ``<out>/<baseline study>.gate/v<N>/``."""
+    from robuststats.results import ResultStore, cell_digests
+    from robuststats.study.runner import environment
+
+    study = f"{(result.spec or {}).get('name') or 'baseline'}.gate"
+    if study.endswith(".gate.gate"):  # a gate's result as the baseline: one series
+        study = study[: -len(".gate")]
+    table = result.to_frame()
+    outcomes = result.outcomes
+    record = result.to_dict()
+
+    def writer(path: Path, number: int) -> None:
+        table.to_parquet(path / "gate.parquet", index=False)
+        table.to_csv(path / "gate.csv", index=False)
+        (path / "gate.json").write_text(json.dumps(_jsonable(record), indent=2,
+                                                   allow_nan=False) + "\n")
+        outcomes.to_parquet(path / "outcomes.parquet", index=False)  # type: ignore[union-attr]
+        if result.injections is not None:
+            result.injections.to_parquet(path / "injections.parquet", index=False)
+        (path / "report.md").write_text(f"# {study} v{number}\n\n" + gate_markdown(result))
+
+    manifest = {"kind": "gate", "decision": result.decision,
+                "gate": {**_jsonable(record), "spec_condition": result.spec_condition},
+                "spec": result.spec, "n_items": result.n_items,
+                "alpha": result.alpha, "confidence_level": 1.0 - result.alpha,
+                "row_counts": {"gate": len(table), "outcomes": len(outcomes)},  # type: ignore[arg-type]
+                "environment": environment(), "cells": cell_digests(outcomes)}
+    return ResultStore(out).publish(study, writer, manifest)
+
+
+def _jsonable(value: Any) -> Any:
+    from robuststats.cli._output import to_jsonable
+
+    return to_jsonable(value)

@@ -1,0 +1,180 @@
+"""Reading the two sides of a gate: the baseline report and the candidate.
+
+The baseline is a result version: a study's (one condition of it) or an earlier gate's
+(its candidate, which then becomes the reference). The candidate is a Hugging Face
+checkpoint directory (or a template with ``{seed}``/a glob, one directory per seed),
+evaluated under the baseline's protocol; or outcomes that already exist: a study's result
+version, a run directory, or an outcomes file (csv, tsv, jsonl, parquet).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from robuststats.errors import InputError
+from robuststats.gate._protocol import Protocol
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["GATE_CONDITIONS", "Side", "is_checkpoint", "load_baseline", "load_candidate"]
+
+#: condition names of the two sides in a gate version's outcomes
+GATE_CONDITIONS = ("candidate", "baseline")
+_GLOB = set("*?[")
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of the gate.
+
+    ``outcomes`` holds this side's rows only (its own condition name in ``condition``);
+    ``protocol`` is None for a bare outcomes file (nothing records how it was made);
+    ``spec`` is the resolved study spec when there is one; ``checkpoint`` the pattern of a
+    candidate still to be evaluated.
+    """
+
+    role: str
+    kind: str
+    label: str
+    condition: str | None
+    outcomes: pd.DataFrame | None
+    protocol: Protocol | None
+    spec: dict[str, Any] | None
+    checkpoint: str | None = None
+    #: the condition's name in ``spec`` (a gate result stores its baseline's)
+    spec_condition: str | None = None
+
+    @property
+    def seeds(self) -> list[Any]:
+        if self.outcomes is None:
+            return []
+        return sorted(set(self.outcomes["seed"]))
+
+    def describe(self) -> str:
+        cond = f", condition {self.condition}" if self.condition else ""
+        return f"{self.kind} {self.label}{cond}"
+
+
+def is_checkpoint(text: str) -> bool:
+    """A checkpoint directory (``config.json`` inside), or a pattern naming them."""
+    path = Path(text)
+    if path.is_dir():
+        return (path / "config.json").is_file()
+    return not path.exists() and ("{seed" in text or bool(_GLOB & set(text)))
+
+
+def _plain_spec(spec: Any, where: str) -> dict[str, Any] | None:
+    if spec is None:
+        return None
+    if not isinstance(spec, dict):
+        raise InputError(f"{where}: `spec` must be a JSON object (the resolved study), got "
+                         f"{type(spec).__name__}.")
+    return {k: v for k, v in spec.items() if k != "spec_format"}
+
+
+def _pick(conditions: list[str], chosen: str | None, flag: str, where: str) -> str:
+    if chosen is not None:
+        if chosen not in conditions:
+            from robuststats.errors import did_you_mean
+
+            raise InputError(f"`{flag}` {chosen!r} is not a condition of {where}"
+                             f"{did_you_mean(chosen, conditions)}; conditions: "
+                             f"{', '.join(conditions)}.")
+        return chosen
+    if len(conditions) == 1:
+        return conditions[0]
+    raise InputError(f"{where} has {len(conditions)} conditions ({', '.join(conditions)}): "
+                     f"pass `{flag}` to choose one.")
+
+
+def _observed(protocol: Protocol, outcomes: pd.DataFrame) -> Protocol:
+    """The protocol with the levels and noise seeds actually present in ``outcomes``."""
+    levels = tuple(sorted({float(v) for v in outcomes["eval_noise"]}))
+    noisy = outcomes[outcomes["eval_noise"] > 0]
+    seeds = tuple(sorted({int(v) for v in noisy["noise_seed"]})) or protocol.noise_seeds
+    return replace(protocol, noise_levels=levels, noise_seeds=seeds)
+
+
+def _version_side(version: Any, role: str, condition: str | None, flag: str) -> Side:
+    from robuststats.outcomes import read_outcomes
+
+    manifest, where = version.manifest, version.label
+    outcomes = read_outcomes(version.path)
+    if manifest.get("kind") == "gate":
+        gate = manifest.get("gate") if isinstance(manifest.get("gate"), dict) else {}
+        protocol = Protocol.from_dict(gate.get("protocol"), where=where)
+        if condition not in (None, "candidate"):
+            raise InputError(f"`{flag}`: {where} is a gate result; its reference is its "
+                             "candidate (omit the flag).")
+        rows = outcomes[outcomes["condition"] == "candidate"]
+        if rows.empty:
+            raise InputError(f"{where}: the gate result holds no candidate outcomes.")
+        return Side(role, "gate result", where, "candidate", rows.reset_index(drop=True),
+                    _observed(protocol, rows), _plain_spec(manifest.get("spec"), where),
+                    spec_condition=gate.get("spec_condition"))
+    spec = _plain_spec(manifest.get("spec"), where)
+    chosen = _pick(sorted(set(outcomes["condition"])), condition, flag, where)
+    rows = outcomes[outcomes["condition"] == chosen].reset_index(drop=True)
+    protocol = None if spec is None else _observed(
+        Protocol.from_spec(spec, chosen, where=where), rows)
+    kind = "study version" if spec is not None else "result version"
+    return Side(role, kind, where, chosen, rows, protocol, spec, spec_condition=chosen)
+
+
+def load_baseline(ref: str, *, condition: str | None = None,
+                  root: str | Path = "results") -> Side:
+    """The baseline: a study's result version (one condition) or an earlier gate's result.
+
+    ``ref`` is a version directory, or ``STUDY``/``STUDY/vN`` under ``root``.
+    """
+    from robuststats.results import ResultStore
+
+    version = ResultStore(root).get(ref)
+    side = _version_side(version, "baseline", condition, "--baseline-condition")
+    if side.protocol is None:
+        raise InputError(f"`--baseline` {version.label} records no study spec: its noise "
+                         "protocol is unknown, so nothing could be evaluated under it.")
+    return side
+
+
+def load_candidate(source: str, *, condition: str | None = None,
+                   root: str | Path = "results") -> Side:
+    """The candidate: a checkpoint (pattern), a result version, a run directory or a file."""
+    from robuststats.outcomes import read_outcomes
+    from robuststats.results import MANIFEST, ResultVersion
+
+    text = str(source)
+    if is_checkpoint(text):
+        if condition is not None:
+            raise InputError("`--candidate-condition` applies to outcomes, not to a "
+                             "checkpoint.")
+        return Side("candidate", "checkpoint", text, None, None, None, None, checkpoint=text)
+    path = Path(text)
+    if not path.exists():
+        raise InputError(f"CANDIDATE {text!r} does not exist (a checkpoint directory, a "
+                         "result version, a run directory or an outcomes file).")
+    if path.is_dir() and (path / MANIFEST).is_file():
+        return _version_side(ResultVersion.load(path), "candidate", condition,
+                             "--candidate-condition")
+    if path.is_dir() and (path / "spec.json").is_file():
+        try:
+            spec = _plain_spec(json.loads((path / "spec.json").read_text()).get("spec"),
+                               text)
+        except (OSError, ValueError, AttributeError) as exc:
+            raise InputError(f"CANDIDATE {text!r}: unreadable spec.json ({exc}).") from None
+        outcomes = read_outcomes(path)
+        chosen = _pick(sorted(set(outcomes["condition"])), condition,
+                       "--candidate-condition", text)
+        rows = outcomes[outcomes["condition"] == chosen].reset_index(drop=True)
+        protocol = None if spec is None else _observed(
+            Protocol.from_spec(spec, chosen, where=text), rows)
+        return Side("candidate", "run directory", text, chosen, rows, protocol, spec)
+    outcomes = read_outcomes(path)
+    chosen = _pick(sorted(set(outcomes["condition"])), condition, "--candidate-condition",
+                   text)
+    rows = outcomes[outcomes["condition"] == chosen].reset_index(drop=True)
+    return Side("candidate", "outcomes file", text, chosen, rows, None, None)
