@@ -32,7 +32,6 @@ __all__ = [
     "fmt_p",
     "fmt_pct",
     "fmt_value",
-    "non_negative_float",
     "render_table",
     "to_jsonable",
 ]
@@ -47,15 +46,6 @@ def add_format_option(parser: argparse.ArgumentParser) -> None:
                              "document for programs")
 
 
-def non_negative_float(text: str) -> float:
-    """argparse ``type``: a finite number >= 0 (``nan``, ``inf`` and ``-1`` are refused)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-    return value
 
 
 def render_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str], *,

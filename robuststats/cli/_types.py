@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["non_negative_int", "open_unit", "positive_float", "positive_int"]
+__all__ = ["non_negative_float", "non_negative_int", "open_unit", "positive_float",
+           "positive_int"]
 
 
 def positive_int(text: str, high: int | None = None) -> int:
@@ -52,4 +53,15 @@ def positive_float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number >= 0 (``nan``, ``inf`` and ``-1`` are refused)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
     return value

@@ -8,11 +8,11 @@ not, 2 on bad input (one line naming the flag, before any model is loaded). Pars
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from typing import Any
 
 from robuststats.cli._output import emit
+from robuststats.cli._types import non_negative_float, positive_int
 
 __all__ = ["add_parser", "run"]
 
@@ -39,16 +39,6 @@ points. Plan the size of a gate with `robuststats power --gate`. Details: docs/g
 """
 
 
-def _margin(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-    return value
-
-
 def _alpha(text: str) -> float:
     try:
         value = float(text)
@@ -56,16 +46,6 @@ def _alpha(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a number in (0, 0.5], got {text!r}") from None
     if not 0 < value <= 0.5:
         raise argparse.ArgumentTypeError(f"must be a number in (0, 0.5], got {text!r}")
-    return value
-
-
-def _level(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a noise level >= 0, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a noise level >= 0, got {text!r}")
     return value
 
 
@@ -87,13 +67,7 @@ def _seeds(text: str) -> int | list[int]:
 
 
 def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if not 1 <= value <= 256:
-        raise argparse.ArgumentTypeError(f"must be an integer in [1, 256], got {text!r}")
-    return value
+    return positive_int(text, 256)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -116,7 +90,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--baseline", required=True, metavar="REPORT",
                    help="the baseline's result version: a directory, or STUDY / STUDY/vN "
                         "under --root; a study's version or an earlier gate's")
-    p.add_argument("--max-degradation", required=True, type=_margin, metavar="M",
+    p.add_argument("--max-degradation", required=True, type=non_negative_float, metavar="M",
                    help="the margin: relative (default) the candidate keeps more than (1 − M) "
                         "of the baseline's metric; absolute: loses less than M points")
     p.add_argument("--margin-type", choices=("relative", "absolute"), default="relative",
@@ -125,7 +99,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="retention = noisy/clean accuracy (default), or the noisy accuracy")
     p.add_argument("--alpha", type=_alpha, default=0.05, metavar="A",
                    help="level of each one-sided test (default 0.05: 95%% lower bounds)")
-    p.add_argument("--eval-noise", type=_level, nargs="+", metavar="S",
+    p.add_argument("--eval-noise", type=non_negative_float, nargs="+", metavar="S",
                    help="noise levels to gate (default: every noisy level of the baseline)")
     p.add_argument("--baseline-condition", metavar="NAME",
                    help="the baseline study's condition (needed when it has several)")

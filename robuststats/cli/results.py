@@ -10,9 +10,9 @@ from robuststats.cli._output import (
     emit,
     fmt_noise,
     fmt_p,
-    non_negative_float,
     render_table,
 )
+from robuststats.cli._types import non_negative_float
 
 __all__ = ["add_parser", "run"]
 
