@@ -76,11 +76,14 @@ GLOSSARY: Mapping[str, str] = {
               "multiplicity adjustment of the interval",
     # power plans
     "design": "what a power row plans: paired (McNemar), unpaired (two proportions) or "
-              "seeds (training seeds × items, seed-random t test)",
-    "method": "how the power was computed (robuststats.stats.POWER_METHODS)",
+              "seeds (training seeds × items, seed-random t test); in a gate row, how the "
+              "candidate's and the baseline's seeds relate (paired seeds, independent "
+              "seeds, one model each, a seed variance borrowed)",
+    "method": "how the power was computed (robuststats.stats.POWER_METHODS); in a gate "
+              "row, how the bound was computed",
     "effect": "size of the accuracy difference a − b the plan is to detect",
     "discordance": "π_D: share of item pairs on which a and b disagree",
-    "baseline": "accuracy of the second condition b",
+    "baseline": "accuracy of the second condition b; in a gate row, the baseline's metric",
     "n": "items (pairs) of a one-seed design, each evaluated repeats times",
     "power": "probability that the test rejects: the target when a size or the effect was "
              "solved for, else the computed power",
@@ -122,6 +125,25 @@ GLOSSARY: Mapping[str, str] = {
     "aic": "Akaike's information criterion, −2 loglik + 2 × parameters",
     "n_parameters": "free parameters of a fit",
     "converged": "whether the optimiser reported convergence",
+    # robustness gate
+    "margin_type": "how a gate's max_degradation is read: relative (ratio to the baseline) "
+                   "or absolute (points)",
+    "max_degradation": "the gate's non-inferiority margin (0.15: keep more than 85 % of the "
+                       "baseline's metric, relative)",
+    "candidate": "the candidate's metric in a gate row (retention or accuracy)",
+    "lower_bound": "one-sided (1 − alpha) lower confidence bound of the candidate-vs-baseline "
+                   "contrast",
+    "passed": "whether the gate row passed: lower_bound above −max_degradation",
+    "detectable_degradation": "smallest margin the gate would pass with 80 % power for a "
+                              "candidate as good as the baseline, at this size",
+    "power_at_margin": "probability that a candidate exactly as good as the baseline passes "
+                       "at max_degradation",
+    "underpowered": "whether power_at_margin is below 0.8",
+    "n_seeds_candidate": "training seeds (models) of the candidate",
+    "n_seeds_baseline": "training seeds (models) of the baseline",
+    "var_seed": "seed variance component of the contrast's variance",
+    "var_item": "item variance component of the contrast's variance",
+    "var_resid": "residual (seed × item) variance component of the contrast's variance",
 }
 
 #: table -> declared column order (pingouin's ``col_order``)
@@ -157,6 +179,11 @@ TABLE_COLUMNS: Mapping[str, tuple[str, ...]] = {
     "dose_curves": ("condition", "eval_noise", "estimate", "ci_low", "ci_high", "ci_level",
                     "ci_method"),
     "dose_models": ("condition", "model", "loglik", "aic", "n_parameters", "converged"),
+    "gate": ("eval_noise", "metric", "margin_type", "max_degradation", "candidate", "baseline",
+             "estimate", "lower_bound", "alpha", "passed", "statistic", "dof", "pvalue",
+             "standard_error", "detectable_degradation", "power_at_margin", "underpowered",
+             "design", "n_seeds_candidate", "n_seeds_baseline", "n_items", "var_seed",
+             "var_item", "var_resid", "method", "reason"),
 }
 
 

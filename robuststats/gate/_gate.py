@@ -21,6 +21,7 @@ from robuststats.errors import InputError
 from robuststats.gate._contrast import GateTest, _check, gate_test
 from robuststats.gate._protocol import Protocol, protocol_differences
 from robuststats.gate._sources import Side, load_baseline, load_candidate
+from robuststats.glossary import TABLE_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,11 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["GATE_COLUMNS", "GateResult", "run_gate"]
 
 #: columns of the gate's table, in order (one row per gated noise level)
-GATE_COLUMNS = ("eval_noise", "metric", "margin_type", "max_degradation", "candidate",
-                "baseline", "estimate", "lower_bound", "alpha", "passed", "statistic", "dof",
-                "pvalue", "standard_error", "detectable_degradation", "power_at_margin",
-                "underpowered", "design", "n_seeds_candidate", "n_seeds_baseline", "n_items",
-                "var_seed", "var_item", "var_resid", "method", "reason")
+GATE_COLUMNS = TABLE_COLUMNS["gate"]
 SEED_PAIRINGS = ("auto", "paired", "independent")
 
 
