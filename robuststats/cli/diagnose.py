@@ -36,6 +36,10 @@ def _levels(text: str) -> list[str]:
     return names
 
 
+def _workers(text: str) -> int:
+    return positive_int(text, 256)
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "diagnose", help="probe where a study's models are sensitive to noise (op, layer, "
@@ -78,6 +82,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="result store root (default results/)")
     p.add_argument("--runs", default="runs", metavar="DIR",
                    help="run directories with the study's cached models (default runs/)")
+    p.add_argument("--workers", type=_workers, default=1, metavar="N",
+                   help="evaluate in N worker processes (default 1: in this process); the "
+                   "result is the same for any N")
     p.add_argument("--recompute", action="store_true",
                    help="evaluate every target again instead of reading back the evaluations "
                    "a previous (or killed) run of the same probe stored in the run directory")
@@ -102,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(args.runs, "--runs")
     progress = None if args.no_progress else _bar
     result = run_diagnosis(spec, plan, ledger_spec=ledger_spec, out=args.out, runs=args.runs,
-                           progress=progress, reuse=not args.recompute)
+                           progress=progress, reuse=not args.recompute,
+                           workers=args.workers)
     from robuststats.diagnose._report import protection_plan
 
     entries = protection_plan(result)

@@ -267,7 +267,8 @@ def probe_model(trained: Any, task: Any, items: Sequence[Any], plan: DiagnosisPl
                 seed: int = 0, calibration: Sequence[Any] | None = None,
                 targets: Sequence[Target] | None = None,
                 progress: Callable[[int], None] | None = None,
-                store: ProbeStore | None = None) -> ProbeResult:
+                store: ProbeStore | None = None,
+                count_reused: bool = True) -> ProbeResult:
     """Probe one trained model (``trained.model``, ``trained.tokenizer``) on ``items``.
 
     The clean evaluation runs once; every target is evaluated under each of the plan's noise
@@ -276,7 +277,8 @@ def probe_model(trained: Any, task: Any, items: Sequence[Any], plan: DiagnosisPl
     ``calibration`` items feed the channel level (their prompt and reference solution,
     teacher-forced). ``progress(1)`` is called after each evaluation. With a ``store``, an
     evaluation already finished there is read back instead of run again, and each new one
-    is written to it as soon as it finishes (a killed probe resumes where it stopped).
+    is written to it as soon as it finishes (a killed probe resumes where it stopped);
+    ``count_reused=False`` leaves evaluations read back from the store out of ``progress``.
     """
     items = list(items)
     if len(items) < 2:
@@ -304,7 +306,7 @@ def probe_model(trained: Any, task: Any, items: Sequence[Any], plan: DiagnosisPl
         timings.append({"target": target, "level": level, "seed": seed, "noise_seed": ns,
                         "seconds": float(df.attrs.get("seconds", float("nan"))),
                         "injections": int(sum(r.get("count", 0) for r in stats))})
-        if progress is not None:
+        if progress is not None and (count_reused or not df.attrs.get("reused")):
             progress(1)
 
     ids = [str(it.item_id) for it in items]
@@ -427,7 +429,7 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
                   ledger_spec: StudySpec | None = None, out: str | Path = "results",
                   runs: str | Path = "runs",
                   progress: Callable[[int, int], Callable[[int], None]] | None = None,
-                  write: bool = True, reuse: bool = True) -> Diagnosis:
+                  write: bool = True, reuse: bool = True, workers: int = 1) -> Diagnosis:
     """Diagnose the study's models of ``plan.condition`` and write a new result version.
 
     Models come from ``<runs>/<study>/models/`` (trained there first when missing, exactly as
@@ -438,7 +440,9 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
     Each evaluation is stored in the run directory as it finishes
     (:class:`~robuststats.diagnose._store.ProbeStore`): run again after a kill, the probe
     reads the finished ones back and evaluates only the rest, with the same result. With
-    ``reuse=False`` the stored evaluations of this probe are deleted first.
+    ``reuse=False`` the stored evaluations of this probe are deleted first. ``workers > 1``
+    evaluates in that many processes first (:mod:`robuststats.diagnose._pool`); the result
+    is the same as with one.
     """
     from robuststats.study.executor import planned_items, preflight
     from robuststats.study.ledger import RunLedger, run_hash
@@ -490,17 +494,33 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
 
             shutil.rmtree(store.root)
         per_seed = 1 + len(targets) * len(plan.noise_seeds) + int("channel" in plan.levels)
-        bar = progress(per_seed * len(plan.seeds), 0) if progress is not None else None
+        total = per_seed * len(plan.seeds)
+        pool_errors: list[str] = []
+        units = []
+        if workers > 1:
+            from robuststats.diagnose._pool import evaluate_in_pool, pending_units
+
+            units = pending_units(store, plan.seeds, targets, plan.noise_seeds)
+        first_done = total - len(units) - int("channel" in plan.levels) * len(plan.seeds) \
+            if units else 0
+        bar = progress(total, first_done) if progress is not None else None
         probes = []
         try:
+            if units:
+                pool_errors = evaluate_in_pool(
+                    run_dir=run_dir, spec=ledger_spec, plan=plan, targets=targets,
+                    store=store, units=units, workers=workers, progress=bar)
             with one_torch_thread():
                 for seed in plan.seeds:
                     probes.append(probe_model(models[seed], task, items, plan, seed=seed,
                                               calibration=calibration, targets=targets,
-                                              progress=bar, store=store))
+                                              progress=bar, store=store,
+                                              count_reused=not units))
         finally:
             if bar is not None and hasattr(bar, "close"):
                 bar.close()
+        if pool_errors:
+            ledger.log_event({"event": "diagnose_worker_failed", "errors": pool_errors})
         if store.damaged:
             ledger.log_event({"event": "diagnose_damaged_evaluations",
                               "files": store.damaged})
@@ -510,6 +530,7 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
             "n_items": len(items), "n_calibration_items": len(calibration or []),
             "models_trained": trained_now, "started": started, "layer_prefix": layer_prefix,
             "evaluations_reused": store.reused, "evaluations_damaged": len(store.damaged),
+            "workers": workers, "evaluations_in_workers": len(units),
             "evaluations_dir": str(store.root)}
     diagnosis = analyse(plan, probes, seconds=time.perf_counter() - t0, meta=meta)
     if not write:

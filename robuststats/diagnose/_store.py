@@ -86,6 +86,7 @@ class ProbeStore:
                            "correct": [int(c) for c in body["correct"]]})
         df.attrs["injection_stats"] = body["injection_stats"]
         df.attrs["seconds"] = float(body["seconds"])
+        df.attrs["reused"] = True
         self.reused += 1
         return df
 

@@ -162,3 +162,27 @@ def test_other_scale_uses_other_evaluations(tmp_path: Path,
     run_diagnosis(spec, plan2, ledger_spec=ledger_spec, runs=tmp_path / "runs", write=False)
     assert len(calls) == 4  # clean (its key includes the scale) + 3 layers
     assert len(list((tmp_path / "runs" / "tiny_resume" / "diagnose").iterdir())) == 2
+
+
+def test_worker_processes_give_the_serial_result(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """--workers 2: every evaluation runs in the pool (none in this process), and the
+    outcomes and tables equal the serial probe's."""
+    spec = _spec(tmp_path)
+    plan, ledger_spec = resolve_plan(spec)
+    serial = run_diagnosis(spec, plan, ledger_spec=ledger_spec, runs=tmp_path / "serial",
+                           write=False)
+    calls = _counting(monkeypatch)
+    steps: list[int] = []
+
+    def progress(total: int, done: int):
+        steps.append(done)
+        return steps.append
+
+    pooled = run_diagnosis(spec, plan, ledger_spec=ledger_spec, runs=tmp_path / "pool",
+                           write=False, workers=2, progress=progress)
+    assert calls == []  # the parent only read the workers' files back
+    assert pooled.meta["evaluations_in_workers"] == 7
+    assert sum(steps) == 7  # the bar ends at the total, counting nothing twice
+    pd.testing.assert_frame_equal(_outcomes(pooled), _outcomes(serial))
+    pd.testing.assert_frame_equal(pooled.table, serial.table)
