@@ -31,6 +31,8 @@ __all__ = ["GATE_COLUMNS", "GateResult", "run_gate"]
 #: columns of the gate's table, in order (one row per gated noise level)
 GATE_COLUMNS = TABLE_COLUMNS["gate"]
 SEED_PAIRINGS = ("auto", "paired", "independent")
+#: an absolute margin above 1 − NEAR_ZERO of the baseline's metric puts the null near 0
+NEAR_ZERO = 0.25
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,26 @@ def _item_check(base: pd.DataFrame, cand: pd.DataFrame, where: str) -> None:
             f"the baseline: {len(only_a)} only in the baseline (e.g. "
             f"{', '.join(map(repr, only_a[:3])) or '-'}), {len(only_b)} only in the "
             f"candidate (e.g. {', '.join(map(repr, only_b[:3])) or '-'}).")
+
+
+def _noise_seeds(rows: pd.DataFrame) -> list[int]:
+    return sorted({int(v) for v in rows.loc[rows["eval_noise"] > 0, "noise_seed"]})
+
+
+def _cell_check(rows: pd.DataFrame, levels: list[float], who: str) -> None:
+    """Every training seed of a side has the same noise seeds at each gated level: a seed
+    without one of them is a missing cell, and a gate never decides on part of its protocol
+    (as a failed cell of an evaluated checkpoint)."""
+    for lv in levels:
+        part = rows[rows["eval_noise"] == lv]
+        have = {seed: set(g["noise_seed"]) for seed, g in part.groupby("seed")}
+        every = set().union(*have.values()) if have else set()
+        for seed, drawn in have.items():
+            if drawn != every:
+                lacking = ", ".join(str(v) for v in sorted(every - drawn))
+                raise InputError(f"{who}: seed {seed} has no outcomes for noise_seed {lacking} "
+                                 f"at eval_noise {lv:g}, which its other seeds have (a missing "
+                                 "cell); the gate does not decide on part of a protocol.")
 
 
 def _seed_values(seeds: Any) -> list[int] | None:
@@ -243,6 +265,10 @@ def run_gate(candidate: str, baseline: str, *, max_degradation: float,
                          f"protocol: the gate trusts that it was evaluated like the baseline "
                          f"({base.protocol.task}, {base.protocol.error_model}); its items "  # type: ignore[union-attr]
                          "and noise levels were checked.")
+            drawn = _noise_seeds(cand.outcomes[cand.outcomes["eval_noise"].isin(levels)])  # type: ignore[index]
+            if drawn != list(base.protocol.noise_seeds):  # type: ignore[union-attr]
+                notes.append(f"noise seeds differ (baseline {list(base.protocol.noise_seeds)}, "  # type: ignore[union-attr]
+                             f"candidate {drawn}): each side's items are averaged over its own.")
         rows = cand.outcomes[cand.outcomes["eval_noise"].isin(wanted)]  # type: ignore[index]
         if seed_list is not None:
             absent = sorted(set(seed_list) - set(rows["seed"]))
@@ -254,6 +280,8 @@ def run_gate(candidate: str, baseline: str, *, max_degradation: float,
                     rows.reset_index(drop=True), cand.protocol, cand.spec)
     cand_rows = cand.outcomes[cand.outcomes["eval_noise"].isin(wanted)]  # type: ignore[index]
     _item_check(base_rows, cand_rows, cand.label)
+    _cell_check(base_rows, levels, f"the baseline ({base.describe()})")
+    _cell_check(cand_rows, levels, f"the candidate ({cand.describe()})")
     b_seeds, b_mats, b_items = _matrices(replace(base, outcomes=base_rows), levels, metric)
     c_seeds, c_mats, c_items = _matrices(replace(cand, outcomes=cand_rows), levels, metric)
     if b_items != c_items:  # both sorted, the same set: a different order is impossible
@@ -313,7 +341,10 @@ def _design_notes(tests: list[GateTest], c_seeds: list[Any], b_seeds: list[Any],
         notes.append(
             f"the candidate is {len(c_seeds)} trained model; its seed-to-seed variation is "
             f"taken to be the baseline's ({len(b_seeds)} seeds): the interval allows for "
-            "another run of the same recipe landing anywhere in that spread.")
+            "another run of the same recipe landing anywhere in that spread. A recipe that "
+            "varies more between seeds than the baseline's passes too often (a 1.5x seed SD "
+            "gave 7 % false passes at alpha 0.05, docs/gate.md); gate several candidate "
+            "seeds to estimate it.")
     elif design == "baseline seed borrowed":
         notes.append(
             f"the baseline is one trained model; its seed-to-seed variation is taken to be "
@@ -329,6 +360,14 @@ def _design_notes(tests: list[GateTest], c_seeds: list[Any], b_seeds: list[Any],
         notes.append(f"noise seeds differ (baseline {list(bp.noise_seeds)}, candidate "
                      f"{list(cp.noise_seeds)}): each side's items are averaged over its own.")
     for t in tests:
+        null = t.baseline - t.max_degradation
+        if (t.margin_type == "absolute" and math.isfinite(t.baseline) and t.baseline > 0
+                and null < NEAR_ZERO * t.baseline):
+            notes.append(
+                f"eval_noise {t.eval_noise:g}: the absolute margin {t.max_degradation:g} leaves "
+                f"a candidate on the margin with {t.metric} {max(null, 0.0):.3g}, near 0, where "
+                "the t bound passes too often (docs/gate.md); a relative margin is tested on "
+                "the log scale, which holds its level there.")
         if t.underpowered and math.isfinite(t.power_at_margin):
             notes.append(
                 f"eval_noise {t.eval_noise:g}: underpowered: a candidate exactly as good as the "

@@ -99,10 +99,26 @@ def _observed(protocol: Protocol, outcomes: pd.DataFrame) -> Protocol:
     return replace(protocol, noise_levels=levels, noise_seeds=seeds)
 
 
+def _check_sealed(version: Any, role: str) -> None:
+    """Refuse a version whose files or cells changed since it was sealed: a gate must not
+    decide on outcomes edited after publication (``robuststats results verify``)."""
+    from robuststats.results import verify
+
+    report = verify(version, trace_run=False)
+    bad = (report.changed + report.missing + report.cells_changed + report.cells_missing
+           + report.cells_extra)
+    if bad:
+        shown = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        raise InputError(f"{role} {version.label} changed since it was sealed ({shown}): "
+                         "`robuststats results verify` lists every difference; a gate does "
+                         "not decide on edited outcomes.")
+
+
 def _version_side(version: Any, role: str, condition: str | None, flag: str) -> Side:
     from robuststats.outcomes import read_outcomes
 
     manifest, where = version.manifest, version.label
+    _check_sealed(version, "`--baseline`" if role == "baseline" else "CANDIDATE")
     outcomes = read_outcomes(version.path)
     if manifest.get("kind") == "gate":
         gate = manifest.get("gate") if isinstance(manifest.get("gate"), dict) else {}

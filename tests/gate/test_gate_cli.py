@@ -158,3 +158,70 @@ def test_outcome_files_are_checked_for_items_and_levels(store, tmp_path, capsys)
     code, out, _ = _gate(capsys, whole, "--baseline", store / "sim/v1",
                          "--baseline-condition", "B", "--max-degradation", "0.25")
     assert code == 0 and "is an outcomes file, which records no protocol" in out
+
+
+def test_noise_seeds_of_an_outcomes_file_are_noted_and_a_missing_one_is_refused(store, tmp_path,
+                                                                            capsys):
+    outcomes = pd.read_parquet(store / "sim/v1/outcomes.parquet")
+    a = outcomes[outcomes["condition"] == "A"]
+    noisy = a[a["eval_noise"] > 0]
+    two = pd.concat([a, noisy.assign(noise_seed=1)])
+    path = tmp_path / "two.csv"
+    two.to_csv(path, index=False)
+    code, out, _ = _gate(capsys, path, "--baseline", store / "sim/v1", "--baseline-condition",
+                         "B", "--max-degradation", "0.25")
+    assert code == 0 and "noise seeds differ (baseline [0], candidate [0, 1])" in out
+    # seed 0 lacks noise seed 1 that seeds 1 and 2 have: a missing cell, not a smaller mean
+    holed = two[~((two["seed"] == 0) & (two["noise_seed"] == 1))]
+    path = tmp_path / "holed.csv"
+    holed.to_csv(path, index=False)
+    code, out, err = _gate(capsys, path, "--baseline", store / "sim/v1", "--baseline-condition",
+                           "B", "--max-degradation", "0.25")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "seed 0 has no outcomes for noise_seed 1 at eval_noise 0.05" in err
+
+
+def test_a_baseline_edited_after_sealing_is_refused(store, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "copy" / "sim" / "v1"
+    shutil.copytree(store / "sim/v1", copy)
+    path = copy / "outcomes.parquet"
+    path.chmod(0o644)
+    rows = pd.read_parquet(path)
+    rows.loc[(rows["condition"] == "B") & (rows["eval_noise"] > 0), "correct"] = 0
+    rows.to_parquet(path, index=False)
+    code, out, err = _gate(capsys, store / "sim/v1", "--baseline", copy, "--baseline-condition",
+                           "B", "--candidate-condition", "A", "--max-degradation", "0.25")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "`--baseline` sim/v1 changed since it was sealed (outcomes.parquet" in err
+
+
+def test_concurrent_gates_publish_distinct_complete_versions(store, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from robuststats.gate import run_gate, write_gate
+
+    result = run_gate(str(store / "sim/v1"), str(store / "sim/v1"), baseline_condition="B",
+                      candidate_condition="A", max_degradation=0.25)
+    out = tmp_path / "gates"
+    with ThreadPoolExecutor(4) as pool:
+        versions = list(pool.map(lambda _: write_gate(result, out), range(4)))
+    assert sorted(v.number for v in versions) == [1, 2, 3, 4]
+    for v in versions:
+        assert verify(v).ok
+        assert (v.path / "report.md").read_text().startswith(f"# sim.gate v{v.number}\n")
+    assert sorted(p.name for p in (out / "sim.gate").iterdir()) == ["v1", "v2", "v3", "v4"]
+
+
+def test_an_absolute_margin_near_the_baseline_metric_is_noted(store, capsys):
+    code, out, _ = _gate(capsys, store / "sim/v1", "--baseline", store / "sim/v1",
+                         "--baseline-condition", "B", "--candidate-condition", "A",
+                         "--max-degradation", "0.35", "--margin-type", "absolute",
+                         "--metric", "accuracy", "--format", "json")
+    data = json.loads(out)
+    notes = data["notes"]
+    assert code == data["exit_code"] in (0, 1)
+    assert any("the absolute margin 0.35 leaves a candidate on the margin with accuracy 0.0"
+               in n
+               for n in notes), notes

@@ -171,3 +171,31 @@ def test_bad_data_names_the_problem():
         gate_test(c, c, np.zeros((2, 6)), np.zeros((2, 6)), max_degradation=0.1)
     with pytest.raises(InputError, match="relative margin is undefined; use `margin_type`"):
         gate_test(None, c, None, np.zeros((2, 6)), max_degradation=0.1, metric="accuracy")
+
+
+def test_one_model_each_accuracy_is_tangos_score_test():
+    # 100 items, the candidate answers none under noise, the baseline 2: two discordant
+    # pairs. The paired t over items gave the lower bound −0.0434 > −0.05 and passed; two
+    # pairs cannot show a loss below 5 points. Tango's score test (as seed_random_test uses
+    # for one seed) does not pass it.
+    cand, base = np.zeros((1, 100)), np.zeros((1, 100))
+    base[0, :2] = 1.0
+    r = gate_test(None, cand, None, base, max_degradation=0.05, metric="accuracy",
+                  margin_type="absolute")
+    ref = seed_random_test(cand, base, alternative="greater", margin=-0.05,
+                           confidence_level=0.95)
+    assert r.design == "one model each" and r.method.startswith("Tango score test")
+    assert r.lower_bound == pytest.approx(ref.confidence_interval.low, abs=1e-12)
+    assert r.pvalue == pytest.approx(ref.pvalue, abs=1e-12) and r.dof == math.inf
+    assert r.lower_bound < -0.05 and not r.passed
+    rng = np.random.default_rng(8)
+    for _ in range(40):
+        n = int(rng.integers(20, 200))
+        p = rng.uniform(0.0, 1.0, n)
+        zc = (rng.random((1, n)) < p * rng.uniform(0.6, 1.0)) * 1.0
+        zb = (rng.random((1, n)) < p) * 1.0
+        m = float(rng.uniform(0.0, 0.2))
+        r = gate_test(None, zc, None, zb, max_degradation=m, metric="accuracy",
+                      margin_type="absolute")
+        assert r.passed == (r.lower_bound > -m) == (r.pvalue < r.alpha)
+        assert math.isfinite(r.detectable_degradation) and 0 <= r.power_at_margin <= 1
