@@ -228,6 +228,7 @@ def compare_captures(reference: str | Path, candidate: str | Path, *,
                         n_resamples=n_resamples, rng=rng)
     n_layers = int(ha["model"].get("n_layers") or 0)
     fit = growth_fit(items, confidence_level=confidence_level, n_layers=n_layers)
+    fit["verdict_note"] = "captures have no local pass"
     fit_notes = [n for n in fit.pop("notes", []) if "needs the local pass" not in n]
     notes += fit_notes
     notes.append("compared from two captures: no local pass (each layer fed the reference's "
