@@ -48,9 +48,13 @@ def _modules(text: str) -> list[str]:
 
 
 def _at_least_2(text: str) -> int:
-    value = positive_int(text)
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 2, got {text!r}")
+    high = 1 << 20  # robuststats.divergence._capture.MAX_SKETCH, without importing numpy
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 2 <= value <= high:
+        raise argparse.ArgumentTypeError(f"must be an integer in [2, {high}], got {text!r}")
     return value
 
 

@@ -32,7 +32,10 @@ from robuststats.divergence._sites import Site, find_sites, first_tensor
 from robuststats.divergence._sketch import SketchParams, item_sketch
 from robuststats.errors import InputError
 
-__all__ = ["CaptureInfo", "capture_run", "model_identity", "tokenizer_identity"]
+__all__ = ["MAX_SKETCH", "CaptureInfo", "capture_run", "model_identity", "tokenizer_identity"]
+
+#: the largest subset size and projection dimension (a batch's sketches are held in memory)
+MAX_SKETCH = 1 << 20
 
 # config keys that say how a model was loaded, not what it is
 _LOAD_KEYS = ("torch_dtype", "dtype", "transformers_version", "_name_or_path",
@@ -112,8 +115,8 @@ def _capture_iv(path: Any, texts: Any, item_ids: Any, batch_size: Any, max_lengt
 
     texts, ids = _compare_iv(texts, item_ids, batch_size, 0.01, 0.95, "t", 1, max_length)
     for key, value in (("subset_size", subset_size), ("projection_dim", projection_dim)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 2:
-            raise InputError(f"`{key}` must be an integer >= 2, got {value!r}.")
+        if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= MAX_SKETCH:
+            raise InputError(f"`{key}` must be an integer in [2, {MAX_SKETCH}], got {value!r}.")
     if isinstance(sketch_seed, bool) or not isinstance(sketch_seed, int) or sketch_seed < 0:
         raise InputError(f"`sketch_seed` must be a non-negative integer, got {sketch_seed!r}.")
     p = Path(path)

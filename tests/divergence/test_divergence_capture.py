@@ -275,7 +275,8 @@ def test_damaged_and_truncated_files_are_refused(base, tmp_path):
 
 def test_capture_inputs_are_checked(qwen, tmp_path):
     model, tok, texts = qwen
-    with pytest.raises(InputError, match=r"`subset_size` must be an integer >= 2, got 1"):
+    with pytest.raises(InputError, match=r"`subset_size` must be an integer in "
+                                         r"\[2, 1048576\], got 1"):
         capture_run(model, tok, texts[:2], tmp_path / "x.npz", subset_size=1)
     with pytest.raises(InputError, match=r"`path`: the directory of .* does not exist"):
         capture_run(model, tok, texts[:2], tmp_path / "no" / "x.npz")

@@ -204,7 +204,7 @@ def test_capture_on_two_machines_then_compare(model_dir, tmp_path, capsys):
     (["--reference", "bf16"], r"`--candidate`: required: the condition compared with "
                               r"--reference \(or --capture FILE"),
     (["--capture", "{tmp}/c.npz", "--projection-dim", "1"],
-     r"argument --projection-dim: must be an integer >= 2"),
+     r"argument --projection-dim: must be an integer in \[2, 1048576\]"),
 ])
 def test_capture_flags_exit_2_before_compute(model_dir, tmp_path, capsys, argv, message):
     import re
