@@ -284,3 +284,44 @@ def test_capture_inputs_are_checked(qwen, tmp_path):
         capture_run(model, tok, texts[:2], tmp_path / "x.npz",
                     condition={"checkpoint": "somewhere"})
     assert not list(tmp_path.iterdir())  # nothing written, not even a partial file
+
+
+def test_captures_with_other_batch_sizes_align_item_by_item(qwen, tmp_path):
+    """Chunks of 3 against chunks of 4: every item is compared with itself (the same fp32
+    run differs only by the rounding of other batch shapes, far below any real divergence)."""
+    model, tok, texts = qwen
+    capture_run(model, tok, texts[:7], tmp_path / "b3.npz", batch_size=3, subset_size=64,
+                projection_dim=32)
+    capture_run(model, tok, texts[:7], tmp_path / "b4.npz", batch_size=4, subset_size=64,
+                projection_dim=32)
+    div = compare_captures(tmp_path / "b3.npz", tmp_path / "b4.npz")
+    assert len(div.items) == 7 * div.modules.shape[0]
+    assert div.items["rel_rms"].max() < 1e-5 and div.items["cosine"].min() > 1 - 1e-9
+    assert div.settings["batch_size"] == "3 and 4"
+    with CaptureReader(tmp_path / "b3.npz") as r:
+        assert [(c["start"], c["stop"]) for c in r.header["chunks"]] == [(0, 3), (3, 6), (6, 7)]
+
+
+def test_an_interrupted_capture_leaves_no_file(qwen, tmp_path):
+    model, tok, texts = qwen
+
+    def stop(_n):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        capture_run(model, tok, texts[:4], tmp_path / "x.npz", batch_size=2, progress=stop)
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_other_architectures_capture_and_compare(arch, tmp_path):
+    model, tok, texts = tiny(arch, n_layers=2)
+    capture_run(model, tok, texts[:4], tmp_path / "a.npz", subset_size=256, projection_dim=64)
+    capture_run(model, tok, texts[:4], tmp_path / "b.npz", condition="nvfp4_weights",
+                subset_size=256, projection_dim=64)
+    cap = compare_captures(tmp_path / "a.npz", tmp_path / "b.npz")
+    inproc = compare_runs(model, tok, texts[:4], candidate="nvfp4_weights", local=False)
+    t = cap.modules.merge(inproc.modules, on=["mode", "site"], suffixes=("", "_x"))
+    assert len(t) == len(inproc.modules)
+    assert ((t["rel_rms"] - t["rel_rms_x"]).abs() <= 4 * t["rel_rms_sketch_se"] + 1e-15).all()
+    assert (cap.injections["injections"] > 0).sum() == 1  # the candidate's one batch
