@@ -350,7 +350,8 @@ def _run_captures(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    name = args.name or (header.get("source") or {}).get("name") or Path(args.source).stem
+    origin = header.get("source") if isinstance(header.get("source"), dict) else {}
+    name = args.name or origin.get("name") or Path(args.source).stem
     source = {"kind": "captures", "reference": str(args.source),
               "candidate": str(args.candidate), "model": header.get("source")}
     return _publish(args, div, store_name(str(name)), sensitivity, source)

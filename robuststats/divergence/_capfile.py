@@ -39,6 +39,11 @@ CAPTURE_FORMAT = "robuststats.capture"
 CAPTURE_VERSION = 1
 _ARRAYS = ("sq_norm", "zero_rows", "n_rows", "subset", "sketch", "unit_sketch")
 _HEADER = "header.json"
+# the trailing dimensions of each array, from the sketch parameters
+_TAIL = {"sq_norm": lambda sk: (), "zero_rows": lambda sk: (), "n_rows": lambda sk: (),
+         "subset": lambda sk: (sk["subset_size"],),
+         "sketch": lambda sk: (sk["projection_dim"],),
+         "unit_sketch": lambda sk: (sk["projection_dim"],)}
 _MAX_HEADER = 256 << 20
 
 
@@ -95,6 +100,10 @@ def is_capture(path: str | Path) -> bool:
         return False
 
 
+def _is_int(value: Any, *, low: int = 0) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
 class CaptureReader:
     """A capture file, checked on opening: ``header`` and ``chunk(i)`` arrays."""
 
@@ -144,12 +153,29 @@ class CaptureReader:
             if not isinstance(header.get(key), kind):
                 raise self._fail(f"has no valid {key!r} in its header")
         ids = header["items"].get("ids")
-        if not isinstance(ids, list) or not ids:
-            raise self._fail("has no item ids in its header")
-        stops = [c.get("stop") if isinstance(c, dict) else None for c in header["chunks"]]
-        starts = [c.get("start") if isinstance(c, dict) else None for c in header["chunks"]]
-        if starts[:1] != [0] or stops[-1:] != [len(ids)] or starts[1:] != stops[:-1]:
+        if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids) \
+                or len(set(ids)) != len(ids):
+            raise self._fail("has no list of distinct item ids in its header")
+        chunks = header["chunks"]
+        if not all(isinstance(c, dict) and isinstance(c.get("name"), str)
+                   and _is_int(c.get("start")) and _is_int(c.get("stop")) for c in chunks):
+            raise self._fail("has a malformed chunk list in its header")
+        stops = [c["stop"] for c in chunks]
+        starts = [c["start"] for c in chunks]
+        if starts[:1] != [0] or stops[-1:] != [len(ids)] or starts[1:] != stops[:-1] \
+                or any(b <= a for a, b in zip(starts, stops, strict=True)):
             raise self._fail("has chunks that do not cover its items")
+        for site in header["sites"]:
+            if not (isinstance(site, dict) and isinstance(site.get("name"), str)
+                    and _is_int(site.get("layer"), low=-1)
+                    and isinstance(site.get("module_type"), str)
+                    and (site.get("n_features") is None or _is_int(site.get("n_features")))):
+                raise self._fail("has a malformed site in its header")
+        sketch = header["sketch"]
+        if not (_is_int(sketch.get("subset_size")) and _is_int(sketch.get("projection_dim"))
+                and _is_int(sketch.get("seed")) and sketch["subset_size"] >= 2
+                and sketch["projection_dim"] >= 2):
+            raise self._fail("has malformed sketch parameters in its header")
         return header
 
     @property
@@ -171,9 +197,10 @@ class CaptureReader:
                 arr = np.lib.format.read_array(io.BytesIO(data), allow_pickle=False)
             except (ValueError, OSError, EOFError) as exc:
                 raise self._fail(f"is damaged: {member!r} is not an array ({exc})") from None
-            if arr.shape[:2] != (n_sites, n_items):
+            want = (n_sites, n_items, *_TAIL[key](self.header["sketch"]))
+            if arr.shape != want:
                 raise self._fail(f"is damaged: {member!r} has shape {arr.shape}, expected "
-                                 f"({n_sites}, {n_items}, ...)")
+                                 f"{want}")
             out[key] = arr
         return out
 

@@ -52,6 +52,14 @@ def condition_from_dict(data: dict[str, Any]) -> Condition:
                      noise_label=data.get("noise_label"), checkpoint=data.get("checkpoint"))
 
 
+def _condition(header: dict[str, Any], path: str | Path, name: str) -> Condition:
+    try:
+        return condition_from_dict(header["condition"])
+    except (InputError, TypeError, ValueError, KeyError):
+        raise InputError(f"`{name}`: {str(path)!r} has an invalid condition in its "
+                         "header.") from None
+
+
 def _differ(name: str, what: str) -> InputError:
     return InputError(f"`{name}`: the captures differ in {what}; they cannot be compared.")
 
@@ -68,8 +76,9 @@ def _check_pair(a: CaptureReader, b: CaptureReader, name: str) -> None:
     for key, what in (("n_tokens", "token count"), ("tokens_sha256", "tokens")):
         ta, tb = ha["items"].get(key), hb["items"].get(key)
         if ta != tb:
-            bad = next((i for i, (x, y) in enumerate(zip(ta or [], tb or [], strict=False))
-                        if x != y), None)
+            la, lb = (t if isinstance(t, list) else [] for t in (ta, tb))
+            bad = next((i for i, (x, y) in enumerate(zip(la, lb, strict=False)) if x != y),
+                       None)
             where = f"item {ids_a[bad]!r}" if bad is not None else "their items"
             raise _differ(name, f"the {what} of {where} (tokenizer or --max-length)")
     sa, sb = ha["sketch"], hb["sketch"]
@@ -99,7 +108,7 @@ def _notes(ha: dict[str, Any], hb: dict[str, Any]) -> list[str]:
         if ma.get(key) != mb.get(key):
             notes.append(f"the captures' models differ in their {what} "
                          f"({str(ma.get(key))[:16]} against {str(mb.get(key))[:16]})")
-    if ha.get("tokenizer") != hb.get("tokenizer"):
+    if _dict(ha, "tokenizer") != _dict(hb, "tokenizer"):
         notes.append("the captures' tokenizers differ (their tokens of every item agree)")
     if ha.get("package_version") != hb.get("package_version"):
         notes.append(f"captured with robuststats {ha.get('package_version')} and "
@@ -226,7 +235,8 @@ def compare_captures(reference: str | Path, candidate: str | Path, *,
         table[f"{m}_sketch_se"] = table["site"].map(sketch_se[f"{m}_se"])
     depth = depth_table(items, confidence_level=confidence_level, interval=interval,
                         n_resamples=n_resamples, rng=rng)
-    n_layers = int(ha["model"].get("n_layers") or 0)
+    n_layers = ha["model"].get("n_layers")
+    n_layers = n_layers if isinstance(n_layers, int) else 0
     fit = growth_fit(items, confidence_level=confidence_level, n_layers=n_layers)
     fit["verdict_note"] = "captures have no local pass"
     fit_notes = [n for n in fit.pop("notes", []) if "needs the local pass" not in n]
@@ -234,19 +244,21 @@ def compare_captures(reference: str | Path, candidate: str | Path, *,
     notes.append("compared from two captures: no local pass (each layer fed the reference's "
                  "input needs both runs in one process), so no accumulation verdict; each "
                  "estimate's sketch error is inside its interval over items")
-    ref = condition_from_dict(ha["condition"])
-    cand = condition_from_dict(hb["condition"])
+    ref = _condition(ha, reference, names[0])
+    cand = _condition(hb, candidate, names[1])
     ref, cand = _named(ref, cand, Path(reference)), _named(cand, ref, Path(candidate))
     injections = pd.DataFrame(
         [{**row, "pass": which} for which, h in (("reference", ha), ("candidate", hb))
-         for row in h.get("injections", [])],
+         for row in (h.get("injections") if isinstance(h.get("injections"), list) else [])
+         if isinstance(row, dict)],
         columns=["pass", "batch", "injections", "rms_noise_ratio"])
-    batch = {ha["settings"].get("batch_size"), hb["settings"].get("batch_size")}
+    sa, sb = _dict(ha, "settings"), _dict(hb, "settings")
+    same_batch = sa.get("batch_size") == sb.get("batch_size")
     settings = {"eps": eps, "confidence_level": confidence_level, "interval": interval,
                 "n_resamples": n_resamples, "rng": rng,
-                "batch_size": batch.pop() if len(batch) == 1 else
-                f"{ha['settings'].get('batch_size')} and {hb['settings'].get('batch_size')}",
-                "max_length": ha["settings"].get("max_length"), "local": False,
+                "batch_size": sa.get("batch_size") if same_batch else
+                f"{sa.get('batch_size')} and {sb.get('batch_size')}",
+                "max_length": sa.get("max_length"), "local": False,
                 "modules": None if modules is None else list(modules),
                 "sketch": ha["sketch"],
                 "captures": {key: _capture_info(path, h, size) for key, path, h, size in
@@ -256,8 +268,14 @@ def compare_captures(reference: str | Path, candidate: str | Path, *,
                       len(ids), settings, tuple(notes), time.perf_counter() - t0)
 
 
+def _dict(header: dict[str, Any], key: str) -> dict[str, Any]:
+    """A header's entry that is informative only: a mapping, or {} when it is not one."""
+    value = header.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def _capture_info(path: str | Path, header: dict[str, Any], size: int) -> dict[str, Any]:
-    machine = header.get("machine", {})
+    machine = _dict(header, "machine")
     return {"path": str(path), "bytes": size, "created": header.get("created"),
             "host": machine.get("host"), "device": machine.get("device"),
             "device_name": machine.get("device_name"),

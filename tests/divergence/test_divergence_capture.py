@@ -325,3 +325,47 @@ def test_other_architectures_capture_and_compare(arch, tmp_path):
     assert len(t) == len(inproc.modules)
     assert ((t["rel_rms"] - t["rel_rms_x"]).abs() <= 4 * t["rel_rms_sketch_se"] + 1e-15).all()
     assert (cap.injections["injections"] > 0).sum() == 1  # the candidate's one batch
+
+
+def _with_header(src: Path, dst: Path, edit) -> None:
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for item in zin.infolist():
+            body = zin.read(item.filename)
+            if item.filename == "header.json":
+                header = json.loads(body)
+                edit(header)
+                body = json.dumps(header).encode()
+            zout.writestr(item.filename, body)
+
+
+def test_any_malformed_header_is_one_input_error(qwen, tmp_path):
+    """Every header entry replaced by a value of another type: the comparison either works
+    (the entry is informative only) or fails with one InputError line."""
+    model, tok, texts = qwen
+    base = tmp_path / "small.npz"
+    capture_run(model, tok, texts[:2], base, modules=["residual"], subset_size=16,
+                projection_dim=8)
+    header = CaptureReader(base).header
+    paths = [(k,) for k in header] + [(k, sub) for k, v in header.items()
+                                      if isinstance(v, dict) for sub in v]
+    paths += [("sites", 0, key) for key in header["sites"][0]]
+    paths += [("chunks", 0, key) for key in header["chunks"][0]]
+    refused = 0
+    for path in paths:
+        for value in (None, "x", -1):
+            def edit(h, path=path, value=value):
+                target = h
+                for key in path[:-1]:
+                    target = target[key]
+                target[path[-1]] = value
+
+            bad = tmp_path / "bad.npz"
+            _with_header(base, bad, edit)
+            try:
+                div = compare_captures(base, bad)
+            except InputError as exc:
+                assert "\n" not in str(exc) and str(exc).startswith("`candidate`: ")
+                refused += 1
+            else:
+                assert len(div.items) > 0
+    assert refused > 25
