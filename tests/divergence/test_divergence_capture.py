@@ -369,3 +369,22 @@ def test_any_malformed_header_is_one_input_error(qwen, tmp_path):
             else:
                 assert len(div.items) > 0
     assert refused > 25
+
+
+def test_a_divergence_of_1e_7_is_resolved(tmp_path):
+    """fp64 against fp32: rel RMS ~4e-7, far below float32's resolution of a sketch; the
+    float64 sketches and the fp64 run's float64 subset still estimate it within its SE."""
+    model, tok, texts = tiny("qwen2", n_layers=2)
+    for cond in ("fp64", "fp32"):
+        capture_run(model, tok, texts[:4], tmp_path / f"{cond}.npz", condition=cond,
+                    subset_size=256, projection_dim=64)
+    assert CaptureReader(tmp_path / "fp64.npz").chunk(0)["subset"].dtype == np.float64
+    cap = compare_captures(tmp_path / "fp64.npz", tmp_path / "fp32.npz")
+    inproc = compare_runs(model, tok, texts[:4], reference="fp64", candidate="fp32",
+                          local=False)
+    m = cap.items.merge(inproc.items, on=["mode", "site", "item_id"], suffixes=("", "_x"))
+    m = m[m["rel_rms_x"] > 0]
+    assert m["rel_rms_x"].median() < 1e-6
+    for metric in ("rel_rms", "mape"):
+        z = (m[metric] - m[f"{metric}_x"]) / m[f"{metric}_se"]
+        assert 0.6 < z.std() < 1.5, (metric, z.std())
