@@ -15,6 +15,9 @@ div.depth      # the residual stream by layer: accumulated, local, predictions
 div.fit        # growth per layer and the accumulation verdict
 ```
 
+Two machines: ``capture_run(model, tok, texts, "gpu.npz", condition="bf16+cuda")`` on one,
+the same on the other, then ``compare_captures("gpu.npz", "npu.npz")`` anywhere.
+
 See ``docs/divergence.md``. Names load on first use; conditions need no torch.
 """
 
@@ -36,6 +39,11 @@ _EXPORTS: dict[str, str] = {
     "find_sites": "robuststats.divergence._sites",
     "Divergence": "robuststats.divergence._runner",
     "compare_runs": "robuststats.divergence._runner",
+    "CaptureInfo": "robuststats.divergence._capture",
+    "capture_run": "robuststats.divergence._capture",
+    "compare_captures": "robuststats.divergence._fromcaptures",
+    "CaptureReader": "robuststats.divergence._capfile",
+    "SketchParams": "robuststats.divergence._sketch",
     "depth_table": "robuststats.divergence._analysis",
     "exceeding_table": "robuststats.divergence._analysis",
     "growth_fit": "robuststats.divergence._analysis",
@@ -51,7 +59,10 @@ if TYPE_CHECKING:  # static analysers see the real names
         growth_fit,
         module_table,
     )
+    from robuststats.divergence._capfile import CaptureReader  # noqa: F401
+    from robuststats.divergence._capture import CaptureInfo, capture_run  # noqa: F401
     from robuststats.divergence._conditions import DTYPES, Condition, parse_condition  # noqa: F401
+    from robuststats.divergence._fromcaptures import compare_captures  # noqa: F401
     from robuststats.divergence._metrics import (  # noqa: F401
         DEFAULT_EPS,
         METRICS,
@@ -60,6 +71,7 @@ if TYPE_CHECKING:  # static analysers see the real names
     )
     from robuststats.divergence._runner import Divergence, compare_runs  # noqa: F401
     from robuststats.divergence._sites import Site, find_sites  # noqa: F401
+    from robuststats.divergence._sketch import SketchParams  # noqa: F401
 
 
 __getattr__, __dir__ = lazy_exports("robuststats.divergence", _EXPORTS, globals())

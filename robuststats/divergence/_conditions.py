@@ -3,7 +3,8 @@
 A condition is written as a short string or as a mapping (inline YAML/JSON, or a file):
 
 - ``"fp32"``, ``"bf16"``, ``"fp16"``: the model's dtype;
-- ``"cpu"``, ``"cuda"``, ``"cuda:1"``: its device;
+- ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"npu"`` (Ascend, with ``torch_npu``), ``"xpu"``,
+  ``"mps"``: its device;
 - ``"nvfp4_weights"`` (``"nvfp4-weights"``), ``"fp8_e4m3_inputs"``, ``"int8"``, ...: an
   error model of the study's registry (``robuststats.study.eval_kinds``); a Gaussian one
   needs its level, ``"relative_gaussian@0.05"``; a number format is the format itself;
@@ -37,7 +38,7 @@ DTYPES: dict[str, str] = {
     "fp16": "float16", "float16": "float16", "half": "float16",
     "fp64": "float64", "float64": "float64", "double": "float64",
 }
-_DEVICE = re.compile(r"^(cpu|mps|cuda(:\d+)?)$")
+_DEVICE = re.compile(r"^(cpu|mps|(cuda|npu|xpu)(:\d+)?)$")
 _KEYS = ("name", "dtype", "device", "noise", "level", "ops", "noise_seed", "checkpoint")
 _MAX_TEXT = 10_000
 
@@ -195,7 +196,7 @@ def _from_mapping(data: Mapping[str, Any], name: str, ops: str, *, default: str)
         dtype = DTYPES[dtype.lower()]
     device = data.get("device", "cpu")
     if not isinstance(device, str) or not _DEVICE.match(device):
-        raise InputError(f"`{name}.device` must be cpu, cuda, cuda:N or mps, got {device!r}.")
+        raise InputError(f"`{name}.device` must be cpu, cuda, cuda:N, npu, npu:N, xpu, xpu:N or mps, got {device!r}.")
     key_ops = data.get("ops", ops)
     if not isinstance(key_ops, str):
         raise InputError(f"`{name}.ops` must be an op preset or op name, got {key_ops!r}.")

@@ -121,8 +121,17 @@ def _md_table(head: list[str], rows: list[list[str]]) -> str:
 def verdict_text(fit: dict[str, Any]) -> str:
     """One sentence on how the residual stream's divergence accumulated."""
     if fit.get("verdict") is None:
-        return "accumulation: not assessed (" + ("no divergence" if not _num(
-            fit.get("last_rel_rms")) else "needs the local pass and two layers") + ")"
+        text = "accumulation: not assessed (" + (
+            "no divergence" if not _num(fit.get("last_rel_rms")) else
+            fit.get("verdict_note") or "needs the local pass and two layers") + ")"
+        if _num(fit.get("growth_per_layer")) is not None and _num(fit.get("last_rel_rms")):
+            lvl = fmt_level(fit["confidence_level"])
+            text += (f"; after layer {fit['last_layer']} the residual stream's rel RMS is "
+                     f"{_g(fit['last_rel_rms'])}; growth per layer "
+                     f"{_g(100 * fit['growth_per_layer'], 3)} % "
+                     f"[{_g(100 * fit['growth_per_layer_ci_low'], 3)}, "
+                     f"{_g(100 * fit['growth_per_layer_ci_high'], 3)}] {lvl}")
+        return text
     lvl = fmt_level(fit["confidence_level"])
     return (f"accumulation: {fit['verdict']} — after layer {fit['last_layer']} the residual "
             f"stream's rel RMS is {_g(fit['last_rel_rms'])}; the layers' own errors would "
@@ -136,6 +145,28 @@ def verdict_text(fit: dict[str, Any]) -> str:
             f"{_g(100 * fit['growth_per_layer_ci_high'], 3)}] {lvl}")
 
 
+def _capture_lines(settings: dict[str, Any]) -> list[str]:
+    """Where the two runs of a comparison of captures were made, and the sketch's error."""
+    caps = settings.get("captures")
+    if not caps:
+        return []
+    sk = settings.get("sketch", {})
+    lines = [f"- compared from two captures (no local pass): {sk.get('subset_size')} "
+             f"positions and a {sk.get('projection_dim')}-dimensional sign projection per "
+             f"item and module, seed {sk.get('seed')}; relative SD of each item's ‖b − a‖² "
+             f"estimate at most √(2/k) = {_g(math.sqrt(2 / sk['projection_dim']), 3)}"
+             if sk.get("projection_dim") else "- compared from two captures"]
+    for key in ("reference", "candidate"):
+        c = caps[key]
+        lines.append(f"- {key} capture: `{Path(str(c['path'])).name}` ({c.get('host')}, "
+                     f"{c.get('device')}: {c.get('device_name')}; {c.get('created')}; "
+                     f"robuststats {c.get('package_version')})")
+    lines.append("- each estimate's sketch error is inside its interval over items (the "
+                 "sketches are independent from item to item); `modules.csv` gives the "
+                 "sketch's own share as `*_sketch_se`")
+    return lines
+
+
 def markdown(div: Any, data: dict[str, Any], exceed: pd.DataFrame, label: str) -> str:
     lvl = float(div.modules["ci_level"].iloc[0]) if len(div.modules) else 0.95
     lines = [f"# Divergence {label}", "",
@@ -144,7 +175,9 @@ def markdown(div: Any, data: dict[str, Any], exceed: pd.DataFrame, label: str) -
              f"- {div.n_items} items, {div.n_layers} decoder layers, batch "
              f"{div.settings['batch_size']}, MAPE guard ε = {div.settings['eps']:g}·RMS, "
              f"intervals: {div.modules['ci_method'].iloc[0] if len(div.modules) else '-'}",
-             f"- engine injections (candidate and local passes): {data['injections']['total']}",
+             f"- engine injections ({'reference and candidate captures' if div.settings.get('captures') else 'candidate and local passes'}): "
+             f"{data['injections']['total']}",
+             *_capture_lines(div.settings),
              "", "## Accumulation through depth", "", verdict_text(div.fit), ""]
     rows = [[str(r.layer), _g(r.rel_rms), _ci(r.rel_rms_ci_low, r.rel_rms_ci_high, lvl),
              _g(r.local_rel_rms), _g(r.additive), _g(r.quadrature), _g(r.seed004),

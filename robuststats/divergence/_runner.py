@@ -97,18 +97,27 @@ def _compare_iv(texts: Any, item_ids: Any, batch_size: Any, eps: Any, confidence
 
 
 def check_device(condition: Condition, name: str) -> None:
-    """A CUDA or MPS device that this machine lacks is an error before any compute."""
+    """A device that this machine lacks is an error before any compute (``npu`` needs the
+    ``torch_npu`` extension, which registers ``torch.npu``)."""
     import torch
 
     dev = condition.device
-    if dev.startswith("cuda"):
-        if not torch.cuda.is_available():
+    kind, _, index_text = dev.partition(":")
+    index = int(index_text) if index_text else 0
+    if kind == "npu":
+        try:
+            import torch_npu  # noqa: F401
+        except ImportError:
+            raise InputError(f"`{name}`: device {dev!r} needs the torch_npu extension, "
+                             "which is not installed here.") from None
+    backend = getattr(torch, kind, None) if kind in ("cuda", "npu", "xpu") else None
+    if backend is not None or kind in ("cuda", "npu", "xpu"):
+        if backend is None or not backend.is_available():
             raise InputError(f"`{name}`: device {dev!r} is not available here "
-                             "(torch.cuda.is_available() is False).")
-        index = int(dev.split(":")[1]) if ":" in dev else 0
-        if index >= torch.cuda.device_count():
+                             f"(torch.{kind}.is_available() is False).")
+        if index >= backend.device_count():
             raise InputError(f"`{name}`: device {dev!r} does not exist "
-                             f"({torch.cuda.device_count()} CUDA device(s)).")
+                             f"({backend.device_count()} {kind.upper()} device(s)).")
     if dev == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
         raise InputError(f"`{name}`: device 'mps' is not available here.")
 
@@ -249,6 +258,24 @@ class _Batch:
         return hook
 
 
+def tokenize_batch(tokenizer: Any, batch: list[str], max_length: int | None
+                   ) -> dict[str, Any]:
+    """``input_ids`` and ``attention_mask`` of a padded batch (truncated to ``max_length``)."""
+    enc = tokenizer(batch, return_tensors="pt", padding=True,
+                    truncation=max_length is not None, max_length=max_length)
+    return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
+
+
+def forward_batch(model: Any, enc: dict[str, Any]) -> None:
+    """One forward pass without gradients or cache (the hooks take what they need)."""
+    import torch
+
+    dev = next(model.parameters()).device
+    with torch.no_grad():
+        model(input_ids=enc["input_ids"].to(dev),
+              attention_mask=enc["attention_mask"].to(dev), use_cache=False)
+
+
 def compare_runs(model: Any, tokenizer: Any, texts: Sequence[str], *,
                  reference: Condition | str | dict[str, Any] = "clean",
                  candidate: Condition | str | dict[str, Any],
@@ -269,8 +296,6 @@ def compare_runs(model: Any, tokenizer: Any, texts: Sequence[str], *,
     ``bootstrap`` (percentile bootstrap over the stored per-item values, ``n_resamples``,
     seeded by ``rng``). ``progress(n)`` is called with the number of items finished.
     """
-    import torch
-
     from robuststats.divergence._analysis import depth_table, growth_fit, module_table
 
     texts, ids = _compare_iv(texts, item_ids, batch_size, eps, confidence_level, interval,
@@ -299,15 +324,7 @@ def compare_runs(model: Any, tokenizer: Any, texts: Sequence[str], *,
     counts: list[dict[str, Any]] = []
 
     def tokenize(batch: list[str]) -> dict[str, Any]:
-        enc = tokenizer(batch, return_tensors="pt", padding=True,
-                        truncation=max_length is not None, max_length=max_length)
-        return {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]}
-
-    def forward(m: Any, enc: dict[str, Any]) -> None:
-        dev = next(m.parameters()).device
-        with torch.no_grad():
-            m(input_ids=enc["input_ids"].to(dev), attention_mask=enc["attention_mask"].to(dev),
-              use_cache=False)
+        return tokenize_batch(tokenizer, batch, max_length)
 
     acc = _Accumulator(eps)
     for k, start in enumerate(range(0, len(texts), batch_size)):
@@ -320,12 +337,12 @@ def compare_runs(model: Any, tokenizer: Any, texts: Sequence[str], *,
             if local:
                 for name in layer_names:
                     hooks.add(by_name_a[name], cap.keep_input(name), pre=True)
-            forward(model_a, enc)
+            forward_batch(model_a, enc)
         with _noise(model_b, cand, k, counts, {"pass": "candidate", "batch": k}), \
                 _Hooks() as hooks:
             for s in sites:
                 hooks.add(by_name_b[s.name], cap.compare(s, "accumulated"))
-            forward(model_b, enc)
+            forward_batch(model_b, enc)
         if local:
             with _noise(model_b, cand, k, counts, {"pass": "local", "batch": k}), \
                     _Hooks() as hooks:
@@ -334,7 +351,7 @@ def compare_runs(model: Any, tokenizer: Any, texts: Sequence[str], *,
                 for s in sites:
                     if s.layer >= 0:
                         hooks.add(by_name_b[s.name], cap.compare(s, "local"))
-                forward(model_b, enc)
+                forward_batch(model_b, enc)
         del cap  # this batch's activations
         if progress is not None:
             progress(len(enc["input_ids"]))

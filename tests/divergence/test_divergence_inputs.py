@@ -36,7 +36,7 @@ def test_condition_strings_and_mappings(tmp_path):
                      r"\(did you mean 'nvfp4_weights'\?\)"),
     ("relative_gaussian@x", r"`c`: level 'x' is not a number"),
     ("relative_gaussian@-1", r"the level of 'relative_gaussian' must be a positive number"),
-    ("{device: tpu}", r"`c.device` must be cpu, cuda, cuda:N or mps, got 'tpu'"),
+    ("{device: tpu}", r"`c.device` must be cpu, cuda, cuda:N, npu, npu:N, xpu, xpu:N or mps, got 'tpu'"),
     ("{noise: {scale: -1}}", r"`c.noise`: `scale` must be a non-negative number"),
     ("{noise_seed: -2}", r"`c.noise_seed` must be a non-negative integer"),
     ("[1, 2]", r"`c`: .* is not a dtype"),
