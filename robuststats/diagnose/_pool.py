@@ -92,36 +92,27 @@ def evaluate_in_pool(*, run_dir: str, spec: Any, plan: Any, targets: Sequence[An
                      store: Any, units: list[Unit], workers: int,
                      progress: Callable[[int], None] | None = None) -> list[str]:
     """Evaluate ``units`` in ``workers`` processes, each result into ``store``;
-    ``progress(n)`` follows the files. Returns the first line of each task that failed
-    (its unfinished units are left to the serial pass)."""
-    from robuststats.study.executor import _stop_pool, _worker_init
+    ``progress(n)`` follows the files (:class:`~robuststats.study.executor.DiskProgress`).
+    Returns the first line of each task that failed (its unfinished units are left to the
+    serial pass)."""
+    from robuststats.study.executor import DiskProgress, _stop_pool, _worker_init
+    from robuststats.study.ledger import _first_line
 
     if not units:
         return []
     ctx = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
                                initializer=_worker_init, initargs=(os.getpid(),))
-    reported = 0
     errors: list[str] = []
-
-    def stored() -> int:
-        return sum(1 for u in units if store.path(*u).is_file())
-
+    tally = DiskProgress(progress, lambda: sum(1 for u in units if store.path(*u).is_file()))
     try:
         futures = {pool.submit(_worker, run_dir, spec, plan, list(targets),
                                str(store.root.parent), store.root.name, share)
                    for share in _shares(units, workers)}
         while futures:
             finished, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
-            for f in finished:
-                exc = f.exception()
-                if exc is not None:
-                    errors.append(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-            if progress is not None:
-                now = stored()
-                if now > reported:
-                    progress(now - reported)
-                    reported = now
+            errors += [_first_line(f.exception()) for f in finished if f.exception()]
+            tally.poll()
     except BaseException:
         _stop_pool(pool)
         raise

@@ -29,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from robuststats.outcomes._schema import plain
 from robuststats.study.atomic import atomic_write_bytes
 
 __all__ = ["ProbeStore", "probe_key"]
@@ -91,7 +92,7 @@ class ProbeStore:
         return df
 
     def put(self, seed: int, target: str, noise_seed: int, df: pd.DataFrame) -> None:
-        stats = [{k: _plain(v) for k, v in r.items()}
+        stats = [{k: plain(v) for k, v in r.items()}
                  for r in (df.attrs.get("injection_stats") or [])]
         body = {"format": FORMAT, "target": target, "seed": int(seed),
                 "noise_seed": int(noise_seed), "item_id": [str(i) for i in df["item_id"]],
@@ -101,16 +102,3 @@ class ProbeStore:
         atomic_write_bytes(self.path(seed, target, noise_seed),
                            json.dumps(data, allow_nan=True).encode())
 
-
-def _plain(value: Any) -> Any:
-    """A JSON-ready copy of one injection-statistics value (numpy scalars, tuples)."""
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        try:
-            return value.item()
-        except (ValueError, AttributeError):
-            pass
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return value

@@ -39,7 +39,7 @@ from robuststats.study.plan import Cell, TrainJob, jobs
 from robuststats.study.registry import is_reference
 from robuststats.study.spec import StudySpec
 
-__all__ = ["ExecutionReport", "build_task", "build_trainer", "execute", "load_or_train",
+__all__ = ["DiskProgress", "ExecutionReport", "build_task", "build_trainer", "execute", "load_or_train",
            "planned_items",
            "preflight", "run_job"]
 
@@ -260,6 +260,24 @@ def execute(ledger: RunLedger, spec: StudySpec, pending: list[Cell], *, workers:
                            time.perf_counter() - start)
 
 
+class DiskProgress:
+    """Progress read from the files on disk, which are the truth of a pool's work:
+    :meth:`poll` advances ``progress`` by how much ``count()`` grew since the last poll
+    (nothing when ``progress`` is None). Shared by the local pool, the Ray executor and the
+    probe's pool."""
+
+    def __init__(self, progress: Callable[[int], None] | None, count: Callable[[], int]) -> None:
+        self.progress, self.count, self.reported = progress, count, 0
+
+    def poll(self) -> None:
+        if self.progress is None:
+            return
+        now = self.count()
+        if now > self.reported:
+            self.progress(now - self.reported)
+            self.reported = now
+
+
 def _run_pool(ledger: RunLedger, run_dir: str, spec: StudySpec,
               grouped: dict[TrainJob, list[Cell]], workers: int,
               progress: Callable[[int], None] | None) -> dict[str, int]:
@@ -272,7 +290,8 @@ def _run_pool(ledger: RunLedger, run_dir: str, spec: StudySpec,
     totals = {"done": 0, "failed": 0, "trained": 0}
     ctx = multiprocessing.get_context("spawn")
     all_cells = [c for cells in grouped.values() for c in cells]
-    reported = 0
+    # count finished or failed cells
+    tally = DiskProgress(progress, lambda: sum(1 for c in all_cells if ledger.settled(c)))
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
                                initializer=_worker_init, initargs=(os.getpid(),))
     try:
@@ -293,12 +312,7 @@ def _run_pool(ledger: RunLedger, run_dir: str, spec: StudySpec,
                     counts = _mark_crashed(ledger, grouped[job], traceback.format_exc())
                 for k in totals:
                     totals[k] += counts[k]
-            if progress is not None:
-                # the files on disk are the truth: count finished or failed cells
-                now = sum(1 for c in all_cells if ledger.settled(c))
-                if now > reported:
-                    progress(now - reported)
-                    reported = now
+            tally.poll()
     except BaseException:
         _stop_pool(pool)
         raise

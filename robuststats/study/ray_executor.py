@@ -106,7 +106,7 @@ class RayExecutor:
 
     def execute(self, ledger: RunLedger, spec: StudySpec, pending: list[Cell], *,
                 progress: Callable[[int], None] | None = None) -> Any:
-        from robuststats.study.executor import ExecutionReport, _mark_crashed
+        from robuststats.study.executor import DiskProgress, ExecutionReport, _mark_crashed
 
         start = time.perf_counter()
         grouped = jobs(pending)
@@ -122,7 +122,7 @@ class RayExecutor:
         spec_ref = ray.put(spec)
         refs = {task.remote(run_dir, spec_ref, job, cells): job for job, cells in grouped.items()}
         all_cells = [c for cells in grouped.values() for c in cells]
-        reported = 0
+        tally = DiskProgress(progress, lambda: sum(1 for c in all_cells if ledger.settled(c)))
         waiting = list(refs)
         try:
             while waiting:
@@ -136,11 +136,7 @@ class RayExecutor:
                         counts = _mark_crashed(ledger, grouped[job], traceback.format_exc())
                     for k in totals:
                         totals[k] += counts[k]
-                if progress is not None:
-                    now = sum(1 for c in all_cells if ledger.settled(c))
-                    if now > reported:
-                        progress(now - reported)
-                        reported = now
+                tally.poll()
         except BaseException:
             for ref in waiting:
                 ray.cancel(ref, force=True)
