@@ -411,12 +411,12 @@ def analyse(plan: DiagnosisPlan, probes: Sequence[ProbeResult], *, seconds: floa
                      dict(meta or {}))
 
 
-def _trained_model(ledger: Any, spec: StudySpec, job: Any) -> Any:
+def _trained_model(ledger: Any, spec: StudySpec, job: Any, task: Any = None) -> Any:
     """The study's model of ``job``: its checkpoint, the run directory's cached model, or
     trained and cached there (:func:`robuststats.study.executor.load_or_train`)."""
     from robuststats.study.executor import load_or_train
 
-    return load_or_train(ledger, spec, job, by="diagnose")
+    return load_or_train(ledger, spec, job, task=task, by="diagnose")
 
 
 def spec_task(spec: StudySpec) -> Any:
@@ -471,7 +471,7 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
     with RunLedger.open(Path(runs) / spec.name, ledger_spec) as ledger:
         for seed in plan.seeds:
             models[seed], fresh = _trained_model(ledger, ledger_spec,
-                                                 TrainJob(plan.condition, seed))
+                                                 TrainJob(plan.condition, seed), task)
             trained_now += int(fresh)
             if not (hasattr(models[seed], "model") and hasattr(models[seed], "tokenizer")):
                 raise InputError(

@@ -122,7 +122,7 @@ def load_source(source: str, *, n_items: int | None = None, texts: str | None = 
 
 def _study_source(path: str, *, n_items: int | None, texts: str | None, condition: str | None,
                   seed: int | None, runs: str | Path) -> Source:
-    from robuststats.study.executor import build_task, planned_items, preflight
+    from robuststats.study.executor import planned_items, preflight
     from robuststats.study.spec import StudySpec
 
     spec = StudySpec.from_file(path)
@@ -147,7 +147,7 @@ def _study_source(path: str, *, n_items: int | None, texts: str | None, conditio
         items = planned_items(spec, task)
         all_texts = [it.prompt + (it.solution or "") for it in items]
         ids = [it.item_id for it in items]
-    trained = _trained(spec, condition, seed, runs, build_task)
+    trained = _trained(spec, condition, seed, runs, task)
     if not (hasattr(trained, "model") and hasattr(trained, "tokenizer")):
         raise InputError(f"`trainer`: divergence needs a torch model and its tokenizer; "
                          f"trainer {spec.trainer.name!r} returned a {type(trained).__name__}.")
@@ -158,7 +158,7 @@ def _study_source(path: str, *, n_items: int | None, texts: str | None, conditio
                    "texts": texts or f"{spec.evaluation.split} split: prompt + solution"})
 
 
-def _trained(spec: Any, condition: str, seed: int, runs: str | Path, build_task: Any) -> Any:
+def _trained(spec: Any, condition: str, seed: int, runs: str | Path, task: Any) -> Any:
     """The condition's model of ``seed``: its checkpoint, the run directory's cached model,
     or trained and cached there (as ``robuststats study`` would)."""
     from robuststats.study.executor import load_or_train
@@ -166,6 +166,6 @@ def _trained(spec: Any, condition: str, seed: int, runs: str | Path, build_task:
     from robuststats.study.plan import TrainJob
 
     with RunLedger.open(Path(runs) / spec.name, spec) as ledger:
-        model, _ = load_or_train(ledger, spec, TrainJob(condition, seed), task=build_task(spec),
+        model, _ = load_or_train(ledger, spec, TrainJob(condition, seed), task=task,
                                  by="divergence")
         return model
