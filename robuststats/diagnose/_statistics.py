@@ -246,9 +246,10 @@ def interaction(clean: np.ndarray, window: np.ndarray, singles: Sequence[np.ndar
     if variance > 0:
         se, dof = math.sqrt(variance), cv.dof
         t = estimate / se
-        pvalue = float(2.0 * sps.t.sf(abs(t), dof))
-        half = float(sps.t.ppf(0.5 + level / 2.0, dof)) * se
-        method = ("crossed seed × item t (Satterthwaite df)" if k > 1
+        # the reference calibrated for few seeds (robuststats/stats/_few_seeds.py)
+        pvalue = cv.reference.pvalue(t)
+        half = cv.reference.critical(level) * se
+        method = ("crossed seed × item t (calibrated Satterthwaite df)" if k > 1
                   else "paired t over items")
         note = ""
     else:

@@ -227,7 +227,8 @@ def gate_test(clean_c: Any, noisy_c: Any, clean_b: Any, noisy_b: Any, *,
     est = math.log(theta_c / theta_b) if relative else theta_c - theta_b
     bound = math.log1p(-m) if relative else -m
     se, dof = math.sqrt(cv.variance), cv.dof
-    method = f"one-sided t, crossed variance ({cv.design}), Satterthwaite df"
+    ref = cv.reference
+    method = f"one-sided t, crossed variance ({cv.design}), calibrated Satterthwaite df"
     if not se > 0.0:
         # no spread at all: a score-type bound for n items without discordance (as the
         # seed-random t's fallback), on the test's scale
@@ -239,11 +240,14 @@ def gate_test(clean_c: Any, noisy_c: Any, clean_b: Any, noisy_b: Any, *,
         scales = [zc.mean(), zb.mean()] + ([cc.mean(), cb.mean()]  # type: ignore[union-attr]
                                            if metric == "retention" else [])
         se = h0 * math.sqrt(sum(1.0 / max(s, 1e-12) ** 2 for s in scales)) / z
-        dof, method = math.inf, "score-type bound (no spread)"
-    t_crit = float(special.stdtrit(dof, 1.0 - alpha))
-    low = est - t_crit * se
+        dof, method, ref = math.inf, "score-type bound (no spread)", None
     statistic = (est - bound) / se
-    pvalue = float(special.stdtr(dof, -statistic))
+    if ref is not None:
+        t_crit, pvalue = ref.critical_one_sided(1.0 - alpha), ref.tail(statistic)
+    else:
+        t_crit = float(special.stdtrit(dof, 1.0 - alpha))
+        pvalue = float(special.stdtr(dof, -statistic))
+    low = est - t_crit * se
     passed = low > bound
     shown = (lambda v: math.expm1(v)) if relative else (lambda v: v)
     margin_shift = -bound  # the margin on the test scale, > 0

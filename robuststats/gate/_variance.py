@@ -42,12 +42,13 @@ these items?", not "does the candidate's recipe differ from the baseline's?".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from robuststats.errors import InputError
 from robuststats.stats import crossed_variance
+from robuststats.stats._few_seeds import SeedReference
 
 __all__ = ["ContrastVariance", "unpaired_variance"]
 
@@ -93,6 +94,8 @@ class ContrastVariance:
     n_seeds_candidate: int
     n_seeds_baseline: int
     n_items: int
+    #: the calibrated reference distribution of the contrast's t (stats/_few_seeds.py)
+    reference: SeedReference | None = field(default=None, repr=False, compare=False)
 
 
 def paired_variance(lc: np.ndarray, lb: np.ndarray) -> ContrastVariance:
@@ -106,7 +109,8 @@ def paired_variance(lc: np.ndarray, lb: np.ndarray) -> ContrastVariance:
     design = "paired seeds" if k > 1 else "one model each"
     return ContrastVariance(cv.variance, cv.dof, cv.ms_seed / (k * n) if k > 1 else 0.0,
                             cv.variance - (cv.ms_seed / (k * n) if k > 1 else 0.0),
-                            cv.var_seed, cv.var_item, cv.var_resid, design, k, k, n)
+                            cv.var_seed, cv.var_item, cv.var_resid, design, k, k, n,
+                            cv.reference)
 
 
 def unpaired_variance(lc: np.ndarray, lb: np.ndarray) -> ContrastVariance:
@@ -127,8 +131,9 @@ def unpaired_variance(lc: np.ndarray, lb: np.ndarray) -> ContrastVariance:
     eps = 1e-12 * float(np.mean(np.concatenate([lc.ravel(), lb.ravel()]) ** 2))
     s_d = 0.0 if s_d <= eps else s_d
     if kc == 1 and kb == 1:
+        one = SeedReference(0.0, 0.0, 0.0, s_d / n, (s_d / n) ** 2 / (n - 1), 1.0)
         return ContrastVariance(s_d / n, float(n - 1), 0.0, s_d / n, 0.0, s_d, 0.0,
-                                "one model each", 1, 1, n)
+                                "one model each", 1, 1, n, one)
     cvc = crossed_variance(lc) if kc > 1 else None
     cvb = crossed_variance(lb) if kb > 1 else None
     # (coefficient, mean square, df, is a seed term) of V; seed terms are kept whole
@@ -164,5 +169,15 @@ def unpaired_variance(lc: np.ndarray, lb: np.ndarray) -> ContrastVariance:
     dof = total**2 / denom if denom > 0 else math.inf
     dof = max(dof, low_df)
     var_item = max(s_d - sum(-c * n * ms for c, ms, _ in resid_terms), 0.0)
+    # the calibrated reference: the seed terms as one on their Welch–Satterthwaite df (at
+    # the floored mean squares), the item terms as the rest (stats/_few_seeds.py)
+    floor = sum(c * resid for c, _, _, resid in seed_terms)
+    seed_floored = [(c * max(ms, resid), df) for c, ms, df, resid in seed_terms]
+    seed_df = sum(v for v, _ in seed_floored) ** 2 / sum(v * v / df for v, df in seed_floored) \
+        if any(v > 0 for v, _ in seed_floored) else low_df
+    rest_var = (((s_d / n) ** 2 / (n - 1.0) + sum((c * ms) ** 2 / df for c, ms, df
+                                                  in resid_terms)) if keep_item else 0.0)
+    ref = SeedReference(seed_part, max(float(seed_df), low_df), floor, floor + item_part,
+                        rest_var, 1.0)
     return ContrastVariance(seed_part + item_part, float(dof), seed_part, item_part,
-                            var_seed, var_item, var_resid, design, kc, kb, n)
+                            var_seed, var_item, var_resid, design, kc, kb, n, ref)

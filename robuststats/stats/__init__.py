@@ -18,6 +18,7 @@ _EXPORTS: dict[str, str] = {
     "ConfidenceInterval": "robuststats.stats._common",
     "CrossedVariance": "robuststats.stats._seed_random",
     "DegenerateDataWarning": "robuststats.stats._common",
+    "SeedBootstrapWarning": "robuststats.stats._common",
     "DOSE_RESPONSE_MODELS": "robuststats.stats._dose_response",
     "DiscordanceEstimate": "robuststats.stats._discordance",
     "DoseResponseFit": "robuststats.stats._dose_response",
@@ -81,7 +82,11 @@ if TYPE_CHECKING:  # static analysers see the real names
         bootstrap_retention,
         bootstrap_retention_difference,
     )
-    from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning  # noqa: F401
+    from robuststats.stats._common import (  # noqa: F401
+        ConfidenceInterval,
+        DegenerateDataWarning,
+        SeedBootstrapWarning,
+    )
     from robuststats.stats._discordance import (  # noqa: F401
         DiscordanceEstimate,
         PilotPairs,

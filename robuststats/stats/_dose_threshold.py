@@ -157,7 +157,6 @@ class ThresholdResult:
 def _seed_random(fit: DoseResponseFit, arr: np.ndarray, drop: float, estimate: float,
                  level: float) -> tuple[ConfidenceInterval, str]:
     """The seed-random interval of the module docstring, and its method label."""
-    from scipy import stats
 
     from robuststats.stats._seed_random import crossed_variance
 
@@ -191,8 +190,7 @@ def _seed_random(fit: DoseResponseFit, arr: np.ndarray, drop: float, estimate: f
     linear = np.tensordot(grad, arr, axes=(0, 0))  # (k, n): Σ_d ∂logT/∂A_d · y_dsi
     cv = crossed_variance(linear)
     se = math.sqrt(max(cv.variance, 0.0))
-    q = float(stats.t.ppf(0.5 + level / 2, cv.dof)) if math.isfinite(cv.dof) \
-        else float(stats.norm.ppf(0.5 + level / 2))
+    q = cv.reference.critical(level)  # calibrated for few seeds (._few_seeds)
     centre = math.log(estimate)
     return ConfidenceInterval(math.exp(centre - q * se), math.exp(centre + q * se)), label
 

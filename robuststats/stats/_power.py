@@ -62,7 +62,7 @@ POWER_METHODS = {
     "unpooled": "two-proportion z-test, unpooled (Wald) variance",
     "arcsine": "arcsine transform, Cohen's h (Cohen 1988)",
     "seed-random": "seed-random t test over training seeds and items (crossed ANOVA, "
-    "Satterthwaite df), power averaged over its mean squares",
+    "calibrated Satterthwaite df), power averaged over its mean squares",
     "noncentral-t": "seed-random t test, noncentral t at the expected mean squares "
     "(Satterthwaite 1946)",
 }

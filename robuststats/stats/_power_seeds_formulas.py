@@ -15,7 +15,9 @@ The test estimates it from the two-way ANOVA mean squares, with expectations
     E MS_resid = σ_resid²              ((k − 1)(n − 1) df)
 
 as ``V = [MS_seed + max(MS_item − MS_resid, 0)]/(kn)`` on Satterthwaite's (1946) degrees of
-freedom, bounded below by k − 1, and refers ``d̄/√V`` to Student's t.
+freedom, bounded below by k − 1, and refers ``d̄/√V`` to Student's t at the nominal level
+calibrated for few seeds (:mod:`robuststats.stats._few_seeds`; :func:`calibrated_alpha`
+computes that level at the expected item and residual mean squares).
 
 Two power computations of that test:
 
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SEED_POWER_METHODS",
+    "calibrated_alpha",
     "expected_dof",
     "noncentral_t_power",
     "seed_random_power",
@@ -154,6 +157,26 @@ def expected_dof(k: int, n: int, var_seed: float, var_item: float, var_resid: fl
     return max(dof, df_s)
 
 
+def calibrated_alpha(k: int, n: int, var_seed: float, var_item: float, var_resid: float,
+                     alpha: float, sides: int) -> float:
+    """The plug-in's nominal level (per ``sides``) that the calibrated test runs at.
+
+    The calibration of :mod:`robuststats.stats._few_seeds` at the expected item and residual
+    mean squares (they rest on hundreds of df): the test as shipped rejects where the
+    plug-in t at this level does.
+    """
+    from robuststats.stats._few_seeds import SeedReference
+
+    _, ms_i, ms_e = _expected_ms(k, n, var_seed, var_item, var_resid)
+    df_i, df_e = n - 1.0, (k - 1.0) * (n - 1.0)
+    if ms_i > ms_e:
+        rest, rest_var = ms_i, ms_i**2 / df_i + ms_e**2 / df_e
+    else:
+        rest, rest_var = ms_e, 0.0
+    ref = SeedReference(0.0, k - 1.0, ms_e, rest, rest_var, float(k * n))
+    return ref.nominal(alpha * 2.0 / sides) * sides / 2.0
+
+
 def seed_random_power(
     k: int, n: int, effect: float, var_seed: float, var_item: float, var_resid: float,
     alpha: float, sides: int, method: str = "seed-random",
@@ -170,6 +193,7 @@ def seed_random_power(
     if not var > 0.0:
         return 1.0
     sd = math.sqrt(var)
+    alpha = calibrated_alpha(k, n, var_seed, var_item, var_resid, alpha, sides)
     if method == "noncentral-t":
         return noncentral_t_power(effect / sd, expected_dof(k, n, var_seed, var_item,
                                                             var_resid), alpha, sides)
@@ -182,9 +206,12 @@ def seed_random_power(
     weight = ws[:, None, None] * wi[None, :, None] * we[None, None, :]
     keep = i_ > e_  # the test keeps the item term only when MS_item > MS_resid
     total = s_ + np.where(keep, i_ - e_, 0.0)
-    denom = s_**2 / df_s + np.where(keep, i_**2 / df_i + e_**2 / df_e, 0.0)
+    # ν as the test forms it: MS_seed taken at no less than MS_resid
+    s_floor = np.maximum(s_, e_)
+    num = s_floor + np.where(keep, i_ - e_, 0.0)
+    denom = s_floor**2 / df_s + np.where(keep, i_**2 / df_i + e_**2 / df_e, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        dof = np.where(denom > 0, total**2 / denom, np.inf)
+        dof = np.where(denom > 0, num**2 / denom, np.inf)
     dof = np.maximum(dof, df_s)
     half = _critical_many(dof, df_s, alpha, sides) * np.sqrt(total / (k * n))
     p = special.ndtr((effect - half) / sd)

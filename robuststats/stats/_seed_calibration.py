@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from robuststats.stats._bootstrap import bootstrap_difference, bootstrap_retention_difference
-from robuststats.stats._common import DegenerateDataWarning
+from robuststats.stats._common import DegenerateDataWarning, SeedBootstrapWarning
 from robuststats.stats._mcnemar_stratified import mcnemar_stratified
 from robuststats.stats._seed_random import seed_random_retention_test, seed_random_test
 from robuststats.stats._simulate import seed_model, simulate_matrices, true_effects
@@ -172,7 +172,9 @@ def _interval(method, quantity, mats, level, n_resamples, rng):
     if method == "two-way-bca":
         func = bootstrap_difference if quantity == "difference" else \
             bootstrap_retention_difference
-        res = func(*mats, confidence_level=level, n_resamples=n_resamples, rng=rng)
+        with warnings.catch_warnings():  # measured here on purpose
+            warnings.simplefilter("ignore", SeedBootstrapWarning)
+            res = func(*mats, confidence_level=level, n_resamples=n_resamples, rng=rng)
         return res.confidence_interval.low, res.confidence_interval.high, math.nan
     raise ValueError(method)
 

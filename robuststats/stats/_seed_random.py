@@ -65,11 +65,11 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import special, stats
+from scipy import special
 
 from robuststats._validation import (
     as_aligned_outcomes,
@@ -80,6 +80,7 @@ from robuststats._validation import (
 from robuststats.errors import InputError
 from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning, tidy_row
 from robuststats.stats._evidence import Evidence, normal_evidence
+from robuststats.stats._few_seeds import SeedReference
 from robuststats.stats._paired_ci import paired_difference_ci, tango_pvalue, tango_statistic
 
 __all__ = [
@@ -94,7 +95,7 @@ __all__ = [
 ]
 
 ALTERNATIVES = ("two-sided", "greater", "less")
-_METHOD = "seed-random t (crossed ANOVA, Satterthwaite df)"
+_METHOD = "seed-random t (crossed ANOVA, calibrated Satterthwaite df)"
 _METHOD_ONE_SEED = "paired t over items (one seed)"
 _METHOD_TANGO = "Tango score test and interval (one seed)"
 
@@ -126,6 +127,7 @@ class CrossedVariance:
     var_resid: float
     n_seeds: int
     n_items: int
+    reference: SeedReference = field(repr=False, compare=False)
 
 
 def crossed_variance(values: object) -> CrossedVariance:
@@ -158,8 +160,9 @@ def crossed_variance(values: object) -> CrossedVariance:
     ms_item = k * float(np.sum((col - grand) ** 2)) / (n - 1)
     kn = k * n
     if k == 1:
+        one = SeedReference(0.0, 0.0, 0.0, ms_item, ms_item**2 / (n - 1), float(n))
         return CrossedVariance(ms_item / n, float(n - 1), 0.0, ms_item, 0.0, 0.0,
-                               ms_item, 0.0, 1, n)
+                               ms_item, 0.0, 1, n, one)
     ms_seed = n * float(np.sum((row - grand) ** 2)) / (k - 1)
     resid = arr - row[:, None] - col[None, :] + grand
     df_e = (k - 1) * (n - 1)
@@ -169,29 +172,24 @@ def crossed_variance(values: object) -> CrossedVariance:
     # "infinitely precise"
     eps = 1e-12 * float(np.mean(arr**2))
     ms_seed, ms_item, ms_resid = (0.0 if ms <= eps else ms for ms in (ms_seed, ms_item, ms_resid))
-    # the seed-level term σ_a²/k + σ_e²/(kn) is estimated by MS_seed/(kn) as a whole (never
-    # negative); only the item term σ_b²/n = (MS_item − MS_resid)/(kn) is truncated at 0
+    # V = [MS_seed + max(MS_item − MS_resid, 0)]/(kn): the seed-level term is kept whole
+    # (never negative), the item term truncated at 0; ν is Satterthwaite's with MS_seed at
+    # no less than MS_resid, bounded below by k − 1; the reference distribution is
+    # calibrated for the few df of the seed mean square (._few_seeds)
     if ms_item > ms_resid:
-        combo = [(1.0, ms_seed, k - 1), (1.0, ms_item, n - 1), (-1.0, ms_resid, df_e)]
-    else:
-        combo = [(1.0, ms_seed, k - 1)]
-    total = sum(c * ms for c, ms, _ in combo)
-    # ν with MS_seed taken at no less than MS_resid (E MS_seed ≥ E MS_resid): a small MS_seed
-    # beside a large item term otherwise gives a small V *and* a large ν together, and the
-    # test rejected 8–13 % at 2–3 seeds with an item × condition component (normal theory)
-    seed_ms = max(ms_seed, ms_resid)
-    shape = [(c, seed_ms if j == 0 else ms, df) for j, (c, ms, df) in enumerate(combo)]
-    denom = sum((c * ms) ** 2 / df for c, ms, df in shape)
-    dof = sum(c * ms for c, ms, _ in shape) ** 2 / denom if denom > 0 else math.inf
-    # Satterthwaite's ν collapses towards 0 when MS_item ≈ MS_resid are large against a small
-    # total (a noisy, near-zero item term); the seed-level term alone has k − 1 df, so ν is
-    # bounded below there (the t test on per-seed means is the limiting case)
-    dof = max(dof, float(k - 1))
+        rest, rest_var = ms_item, ms_item**2 / (n - 1) + ms_resid**2 / df_e
+    else:  # no item term: V = MS_seed/(kn), the t on the k per-seed means (exact)
+        rest, rest_var = ms_resid, 0.0
+    ref = SeedReference(seed_ms=ms_seed, seed_df=float(k - 1), floor=ms_resid, rest=rest,
+                        rest_var=rest_var, scale=float(kn))
+    total = ref.variance * kn
+    dof = ref.dof
 
     return CrossedVariance(
         variance=total / kn, dof=float(dof), ms_seed=ms_seed, ms_item=ms_item,
         ms_resid=ms_resid, var_seed=max(ms_seed - ms_resid, 0.0) / n,
         var_item=max(ms_item - ms_resid, 0.0) / k, var_resid=ms_resid, n_seeds=k, n_items=n,
+        reference=ref,
     )
 
 
@@ -233,6 +231,8 @@ class SeedRandomResult:
     method: str
     n_seeds: int
     n_items: int
+    #: the calibrated reference distribution (None: normal fallback or a closed form)
+    reference: SeedReference | None = field(default=None, repr=False, compare=False)
 
     def to_frame(self) -> pd.DataFrame:
         """One-row tidy table with ``ci_low``, ``ci_high``, ``ci_level`` and ``ci_method``."""
@@ -265,18 +265,22 @@ def _binary(*mats: np.ndarray) -> bool:
 
 # --- the t construction ----------------------------------------------------------------
 
-def _t_result(estimate: float, se: float, dof: float, *, alternative: str, margin: float,
+def _t_result(estimate: float, cv: CrossedVariance, *, alternative: str, margin: float,
               level: float, method: str, k: int, n: int,
               transform=None, degenerate_half: float | None = None) -> SeedRandomResult:
-    """t test of ``estimate = margin`` and its interval; ``transform`` maps the scale back.
+    """Calibrated t test of ``estimate = margin`` and its interval (:mod:`._few_seeds`).
 
-    ``se = 0`` (no spread at all) issues a warning and uses the normal-shaped fallback with
-    half-width ``degenerate_half`` at ``level``.
+    ``transform`` maps the scale back. No spread at all (``cv.variance = 0``) issues a
+    warning and uses the normal-shaped fallback with half-width ``degenerate_half`` at
+    ``level``.
     """
+    se = math.sqrt(cv.variance)
+    ref: SeedReference | None = cv.reference
     if se > 0.0:
-        quantile = lambda p: float(stats.t.ppf(p, dof))  # noqa: E731
-        sf = lambda t: float(stats.t.sf(t, dof))  # noqa: E731
-        used_se, used_dof = se, dof
+        used_se, used_dof = se, cv.dof
+        upper = lambda t: ref.tail(t)  # noqa: E731
+        two_sided_crit = ref.critical(level)
+        one_sided_crit = ref.critical_one_sided(level)
     else:
         warnings.warn(
             f"the {k} seeds × {n} items show no spread (every pair of outcomes alike); "
@@ -285,20 +289,21 @@ def _t_result(estimate: float, se: float, dof: float, *, alternative: str, margi
             stacklevel=3,
         )
         z_ref = float(special.ndtri(0.5 + level / 2.0))
-        used_se, used_dof = degenerate_half / z_ref, math.inf
-        quantile = lambda p: float(special.ndtri(p))  # noqa: E731
-        sf = lambda t: float(special.ndtr(-t))  # noqa: E731
+        used_se, used_dof, ref = degenerate_half / z_ref, math.inf, None
+        upper = lambda t: float(special.ndtr(-t))  # noqa: E731
+        two_sided_crit = z_ref
+        one_sided_crit = float(special.ndtri(level))
     statistic = (estimate - margin) / used_se
     if alternative == "two-sided":
-        pvalue = min(1.0, 2.0 * sf(abs(statistic)))
-        half = quantile(0.5 + level / 2.0) * used_se
+        pvalue = min(1.0, 2.0 * upper(abs(statistic)))
+        half = two_sided_crit * used_se
         low, high = estimate - half, estimate + half
     elif alternative == "greater":
-        pvalue = sf(statistic)
-        low, high = estimate - quantile(level) * used_se, math.inf
+        pvalue = upper(statistic)
+        low, high = estimate - one_sided_crit * used_se, math.inf
     else:
-        pvalue = 1.0 - sf(statistic)
-        low, high = -math.inf, estimate + quantile(level) * used_se
+        pvalue = upper(-statistic)
+        low, high = -math.inf, estimate + one_sided_crit * used_se
     point = estimate
     if transform is not None:
         point, low, high = transform(estimate), transform(low), transform(high)
@@ -306,7 +311,7 @@ def _t_result(estimate: float, se: float, dof: float, *, alternative: str, margi
         estimate=float(point), statistic=float(statistic), dof=float(used_dof),
         pvalue=float(pvalue), confidence_interval=ConfidenceInterval(float(low), float(high)),
         confidence_level=level, alternative=alternative, margin=margin,
-        standard_error=float(se), method=method, n_seeds=k, n_items=n,
+        standard_error=float(se), method=method, n_seeds=k, n_items=n, reference=ref,
     )
 
 
@@ -391,7 +396,7 @@ def seed_random_test(
     if k == 1 and _binary(xa, ya):
         return _tango(xa, ya, alt, margin, level)
     cv = crossed_variance(xa - ya)
-    res = _t_result(float(np.mean(xa - ya)), math.sqrt(cv.variance), cv.dof, alternative=alt,
+    res = _t_result(float(np.mean(xa - ya)), cv, alternative=alt,
                     margin=margin, level=level, method=_METHOD if k > 1 else _METHOD_ONE_SEED,
                     k=k, n=n, degenerate_half=_h0(n, level))
     return _clip(res, -1.0, 1.0)
@@ -400,18 +405,29 @@ def seed_random_test(
 def seed_random_accuracy(x: object, *, confidence_level: float = 0.95) -> SeedRandomResult:
     """Interval for the accuracy of a procedure over seeds and items (crossed t).
 
-    ``x``: ``(n_seeds, n_items)`` outcomes in [0, 1]. The test in the result is of
-    accuracy 0.5 and is rarely of interest. With no spread the Wilson-type bound of
-    :func:`seed_random_test`'s fallback is used.
+    ``x``: ``(n_seeds, n_items)`` outcomes in [0, 1]. The interval is formed on the logit
+    scale and mapped back: the influence values ``x_si/(p̄(1 − p̄))`` of ``logit p̄`` (delta
+    method) get the crossed variance and the calibrated reference, so the interval is
+    asymmetric near 0 and 1 where a raw-scale interval missed on one side (at accuracy
+    0.99 with 10 seeds × 100 items it covered 87 %, with 9 % of misses below).
+    ``standard_error`` is on the logit scale. The test in the result is of accuracy 0.5 and
+    is rarely of interest. With no spread the Wilson-type bound of
+    :func:`seed_random_test`'s fallback is used on the accuracy scale.
     """
     level = check_confidence_level(confidence_level)
     (xa,) = _matrices({"x": x})
     k, n = xa.shape
+    p = float(xa.mean())
+    method = _METHOD if k > 1 else _METHOD_ONE_SEED
+    if 0.0 < p < 1.0:
+        cv = crossed_variance(xa / (p * (1.0 - p)))
+        if cv.variance > 0.0:
+            return _t_result(math.log(p / (1.0 - p)), cv, alternative="two-sided",
+                             margin=0.0, level=level, method=method + ", logit scale", k=k,
+                             n=n, transform=special.expit)
     cv = crossed_variance(xa)
-    res = _t_result(float(xa.mean()), math.sqrt(cv.variance), cv.dof,
-                    alternative="two-sided", margin=0.5, level=level,
-                    method=_METHOD if k > 1 else _METHOD_ONE_SEED, k=k, n=n,
-                    degenerate_half=_h0(n, level))
+    res = _t_result(p, cv, alternative="two-sided", margin=0.5, level=level,
+                    method=method, k=k, n=n, degenerate_half=_h0(n, level))
     return _clip(res, 0.0, 1.0)
 
 
@@ -452,14 +468,12 @@ def seed_random_retention(
     if z.mean() == 0.0:
         _, infl = _retention_parts(c, z)
         cv = crossed_variance(infl)
-        res = _t_result(0.0, 0.0 if cv.variance == 0 else math.sqrt(cv.variance), cv.dof,
-                        alternative="two-sided", margin=1.0, level=level, method=method, k=k,
+        res = _t_result(0.0, cv, alternative="two-sided", margin=1.0, level=level, method=method, k=k,
                         n=n, degenerate_half=_h0(n, level) / float(c.mean()))
         return _clip(res, 0.0, math.inf)
     infl = z / z.mean() - c / c.mean()
     cv = crossed_variance(infl)
-    return _t_result(math.log(z.mean() / c.mean()), math.sqrt(cv.variance), cv.dof,
-                     alternative="two-sided", margin=0.0, level=level, method=method, k=k,
+    return _t_result(math.log(z.mean() / c.mean()), cv, alternative="two-sided", margin=0.0, level=level, method=method, k=k,
                      n=n, transform=math.exp, degenerate_half=_h0(n, level) / float(c.mean()))
 
 
@@ -491,7 +505,7 @@ def seed_random_retention_test(
     rb, lb = _retention_parts(mats[2], mats[3])
     cv = crossed_variance(la - lb)
     half = _h0(n, level) * math.sqrt(1.0 / mats[0].mean() ** 2 + 1.0 / mats[2].mean() ** 2)
-    return _t_result(ra - rb, math.sqrt(cv.variance), cv.dof, alternative=alt, margin=margin,
+    return _t_result(ra - rb, cv, alternative=alt, margin=margin,
                      level=level, method=method, k=k, n=n, degenerate_half=half)
 
 
@@ -501,7 +515,7 @@ def seed_random_evidence(result: SeedRandomResult, detail: str) -> Evidence:
     Its interval at any level and its tails invert the same t distribution, so verdict
     p-values agree exactly with the intervals (see :mod:`._evidence`).
     """
-    est, se, dof = result.estimate, result.standard_error, result.dof
+    est, se = result.estimate, result.standard_error
     if result.method == _METHOD_TANGO:
         raise InputError("one seed of 0/1 outcomes: use the Tango evidence of the verdicts.")
     if not se > 0.0:
@@ -511,12 +525,16 @@ def seed_random_evidence(result: SeedRandomResult, detail: str) -> Evidence:
         half = max((h for h in (ci.high - est, est - ci.low) if math.isfinite(h)), default=0.0)
         return normal_evidence(est, half, result.confidence_level, result.method, detail)
 
+    ref = result.reference
+    if ref is None:
+        raise InputError("the result carries no reference distribution.")
+
     def interval(level: float) -> ConfidenceInterval:
-        q = float(stats.t.ppf(0.5 + level / 2.0, dof))
+        q = ref.critical(level)
         return ConfidenceInterval(est - q * se, est + q * se)
 
     def tails(value: float) -> tuple[float, float]:
         t = (est - value) / se
-        return float(stats.t.sf(t, dof)), float(stats.t.cdf(t, dof))
+        return ref.tail(t), ref.tail(-t)
 
     return Evidence(est, interval, tails, result.method, detail)

@@ -3,12 +3,17 @@
 Outcomes follow a crossed logistic model. For condition c, training seed s, item i,
 inference-noise level ℓ (``ℓ = 0`` clean) and noise seed r::
 
-    logit P(correct) = μ + γ_c + β_i + u_s + v_cs + w_csi
-                       − (ℓ/ℓ_ref)·(λ + λ_c + ρ_cs) + [ℓ > 0]·ε_csℓri
+    logit P(correct) = μ + γ_c + β_i + β_ci + u_s + v_cs + w_csi
+                       − (ℓ/ℓ_ref)·(λ + λ_c + ρ_cs + κ_ci) + [ℓ > 0]·ε_csℓri
 
 with
 
 * ``β_i ~ N(0, item_sd²)``: item difficulty, shared by every model;
+* ``β_ci ~ N(0, item_condition_sd²)``: the item × condition interaction, shared by every
+  seed of condition c: items that one procedure gets right more often than the other
+  (default 0);
+* ``κ_ci ~ N(0, item_robustness_sd²)``: item-specific noise sensitivity of condition c
+  (default 0);
 * ``u_s ~ N(0, seed_skill_sd²)``: seed skill, shared by both conditions trained with seed s
   (same initialisation and data order);
 * ``v_cs ~ N(0, seed_condition_sd²)``: the seed × condition interaction. It shifts A and B
@@ -73,6 +78,8 @@ class SeedModel:
     seed_robustness_sd: float = 0.0
     seed_item_sd: float = 0.0
     noise_item_sd: float = 0.5
+    item_condition_sd: float = 0.0
+    item_robustness_sd: float = 0.0
 
 
 #: seed components of each preset; per-seed retention SD ≈ 0, 0.02, 0.04, 0.075 at the
@@ -89,7 +96,7 @@ SEED_EFFECT_PRESETS: dict[str, dict[str, float]] = {
 }
 
 _SD_NAMES = ("item_sd", "seed_skill_sd", "seed_condition_sd", "seed_robustness_sd",
-             "seed_item_sd", "noise_item_sd")
+             "seed_item_sd", "noise_item_sd", "item_condition_sd", "item_robustness_sd")
 
 
 def seed_model(seed_effects: str = "moderate", **overrides: float) -> SeedModel:
@@ -120,7 +127,7 @@ def _levels(model: SeedModel) -> np.ndarray:
 
 def _draw_effects(model: SeedModel, k: int, n: int, rng: np.random.Generator
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Clean logits ``(2, k, n)`` and the drop at the largest level ``(2, k)`` of one study."""
+    """Clean logits ``(2, k, n)`` and the drop at the largest level ``(2, k, n)``."""
     beta = rng.normal(0.0, model.item_sd, n)
     u = rng.normal(0.0, model.seed_skill_sd, k)
     v = rng.normal(0.0, model.seed_condition_sd, (2, k))
@@ -130,7 +137,13 @@ def _draw_effects(model: SeedModel, k: int, n: int, rng: np.random.Generator
     lam = model.noise_drop - np.array([model.robustness_effect, 0.0])
     base = (model.intercept + gamma[:, None, None] + beta[None, None, :] + u[None, :, None]
             + v[:, :, None] + w)
-    return base, lam[:, None] + rho
+    slope = np.broadcast_to((lam[:, None] + rho)[:, :, None], (2, k, n))
+    # item × condition terms, drawn only when present (the default streams stay unchanged)
+    if model.item_condition_sd > 0:
+        base = base + rng.normal(0.0, model.item_condition_sd, (2, 1, n))
+    if model.item_robustness_sd > 0:
+        slope = slope + rng.normal(0.0, model.item_robustness_sd, (2, 1, n))
+    return base, slope
 
 
 def simulate_matrices(model: SeedModel, n_seeds: int, n_items: int, rng: np.random.Generator,
@@ -144,7 +157,7 @@ def simulate_matrices(model: SeedModel, n_seeds: int, n_items: int, rng: np.rand
     k, n = n_seeds, n_items
     scale = _levels(model)  # (L,)
     base, slope = _draw_effects(model, k, n, rng)
-    drop = slope[:, None, :, None] * scale[None, :, None, None]  # (2, L, k, 1)
+    drop = slope[:, None] * scale[None, :, None, None]  # (2, L, k, n)
     eta = base[:, None] - drop  # (2, L, k, n)
     out = np.empty_like(eta)
     out[:, 0] = rng.random(eta[:, 0].shape) < special.expit(eta[:, 0])
@@ -173,6 +186,8 @@ def simulate_outcomes(
     seed_robustness_sd: float | None = None,
     seed_item_sd: float | None = None,
     noise_item_sd: float | None = None,
+    item_condition_sd: float | None = None,
+    item_robustness_sd: float | None = None,
     rng: np.random.Generator | int | None = None,
 ) -> pd.DataFrame:
     """Simulate the outcomes table of a two-condition, k-seed robustness study.
@@ -202,6 +217,9 @@ def simulate_outcomes(
         Seed components; default from ``seed_effects`` (:data:`SEED_EFFECT_PRESETS`).
     noise_item_sd : float, default 0.5
         SD of one noisy re-evaluation of an item (logit).
+    item_condition_sd, item_robustness_sd : float, default 0
+        Item × condition components: items one procedure gets right more often, and
+        items one procedure loses more of under noise.
     rng : numpy.random.Generator, int or None
         The only source of randomness.
 
@@ -220,7 +238,8 @@ def simulate_outcomes(
                        robustness_effect=robustness_effect, noise_drop=noise_drop,
                        seed_skill_sd=seed_skill_sd, seed_condition_sd=seed_condition_sd,
                        seed_robustness_sd=seed_robustness_sd, seed_item_sd=seed_item_sd,
-                       noise_item_sd=noise_item_sd)
+                       noise_item_sd=noise_item_sd, item_condition_sd=item_condition_sd,
+                       item_robustness_sd=item_robustness_sd)
     rows = _simulate_rows(model, k, n, m, gen)
     return rows
 
@@ -236,7 +255,7 @@ def _simulate_rows(model: SeedModel, k: int, n: int, m: int,
     for c, cond in enumerate(("A", "B")):
         for j, level in enumerate(model.eval_noise):
             reps = 1 if j == 0 else m
-            eta = base[c] - slope[c][:, None] * scale[j]  # (k, n)
+            eta = base[c] - slope[c] * scale[j]  # (k, n)
             for r in range(reps):
                 e = eta if j == 0 else eta + rng.normal(0.0, model.noise_item_sd, (k, n))
                 correct = (rng.random((k, n)) < special.expit(e)).astype(np.int64)
@@ -282,6 +301,7 @@ def true_effects(seed_effects: str = "moderate", **parameters: object) -> pd.Dat
         for j, s in enumerate(scale):
             var = (model.item_sd**2 + model.seed_skill_sd**2 + model.seed_condition_sd**2
                    + model.seed_item_sd**2 + (s * model.seed_robustness_sd) ** 2
+                   + model.item_condition_sd**2 + (s * model.item_robustness_sd) ** 2
                    + (model.noise_item_sd**2 if j > 0 else 0.0))
             acc[c, j] = float(_expit_normal(model.intercept + gamma - s * lam, np.sqrt(var)))
     for j, level in enumerate(model.eval_noise):
@@ -306,8 +326,9 @@ def seed_retention_sd(seed_effects: str = "moderate", *, n_draws: int = 20_000,
     shift = (gen.normal(0.0, model.seed_skill_sd, draws)
              + gen.normal(0.0, model.seed_condition_sd, draws))
     rho = gen.normal(0.0, model.seed_robustness_sd, draws)
-    within = model.item_sd**2 + model.seed_item_sd**2
+    within = model.item_sd**2 + model.seed_item_sd**2 + model.item_condition_sd**2
     clean = _expit_normal(model.intercept + shift, np.sqrt(within))
     noisy = _expit_normal(model.intercept + shift - model.noise_drop - rho,
-                          np.sqrt(within + model.noise_item_sd**2))
+                          np.sqrt(within + model.noise_item_sd**2
+                                  + model.item_robustness_sd**2))
     return float(np.std(noisy / clean, ddof=1))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -284,8 +285,18 @@ def test_gradient_checkpointing_replays_noise(arch, ids) -> None:
     g1, s1 = grads(True)
     g0, s0 = grads(False)
     assert s1.unreplayed == 0
-    assert len(g0) == len(g1) and all(torch.equal(a, b) for a, b in zip(g0, g1))
-    assert s0.stats.equals(s1.stats)
+    # equal up to round-off: on some CPUs GPT-2's recomputed backward differs from the plain
+    # one by ~1e-7 relative even without noise (scale 0: max 6e-8 on gradients of 0.57);
+    # noise drawn afresh in the recompute differs by 5–60 %
+    assert len(g0) == len(g1)
+    for a, b in zip(g0, g1):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
+    # the counts are equal; the measured noise ratio of a backward product carries the same
+    # round-off as its gradient
+    numeric = ["rms_noise_ratio"]
+    assert s0.stats.drop(columns=numeric).equals(s1.stats.drop(columns=numeric))
+    np.testing.assert_allclose(s1.stats[numeric].to_numpy(float),
+                               s0.stats[numeric].to_numpy(float), rtol=1e-5)
 
 
 def _tiny_vlm(kind: str) -> nn.Module:

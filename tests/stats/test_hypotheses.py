@@ -223,5 +223,5 @@ def test_retention_hypothesis_on_correlated_clean_and_noisy_outcomes():
     res = evaluate_hypothesis(h, df, n_resamples=4000, rng=2)
     assert res.verdict == "VERIFIED"
     assert res.estimate == pytest.approx(0.23, abs=0.05)
-    assert res.ci_method == "seed-random t (crossed ANOVA, Satterthwaite df)"
+    assert res.ci_method == "seed-random t (crossed ANOVA, calibrated Satterthwaite df)"
     assert "3 seed(s) x 400 items, seeds and items random" in res.detail

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import stats
+from scipy import special, stats
 
 from robuststats.errors import InputError
 from robuststats.stats import (
@@ -83,7 +83,11 @@ def test_crossed_variance_matches_lme4_and_lmertest():
     res = seed_random_test(x, x - D46)
     assert res.estimate == pytest.approx(0.316666666667)
     assert res.statistic == pytest.approx(3.48052724518, rel=1e-5)
-    assert res.pvalue == pytest.approx(0.00952066921645, rel=1e-4)
+    # lmerTest's p-value is the plug-in's; the shipped test is calibrated for its 4 seeds
+    # (stats/_few_seeds.py) and never rejects where the plug-in does not
+    plug_in = 2.0 * special.stdtr(cv.dof, -abs(res.statistic))
+    assert plug_in == pytest.approx(0.00952066921645, rel=1e-4)
+    assert res.pvalue >= plug_in
     assert res.dof == pytest.approx(7.33776563767, rel=1e-5)
 
 
