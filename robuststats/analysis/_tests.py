@@ -29,7 +29,7 @@ import pandas as pd
 
 from robuststats.analysis._common import quiet_degenerate
 from robuststats.errors import InputError
-from robuststats.outcomes import align
+from robuststats.outcomes import align, align_by_condition, seed_pairing
 
 QUESTION_MODELS = "do these trained models differ on these items? (models fixed)"
 QUESTION_PROCEDURES = ("does procedure a differ from procedure b? (training seeds and items "
@@ -76,6 +76,26 @@ def omnibus_table(out: pd.DataFrame, opts: Any, drops: list[pd.DataFrame]) -> pd
     return pd.DataFrame(rows)
 
 
+def _independent_row(stats: Any, out: pd.DataFrame, a: str, b: str, level: float,
+                     opts: Any, pairing: str) -> dict[str, Any]:
+    """The deciding row when a's and b's seeds are independent runs (no McNemar row: the
+    trained models do not pair)."""
+    values, items = align_by_condition(out, [(a, level), (b, level)], holes="drop")
+    xa, xb = values[(a, level)], values[(b, level)]
+    with quiet_degenerate():
+        res = stats.independent_seeds_test(xa, xb, confidence_level=opts.confidence_level)
+    return {"eval_noise": level, "a": a, "b": b, "n_seeds": xa.shape[0] + xb.shape[0],
+            "n_strata": None, "n_items": len(items), "n_a_only": None, "n_b_only": None,
+            "accuracy_a": float(xa.mean()), "accuracy_b": float(xb.mean()),
+            "estimate": float(xa.mean() - xb.mean()),
+            "ci_low": float(res.confidence_interval.low),
+            "ci_high": float(res.confidence_interval.high),
+            "ci_level": float(opts.confidence_level), "ci_method": res.method + pairing,
+            "role": ROLE_DECISION, "question": QUESTION_PROCEDURES, "test": res.method,
+            "statistic": float(res.statistic), "dof": float(res.dof),
+            "pvalue": float(res.pvalue)}
+
+
 def pairwise_tests(out: pd.DataFrame, opts: Any, drops: list[pd.DataFrame]) -> pd.DataFrame:
     """One row per pair of conditions and noise level (every pair, or each vs reference)."""
     from robuststats import stats
@@ -90,8 +110,12 @@ def pairwise_tests(out: pd.DataFrame, opts: Any, drops: list[pd.DataFrame]) -> p
         for a, b in _pairs(conditions, opts.reference):
             if a not in present or b not in present:
                 continue
-            strata = align(out, [a, b], level, by="stratum", holes="drop")
-            by_seed = align(out, [a, b], level, by="seed", holes="drop")
+            paired_out, pairing, independent = seed_pairing(out, a, b, [level])
+            if independent:
+                rows.append(_independent_row(stats, out, a, b, level, opts, pairing))
+                continue
+            strata = align(paired_out, [a, b], level, by="stratum", holes="drop")
+            by_seed = align(paired_out, [a, b], level, by="seed", holes="drop")
             drops += [strata.dropped, by_seed.dropped]
             xa, xb = strata.values[a].astype(int), strata.values[b].astype(int)
             sa, sb = by_seed.values[a], by_seed.values[b]

@@ -34,8 +34,12 @@ from scipy import optimize, special
 
 from robuststats._validation import check_choice, check_number, check_probability
 from robuststats.errors import InputError
-from robuststats.gate._variance import ContrastVariance, paired_variance, unpaired_variance
 from robuststats.stats import DegenerateDataWarning
+from robuststats.stats._contrast_variance import (
+    ContrastVariance,
+    paired_variance,
+    unpaired_variance,
+)
 from robuststats.stats._power_seeds_formulas import noncentral_t_power
 
 __all__ = ["MARGIN_TYPES", "METRICS", "PAIRINGS", "GateTest", "gate_test",

@@ -24,7 +24,13 @@ mapping file assigns each run its cell) and :func:`read_lmeval_samples` (one fil
 
 from __future__ import annotations
 
-from robuststats.outcomes._align import Aligned, align, align_series
+from robuststats.outcomes._align import (
+    Aligned,
+    align,
+    align_by_condition,
+    align_series,
+    seed_pairing,
+)
 from robuststats.outcomes._holes import Completed, complete, missing_cells
 from robuststats.outcomes._lmeval import is_lmeval_samples, read_lmeval_runs, read_lmeval_samples
 from robuststats.outcomes._read import read_outcomes, validate_outcomes
@@ -50,6 +56,7 @@ __all__ = [
     "Aligned",
     "Completed",
     "align",
+    "align_by_condition",
     "align_series",
     "complete",
     "empty_outcomes",
@@ -58,5 +65,6 @@ __all__ = [
     "read_lmeval_runs",
     "read_lmeval_samples",
     "read_outcomes",
+    "seed_pairing",
     "validate_outcomes",
 ]

@@ -157,3 +157,62 @@ def _holes(tables: dict[tuple[str, float], pd.DataFrame],
                 found.append((key, seed, item, f"evaluation under noise_seed "
                               f"{lacking[0]} missing", lacking[0]))
     return found
+
+
+def align_by_condition(outcomes: pd.DataFrame, series: Sequence[tuple[str, float]], *,
+                       holes: str = "raise") -> tuple[dict[Any, np.ndarray], tuple[str, ...]]:
+    """Per-seed arrays of ``series`` when conditions do not share their seeds.
+
+    The series of one condition are aligned with each other (:func:`align_series`, rows =
+    that condition's training seeds); different conditions may have different seeds and
+    numbers of seeds (independent runs). Only items every condition has are kept. Returns
+    the arrays keyed by ``(condition, eval_noise)`` and the shared item ids.
+    """
+    by_condition: dict[str, list[tuple[str, float]]] = {}
+    for cond, level in series:
+        by_condition.setdefault(cond, []).append((cond, level))
+    parts = {cond: align_series(outcomes, group, by="seed", holes=holes)
+             for cond, group in by_condition.items()}
+    shared = set.intersection(*(set(p.item_ids) for p in parts.values()))
+    if not shared:
+        raise InputError(f"no item is shared by the conditions {sorted(by_condition)}; "
+                         "nothing to compare.")
+    items = tuple(i for i in next(iter(parts.values())).item_ids if i in shared)
+    values: dict[Any, np.ndarray] = {}
+    for part in parts.values():
+        keep = [part.item_ids.index(i) for i in items]
+        for key, arr in part.values.items():
+            values[key] = arr[:, keep]
+    return values, items
+
+
+def seed_pairing(outcomes: pd.DataFrame, a: str, b: str, levels: list[float]
+                 ) -> tuple[pd.DataFrame, str, bool]:
+    """How a's and b's training seeds pair: the outcomes to use, a note, and whether the
+    seeds are independent runs.
+
+    Equal seed labels pair row by row. Two or more shared labels: paired on the shared
+    seeds, the others left out and named. Fewer shared labels (independent runs labelled
+    differently): unpaired, items still paired. One seed each under different labels: the
+    two models pair over items.
+    """
+    at = outcomes["eval_noise"].astype(float).isin([float(v) for v in levels])
+    seeds = {c: set(outcomes.loc[at & (outcomes["condition"] == c), "seed"].tolist())
+             for c in (a, b)}
+    shared = seeds[a] & seeds[b]
+    if seeds[a] == seeds[b]:
+        return outcomes, "", False
+    only = {c: sorted(seeds[c] - shared) for c in (a, b)}
+    if len(shared) >= 2:
+        keep = ~outcomes["condition"].isin([a, b]) | outcomes["seed"].isin(list(shared))
+        note = (f"; paired on the {len(shared)} shared seeds (seeds only in {a!r}: "
+                f"{only[a]}, only in {b!r}: {only[b]})")
+        return outcomes.loc[keep], note, False
+    if len(seeds[a]) == 1 and len(seeds[b]) == 1:
+        (sa,), (sb,) = seeds[a], seeds[b]
+        relabel = outcomes.copy()
+        relabel.loc[relabel["condition"] == b, "seed"] = sa
+        return relabel, f"; one model each (seed {sa} of {a!r}, seed {sb} of {b!r})", False
+    note = (f"; independent seeds ({a!r}: {sorted(seeds[a])}, {b!r}: {sorted(seeds[b])}), "
+            "unpaired")
+    return outcomes, note, True

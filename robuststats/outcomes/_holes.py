@@ -21,20 +21,25 @@ def missing_cells(outcomes: pd.DataFrame, expected: Iterable[Any] | None = None
     noise_seed``).
 
     ``expected`` holds objects with those four attributes (the study plan's cells). Without
-    it, the expected cells are the cross product present in the data: every condition ×
-    every seed × every ``(eval_noise, noise_seed)`` pair that occurs, so a study's
-    analysis and a later ``analyze`` of its outcomes agree on what is missing.
+    it, the expected cells are the cross product present in the data within each
+    condition: every seed of the condition × every ``(eval_noise, noise_seed)`` pair the
+    condition has. A seed missing at one level of its condition is a hole; a condition
+    with fewer seeds than another (an unequal design, or independent runs labelled
+    differently) or with one noise seed where others have several (a deterministic error
+    model) is not.
     """
     import pandas as pd
 
     cells = outcomes[list(CELL_KEY)].drop_duplicates()
     have = set(cells.itertuples(index=False, name=None))
     if expected is None:
-        conditions = list(dict.fromkeys(outcomes["condition"]))
-        seeds = sorted(set(outcomes["seed"].tolist()))
-        levels = sorted(set(outcomes[["eval_noise", "noise_seed"]]
-                            .itertuples(index=False, name=None)))
-        wanted = [(c, s, lv, ns) for c in conditions for s in seeds for lv, ns in levels]
+        wanted = []
+        for cond in dict.fromkeys(outcomes["condition"]):
+            sub = cells.loc[cells["condition"] == cond]
+            seeds = sorted(set(sub["seed"].tolist()))
+            levels = sorted(set(sub[["eval_noise", "noise_seed"]]
+                                .itertuples(index=False, name=None)))
+            wanted += [(cond, s, lv, ns) for s in seeds for lv, ns in levels]
     else:
         wanted = [(c.condition, c.seed, float(c.eval_noise), c.noise_seed) for c in expected]
     rows = [dict(zip(CELL_KEY, cell)) for cell in wanted if cell not in have]

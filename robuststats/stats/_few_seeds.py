@@ -23,9 +23,9 @@ plug-in test's rejection rate at nominal level ``a`` depends only on the unknown
 
     S(a; e) = E_W[ 2Φ(−t_{ν̂(W), 1−a/2} · √(V̂(W)/(e + R))) ],   MS_seed = (f + e)·W,
 
-an integral over ``W ~ χ²_{k−1}/(k − 1)`` (Gauss–Legendre on the quantile scale). The
+an integral over ``W ~ χ²_{k−1}/(k − 1)`` (Gauss–Legendre on the quantile scale, 64 nodes). The
 calibrated test runs the plug-in at the nominal level ``a*`` that solves
-``sup_e S(a*; e) = α`` (the supremum over a grid of ``e/R`` from 0 to 10⁴), and its p-value
+``sup_e S(a*; e) = α`` (the supremum over 0 and 33 log-spaced values of ``e/R`` from 10⁻⁴ to 10⁴), and its p-value
 is ``sup_e S(p̂; e)`` for the plug-in p-value ``p̂`` (Loh 1987, "Calibrating confidence
 coefficients", JASA 82:155–162, with the supremum over the nuisance parameter in place of
 its estimate, as in Berger & Boos 1994, JASA 89:1012–1016, with the whole parameter space
@@ -55,8 +55,9 @@ from scipy.optimize import brentq
 __all__ = ["SeedReference"]
 
 # quadrature nodes over W (χ² quantile scale) and grid points of the excess e/R
-_W_NODES = 96
-_E_GRID = np.concatenate([[0.0], np.logspace(-4.0, 4.0, 49)])
+_W_NODES = 64
+_E_GRID = np.concatenate([[0.0], np.logspace(-4.0, 4.0, 33)])
+_Q_NODES = 128
 _DOF_MAX = 1e7
 
 
@@ -192,12 +193,24 @@ def _plug(seed_ms: np.ndarray, df: float, floor: float, rest: float, rest_var: f
     return total, np.clip(dof, df, _DOF_MAX)
 
 
+def _quantiles(dof: np.ndarray, low: float, p: float) -> np.ndarray:
+    """``stdtrit(dof, p)`` for many ``dof ≥ low`` at once: log-quantiles interpolated in
+    1/ν from :data:`_Q_NODES` exact values: within 3e-5 relative of ``stdtrit`` at p = 0.975
+    and 7e-4 at p = 1 − 10⁻⁷ with ν ≥ 1 (tests/stats/test_few_seeds.py); ``stdtrit`` costs
+    about 1.4 µs a value and the calibration needs thousands."""
+    grid = (1.0 / low) * np.sin(np.linspace(0.0, np.pi / 2.0, _Q_NODES))
+    with np.errstate(divide="ignore"):
+        table = special.stdtrit(1.0 / grid, p)
+    table[0] = special.ndtri(p)
+    return np.exp(np.interp(1.0 / dof, grid, np.log(table)))
+
+
 @functools.lru_cache(maxsize=4096)
 def _size(df: float, floor: float, rest: float, rest_var: float, nominal: float) -> float:
     w, wts = _w_nodes(df)
     excess = rest * _E_GRID[:, None]  # (E, 1)
     total, dof = _plug((floor + excess) * w[None, :], df, floor, rest, rest_var)
-    crit = special.stdtrit(dof, 1.0 - nominal / 2.0)
+    crit = _quantiles(dof, df, 1.0 - nominal / 2.0)
     reject = 2.0 * special.ndtr(-crit * np.sqrt(np.maximum(total, 0.0) / (excess + rest)))
     return float(np.max(reject @ wts))
 
@@ -210,4 +223,4 @@ def _nominal(df: float, floor: float, rest: float, rest_var: float, alpha: float
     low = math.log(alpha) - 1.0
     while gap(low) > 0.0 and low > -700.0:
         low -= 4.0
-    return math.exp(brentq(gap, low, math.log(alpha), xtol=1e-10))
+    return math.exp(brentq(gap, low, math.log(alpha), xtol=1e-7))

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from robuststats.errors import InputError
-from robuststats.outcomes import align, align_series
+from robuststats.outcomes import align, align_by_condition, align_series, seed_pairing
 from robuststats.stats._bootstrap import degenerate_interval, fit_bootstrap
 from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning
 from robuststats.stats._evidence import (
@@ -22,6 +22,8 @@ from robuststats.stats._evidence import (
 from robuststats.stats._mcnemar import paired_table
 from robuststats.stats._mcnemar_stratified import mcnemar_stratified
 from robuststats.stats._seed_random import (
+    independent_seeds_retention_test,
+    independent_seeds_test,
     seed_random_evidence,
     seed_random_retention_test,
     seed_random_test,
@@ -59,9 +61,19 @@ def _bootstrap(statistic: str, matrices: list[np.ndarray], *, n_resamples: int,
 
 def _accuracy_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: int,
                        rng: np.random.Generator, level: float) -> Evidence:
+    label = f"acc({h.a}) − acc({h.b}) at eval_noise {h.eval_noise:g}"
+    outcomes, pairing, independent = seed_pairing(outcomes, h.a, h.b, [h.eval_noise])
+    if independent:
+        values, items = align_by_condition(outcomes, [(h.a, h.eval_noise),
+                                                      (h.b, h.eval_noise)])
+        res = _quiet(independent_seeds_test, values[(h.a, h.eval_noise)],
+                     values[(h.b, h.eval_noise)])
+        detail = (f"{label}; {res.n_seeds} seeds x {len(items)} items{pairing}; "
+                  f"{res.method} on {res.dof:.3g} df")
+        return seed_random_evidence(res, detail)
     aligned = align(outcomes, [h.a, h.b], h.eval_noise, by="seed")
     xa, xb = aligned.values[h.a], aligned.values[h.b]
-    label = f"acc({h.a}) − acc({h.b}) at eval_noise {h.eval_noise:g}"
+    label += pairing
     if xa.shape[0] == 1 and _is_binary(xa) and _is_binary(xb):
         a, b, c, d = paired_table(xa[0], xb[0])
         detail = (f"{label}; 1 seed x {xa.shape[1]} items; discordant pairs b = {b} "
@@ -103,10 +115,18 @@ def _clustered_mcnemar(h: Hypothesis, outcomes: pd.DataFrame) -> str:
 
 def _retention_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: int,
                         rng: np.random.Generator, level: float, clean_noise: float) -> Evidence:
-    aligned = align_series(outcomes, [(h.a, clean_noise), (h.a, h.eval_noise),
-                                      (h.b, clean_noise), (h.b, h.eval_noise)], by="seed")
-    mats = list(aligned.values.values())  # clean a, noisy a, clean b, noisy b
+    series = [(h.a, clean_noise), (h.a, h.eval_noise), (h.b, clean_noise),
+              (h.b, h.eval_noise)]
     label = f"retention({h.a}) − retention({h.b}) at eval_noise {h.eval_noise:g}"
+    outcomes, pairing, independent = seed_pairing(outcomes, h.a, h.b,
+                                              [clean_noise, h.eval_noise])
+    if independent:
+        values, _ = align_by_condition(outcomes, series)
+        mats = [values[key] for key in series]
+    else:
+        aligned = align_series(outcomes, series, by="seed")
+        mats = [aligned.values[key] for key in series]  # clean a, noisy a, clean b, noisy b
+    label += pairing
     for cond, mat in ((h.a, mats[0]), (h.b, mats[2])):
         if mat.mean() == 0.0:
             # retention is undefined: no interval can decide, the verdict is INCONCLUSIVE
@@ -124,6 +144,11 @@ def _retention_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: i
                 f"{label}; clean accuracy of {cond!r} is 0",
             )
     k, n = mats[0].shape
+    if independent:
+        res = _quiet(independent_seeds_retention_test, *mats)
+        detail = (f"{label}; {res.n_seeds} seeds x {n} items; {res.method} (delta method) "
+                  f"on {res.dof:.3g} df")
+        return seed_random_evidence(res, detail)
     if k == 1:
         return _bootstrap("retention_difference", mats, n_resamples=n_resamples, rng=rng,
                           level=level, label=label)

@@ -87,6 +87,8 @@ __all__ = [
     "CrossedVariance",
     "SeedRandomResult",
     "crossed_variance",
+    "independent_seeds_retention_test",
+    "independent_seeds_test",
     "seed_random_accuracy",
     "seed_random_evidence",
     "seed_random_retention",
@@ -538,3 +540,92 @@ def seed_random_evidence(result: SeedRandomResult, detail: str) -> Evidence:
         return ref.tail(t), ref.tail(-t)
 
     return Evidence(est, interval, tails, result.method, detail)
+
+
+# --- independent seeds (items shared, seeds not) -------------------------------------------
+
+_METHOD_UNPAIRED = ("seed-random t, independent seeds (crossed variance, calibrated "
+                    "Welch–Satterthwaite df)")
+
+
+def independent_seeds_test(
+    x: object, y: object, *, alternative: str = "two-sided", margin: float = 0.0,
+    confidence_level: float = 0.95,
+) -> SeedRandomResult:
+    """:func:`seed_random_test` when the seeds of ``x`` and ``y`` are different runs.
+
+    ``x``: ``(k_x, n)`` and ``y``: ``(k_y, n)`` outcomes on the same items (column i the same
+    item in both); the rows do not pair. The variance of ``mean(x) − mean(y)`` is the
+    unpaired crossed variance of :func:`robuststats.stats._contrast_variance.unpaired_variance`
+    (each side's seed mean square kept whole, the item × condition part from the per-item
+    differences of column means; Welch–Satterthwaite df, bounded below by
+    ``min(k_x, k_y) − 1``), and the reference is calibrated for few seeds with the seed
+    terms as one on their Welch–Satterthwaite df (:mod:`._few_seeds`). ``n_seeds`` is
+    ``k_x + k_y``.
+    """
+    from robuststats.stats._contrast_variance import unpaired_variance
+
+    alt, margin, level = _options(alternative, margin, confidence_level)
+    xa, ya = _unpaired_matrices({"x": x, "y": y})
+    (kx, n), ky = xa.shape, ya.shape[0]
+    cv = unpaired_variance(xa, ya)
+    res = _t_result(float(xa.mean() - ya.mean()), cv, alternative=alt, margin=margin,
+                    level=level, method=_METHOD_UNPAIRED, k=kx + ky, n=n,
+                    degenerate_half=_h0(n, level))
+    return _clip(res, -1.0, 1.0)
+
+
+def independent_seeds_retention_test(
+    clean_a: object, noisy_a: object, clean_b: object, noisy_b: object, *,
+    alternative: str = "two-sided", margin: float = 0.0, confidence_level: float = 0.95,
+) -> SeedRandomResult:
+    """:func:`seed_random_retention_test` when a's and b's seeds are different runs.
+
+    ``clean_a``, ``noisy_a``: ``(k_a, n)``; ``clean_b``, ``noisy_b``: ``(k_b, n)``; the items
+    are shared. The delta-method influence values ``(z − R c)/C̄`` of each side get the
+    unpaired crossed variance of :func:`independent_seeds_test`.
+    """
+    from robuststats.stats._contrast_variance import unpaired_variance
+
+    alt, margin, level = _options(alternative, margin, confidence_level)
+    names = ["clean_a", "noisy_a", "clean_b", "noisy_b"]
+    ca, za = _unpaired_matrices(dict(zip(names[:2], (clean_a, noisy_a))))
+    cb, zb = _unpaired_matrices(dict(zip(names[2:], (clean_b, noisy_b))))
+    if ca.shape != za.shape or cb.shape != zb.shape:
+        raise InputError("clean and noisy outcomes of one side must have the same shape (one "
+                         f"row per seed), got {ca.shape}, {za.shape} and {cb.shape}, "
+                         f"{zb.shape}.")
+    if ca.shape[1] != cb.shape[1]:
+        raise InputError(f"a and b must share the items: got {ca.shape[1]} and "
+                         f"{cb.shape[1]} columns.")
+    (ka, n), kb = ca.shape, cb.shape[0]
+    bad = _undefined_retention(["clean_a", "clean_b"], [ca, cb])
+    if bad is not None:
+        warnings.warn(f"clean accuracy of `{bad}` is 0: retention is undefined; returning "
+                      "estimate NaN, p = 1 and interval (-inf, inf).", DegenerateDataWarning,
+                      stacklevel=2)
+        return SeedRandomResult(math.nan, 0.0, math.inf, 1.0,
+                                ConfidenceInterval(-math.inf, math.inf), level, alt, margin,
+                                math.nan, _METHOD_UNPAIRED, ka + kb, n)
+    ra, la = _retention_parts(ca, za)
+    rb, lb = _retention_parts(cb, zb)
+    cv = unpaired_variance(la, lb)
+    half = _h0(n, level) * math.sqrt(1.0 / ca.mean() ** 2 + 1.0 / cb.mean() ** 2)
+    return _t_result(ra - rb, cv, alternative=alt, margin=margin, level=level,
+                     method=_METHOD_UNPAIRED, k=ka + kb, n=n, degenerate_half=half)
+
+
+def _unpaired_matrices(arrays: dict[str, object]) -> list[np.ndarray]:
+    """2-D outcome arrays; the first two may differ in rows but must share the columns."""
+    from robuststats._validation import as_outcomes
+
+    mats = []
+    for name, value in arrays.items():
+        arr = as_outcomes(value, name)
+        mats.append(arr[None, :] if arr.ndim == 1 else arr)
+    if len({m.shape[1] for m in mats}) != 1:
+        raise InputError("the outcomes must share the items (columns), got shapes "
+                         f"{[m.shape for m in mats]}.")
+    if mats[0].shape[1] < 2:
+        raise InputError(f"at least 2 items are needed, got shape {mats[0].shape}.")
+    return mats

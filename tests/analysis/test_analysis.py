@@ -211,3 +211,78 @@ def test_tables_follow_the_glossary_order() -> None:
     assert (res.tests.loc[decides, "ci_level"] == 0.95).all()
     assert res.tests.loc[~decides, "ci_level"].isna().all()
     assert res.settings["holes"] == "drop" and res.settings["n_resamples"] == 300
+
+
+# ------------------------------------------------- unequal and independently labelled seeds
+
+def _simulated(n_seeds: int = 5):
+    import warnings as _w
+
+    from robuststats.stats import Hypothesis
+    from robuststats.stats._simulate import simulate_outcomes
+
+    out = simulate_outcomes(n_seeds, 300, seed_effects="moderate", accuracy_effect=0.5, rng=1)
+    hyps = [Hypothesis.from_dict({"id": "H1", "metric": "accuracy", "a": "A", "b": "B",
+                                  "eval_noise": 0.0, "relation": "greater", "margin": 0}),
+            Hypothesis.from_dict({"id": "H2", "metric": "retention", "a": "A", "b": "B",
+                                  "eval_noise": 0.05, "relation": "greater", "margin": 0})]
+    return out, hyps, _w
+
+
+def test_unequal_seeds_are_paired_on_the_shared_seeds() -> None:
+    out, hyps, _w = _simulated()
+    unequal = out[~((out.condition == "B") & out.seed.isin([3, 4]))]
+    with _w.catch_warnings():
+        _w.simplefilter("ignore")
+        res = analyze_outcomes(unequal, hypotheses=hyps, options=OPTS)
+        shared = analyze_outcomes(out[out.seed.isin([0, 1, 2])], hypotheses=hyps,
+                                  options=OPTS)
+    assert res.missing.empty  # B's seeds 3 and 4 were never planned
+    h, ref = res.hypotheses.set_index("id"), shared.hypotheses.set_index("id")
+    for hid in ("H1", "H2"):
+        assert h.loc[hid, "estimate"] == pytest.approx(ref.loc[hid, "estimate"])
+        assert h.loc[hid, "ci_low"] == pytest.approx(ref.loc[hid, "ci_low"])
+        assert h.loc[hid, "verdict"] == ref.loc[hid, "verdict"]
+    assert "paired on the 3 shared seeds" in h.loc["H1", "detail"]
+    assert "only in 'A': [3, 4]" in h.loc["H1", "detail"]
+    decided = res.tests[res.tests.role == "decision"]
+    assert set(decided.n_seeds) == {3}
+
+
+def test_independent_seeds_labelled_differently_are_compared_unpaired() -> None:
+    from robuststats.stats import independent_seeds_test
+
+    out, hyps, _w = _simulated()
+    relabelled = out.copy()
+    relabelled.loc[relabelled.condition == "B", "seed"] += 10
+    with _w.catch_warnings():
+        _w.simplefilter("ignore")
+        res = analyze_outcomes(relabelled, hypotheses=hyps, options=OPTS)
+    assert res.missing.empty
+    h = res.hypotheses.set_index("id")
+    assert "independent seeds" in h.loc["H1", "ci_method"]
+    assert h.loc["H1", "verdict"] == "VERIFIED"  # a 10-point effect on 5 + 5 seeds
+    tests = res.tests
+    assert list(tests.role) == ["decision", "decision"]  # no models-fixed row: no pairing
+    clean = out[out.eval_noise == 0.0]
+    xa = clean[clean.condition == "A"].pivot(index="seed", columns="item_id",
+                                            values="correct").to_numpy(float)
+    xb = clean[clean.condition == "B"].pivot(index="seed", columns="item_id",
+                                            values="correct").to_numpy(float)
+    direct = independent_seeds_test(xa, xb)
+    row = tests[tests.eval_noise == 0.0].iloc[0]
+    assert row.pvalue == pytest.approx(direct.pvalue)
+    assert row.ci_low == pytest.approx(direct.confidence_interval.low)
+
+
+def test_a_deterministic_condition_with_one_noise_seed_is_not_missing_cells() -> None:
+    out, hyps, _w = _simulated(3)
+    # B is a deterministic error model: one noisy evaluation where A has three
+    extra = [out[(out.condition == "A") & (out.eval_noise == 0.05)].assign(noise_seed=r)
+             for r in (1, 2)]
+    both = pd.concat([out, *extra], ignore_index=True)
+    with _w.catch_warnings():
+        _w.simplefilter("ignore")
+        res = analyze_outcomes(both, hypotheses=hyps, options=OPTS)
+    assert res.missing.empty
+    assert "missing" not in " ".join(res.hypotheses.reason)

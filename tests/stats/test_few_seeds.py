@@ -14,6 +14,7 @@ from robuststats.stats import (
     bootstrap_difference,
     bootstrap_retention,
     crossed_variance,
+    independent_seeds_test,
     seed_random_accuracy,
     seed_random_test,
 )
@@ -143,3 +144,40 @@ def test_simulator_default_streams_are_unchanged_by_the_item_condition_terms() -
     d = x[0, 0] - x[1, 0]
     assert crossed_variance(d).var_item > 5 * crossed_variance(d).var_seed
     assert crossed_variance(d).var_item > 0.05
+
+
+def test_quantile_table_is_within_its_stated_error() -> None:
+    from robuststats.stats._few_seeds import _quantiles
+
+    for low in (1.0, 2.0, 4.0):
+        dof = np.concatenate([np.linspace(low, 50, 300), np.logspace(1.7, 7, 100)])
+        for p, tol in ((0.975, 3e-5), (1 - 1e-7, 7e-4)):
+            ratio = _quantiles(dof, low, p) / special.stdtrit(dof, p)
+            assert np.max(np.abs(ratio - 1.0)) < tol
+
+
+def test_independent_seeds_without_items_is_welch() -> None:
+    # constant rows (no item or residual spread): Welch's t on the per-seed means
+    # (scipy.stats.ttest_ind with equal_var=False; nothing to calibrate without items)
+    from scipy import stats
+
+    x = np.repeat([[0.6], [0.7], [0.8]], 10, axis=1)
+    y = np.repeat([[0.5], [0.55], [0.5], [0.45]], 10, axis=1)
+    res = independent_seeds_test(x, y)
+    ref = stats.ttest_ind(x[:, 0], y[:, 0], equal_var=False)
+    assert res.statistic == pytest.approx(ref.statistic, rel=1e-9)
+    assert res.dof == pytest.approx(ref.df, rel=1e-9)
+    assert res.pvalue == pytest.approx(ref.pvalue, rel=1e-9)
+
+
+def test_independent_seeds_hold_the_level_with_an_item_component() -> None:
+    rng = np.random.default_rng(41)
+    model = seed_model("moderate", item_condition_sd=1.0)
+    reps, hits = 300, 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(reps):
+            study = simulate_matrices(model, 7, 500, rng)
+            a, b = study[0, 0, :3], study[1, 0, 3:]  # different runs, the same items
+            hits += independent_seeds_test(a, b).pvalue < 0.05
+    assert hits / reps <= 0.05 + 2.5 * math.sqrt(0.05 * 0.95 / reps)

@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from robuststats.errors import InputError
-from robuststats.stats import crossed_variance
 from robuststats.stats._few_seeds import SeedReference
+from robuststats.stats._seed_random import crossed_variance
 
 __all__ = ["ContrastVariance", "unpaired_variance"]
 
