@@ -30,15 +30,15 @@ from robuststats.stats._seed_calibration import (
 
 ROOT = 20250808
 PRESETS = ("none", "small", "moderate", "large")
-SEEDS = (3, 5, 10)
+SEEDS = (2, 3, 5, 10)
 ITEMS = (100, 300, 1319)
 
 
 def _cell(args):
-    index, preset, k, n, reps, boot_reps, methods, n_resamples = args
+    index, preset, k, n, reps, boot_reps, methods, n_resamples, items = args
     rng = np.random.default_rng(np.random.SeedSequence(ROOT).spawn(index + 1)[index])
     return calibrate_cell(preset, k, n, reps=reps, boot_reps=boot_reps, rng=rng,
-                          methods=methods, n_resamples=n_resamples)
+                          methods=methods, n_resamples=n_resamples, **items)
 
 
 def _run_cells(fn, jobs, workers, grid, on_cell=None) -> list[dict]:
@@ -135,14 +135,20 @@ def main(argv: list[str] | None = None) -> int:
                    default=["satterthwaite", "seed-boot-t", "two-way-bca"])
     p.add_argument("--out", default=None, help="markdown file (default: stdout only)")
     p.add_argument("--csv", default=None, help="also write the long table as CSV")
+    p.add_argument("--item-condition-sd", type=float, default=0.0,
+                   help="item x condition SD (logit): items that favour one procedure")
+    p.add_argument("--item-robustness-sd", type=float, default=0.0,
+                   help="item-specific noise sensitivity SD (logit, at the largest level)")
     p.add_argument("--verdicts", action="store_true",
                    help="wrong-decision rates of the verdicts (boundary margins, equivalence)")
     args = p.parse_args(argv)
     grid = list(itertools.product(PRESETS, SEEDS, ITEMS))
     if args.verdicts:
         return _verdicts(args, grid)
-    jobs = [(i, pre, k, n, args.reps, args.boot_reps, tuple(args.methods), args.n_resamples)
-            for i, (pre, k, n) in enumerate(grid)
+    items = dict(item_condition_sd=args.item_condition_sd,
+                 item_robustness_sd=args.item_robustness_sd)
+    jobs = [(i, pre, k, n, args.reps, args.boot_reps, tuple(args.methods), args.n_resamples,
+             items) for i, (pre, k, n) in enumerate(grid)
             if pre in args.presets and k in args.seeds and n in args.items]
     t0 = time.perf_counter()
 

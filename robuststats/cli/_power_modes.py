@@ -266,7 +266,9 @@ def seeds_mode(args: argparse.Namespace, discordance: float | None,
         try:
             result = solve(seed_sd)
         except InputError as exc:
-            if "however many items" not in str(exc) and "seeds with" not in str(exc):
+            from robuststats.stats import TooFewSeedsError
+
+            if not isinstance(exc, TooFewSeedsError) and "seeds with" not in str(exc):
                 raise
             unreachable = _flags(str(exc))
     design = (f"π_D = {plan['discordance'] if discordance is not None else '?'}, seed SD "
@@ -318,8 +320,8 @@ def _show(value: Any) -> str:
 def _seeds_result_lines(r: Any, design: str) -> list[str]:
     size = (f"{r.n_seeds} seeds × {r.n_items} items per condition ({r.n_evaluations} "
             f"evaluations)")
-    ceiling = (f"; with {r.n_seeds} seeds the power cannot exceed {r.max_power:.3f} however "
-               f"many items" if r.max_power < 0.9995 else "")
+    ceiling = (f"; with {r.n_seeds} seeds the power tends to {r.max_power:.3f} with unlimited "
+               f"items" if r.max_power < 0.9995 else "")
     if r.solved_for == "power":
         return [f"effect δ = {r.effect:g}, {design}, {size}",
                 f"power = {r.power:.4f}{ceiling}"]

@@ -30,6 +30,7 @@ _EXPORTS: dict[str, str] = {
     "POWER_METHODS": "robuststats.stats._power",
     "PilotPairs": "robuststats.stats._discordance",
     "PoolSizeWarning": "robuststats.stats._power",
+    "TooFewSeedsError": "robuststats.stats._power_seeds",
     "PowerResult": "robuststats.stats._power",
     "SeedComponents": "robuststats.stats._seed_components",
     "SeedPowerResult": "robuststats.stats._power_seeds",
@@ -132,6 +133,7 @@ if TYPE_CHECKING:  # static analysers see the real names
     )
     from robuststats.stats._power_seeds import (  # noqa: F401
         SeedPowerResult,
+        TooFewSeedsError,
         power_seeds,
         power_seeds_curve,
         power_seeds_table,

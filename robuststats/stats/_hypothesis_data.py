@@ -87,9 +87,19 @@ def _accuracy_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: in
     k, n = xa.shape
     res = _quiet(seed_random_test, xa, xb)
     scope = "seeds and items random" if k > 1 else "items random"
-    detail = f"{label}; {k} seed(s) x {n} items, {scope}; {res.method} on {res.dof:.3g} df"
+    detail = (f"{label}; {k} seed(s) x {n} items, {scope}; {res.method} on {res.dof:.3g} df"
+              + _two_seeds(k))
     evidence = seed_random_evidence(res, detail)
     return replace(evidence, detail=evidence.detail + _clustered_mcnemar(h, outcomes))
+
+
+def _two_seeds(k: int) -> str:
+    """What two seeds can support, said where the verdict is (docs/statistics.md §9)."""
+    if k != 2:
+        return ""
+    return ("; 2 seeds: the seed variance rests on 1 df, so the interval holds its level "
+            "for any seed share and is wide; a procedure-level claim needs a large effect "
+            "(a third seed narrows it most)")
 
 
 def _quiet(test, *mats: np.ndarray):  # type: ignore[no-untyped-def]
@@ -154,7 +164,7 @@ def _retention_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: i
                           level=level, label=label)
     res = _quiet(seed_random_retention_test, *mats)
     detail = (f"{label}; {k} seed(s) x {n} items, seeds and items random; {res.method} "
-              f"(delta method) on {res.dof:.3g} df")
+              f"(delta method) on {res.dof:.3g} df" + _two_seeds(k))
     return seed_random_evidence(res, detail)
 
 

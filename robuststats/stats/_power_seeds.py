@@ -87,10 +87,11 @@ class SeedPowerResult:
     dof : float
         Satterthwaite's degrees of freedom at the expected mean squares (≥ k − 1).
     max_power : float
-        The power these seeds reach with infinitely many items: below 1 whenever
-        σ_seed > 0, since more items cannot make up for too few seeds. (With an item
-        component and 2–3 seeds the test is liberal at finite n, so ``power`` can
-        exceed it slightly; ``docs/power.md``.)
+        The power these seeds tend to with infinitely many items: below 1 whenever
+        σ_seed > 0, since more items cannot make up for too few seeds. With a seed and an
+        item component and 2–3 seeds ``power`` at a finite n can exceed it: more items
+        make the seed part (k − 1 df) dominate and the calibrated test tends to the t on
+        k − 1 df (``docs/power.md``).
     n_evaluations : int
         ``n_seeds · n_items`` evaluations per condition.
     alpha, alternative, method, solved_for, design
@@ -146,6 +147,11 @@ class _Components:
     var_seed: float
     var_item: float
     var_resid: float
+
+
+class TooFewSeedsError(InputError):
+    """No number of items reaches the target power with these seeds (the message says the
+    most they reach and the fewest seeds that would do)."""
 
 
 def _components(effect: object, *, baseline: object, discordance: object,
@@ -354,15 +360,34 @@ def _solve_items(c: _Components, k: int, target: float, alpha: float, sides: int
                  method: str) -> int:
     ceiling = _max_power(c, k, alpha, sides, method)
     if ceiling < target:
-        fewest = _smallest_int(lambda kk: _max_power(c, kk, alpha, sides, method) >= target,
-                               k, MAX_SEEDS)
-        advice = (f"at least {fewest} seeds are needed" if fewest is not None
-                  else f"no number of seeds up to {MAX_SEEDS} is enough")
-        raise InputError(
-            f"with `seed_sd` = {math.sqrt(c.var_seed):g}, {k} seeds reach at most power "
-            f"{ceiling:.3f} however many items: more items cannot make up for too few "
-            f"seeds; {advice} for power {target:g}."
-        )
+        # with a seed component the calibrated test's power need not grow with n: more
+        # items make the seed part (k − 1 df) dominate, so a finite n can do better than
+        # the limit; scan a log grid of n and bisect on the rising side
+        import numpy as np
+
+        grid = np.unique(np.round(np.logspace(np.log10(2.0), 8.0, 49)).astype(int))
+        powers = np.array([_power_at(c, k, int(m), alpha, sides, method) for m in grid])
+        reached = np.flatnonzero(powers >= target)
+        if reached.size == 0:
+            fewest = _smallest_int(
+                lambda kk: _max_power(c, kk, alpha, sides, method) >= target, k, MAX_SEEDS)
+            advice = (f"at least {fewest} seeds are needed" if fewest is not None
+                      else f"no number of seeds up to {MAX_SEEDS} is enough")
+            best = int(np.argmax(powers))
+            where = ("however many items" if ceiling >= powers[best] - 1e-4
+                     else f"(the most, at about {int(grid[best])} items)")
+            raise TooFewSeedsError(
+                f"with `seed_sd` = {math.sqrt(c.var_seed):g}, {k} seeds reach at most power "
+                f"{max(ceiling, float(powers[best])):.3f} {where}: more items cannot make "
+                f"up for too few seeds; {advice} for power {target:g}."
+            )
+        j = int(reached[0])
+        lo, hi = (int(grid[j - 1]) if j > 0 else 1), int(grid[j])
+        while hi - lo > 1:  # invariant: lo does not reach the target, hi does
+            mid = (lo + hi) // 2
+            lo, hi = ((lo, mid) if _power_at(c, k, mid, alpha, sides, method) >= target
+                      else (mid, hi))
+        return hi
     found = _smallest_int(lambda nn: _power_at(c, k, nn, alpha, sides, method) >= target,
                           2, MAX_ITEMS, _normal_items(c, k, target, alpha, sides))
     if found is None:  # pragma: no cover - the ceiling above already reaches the target
@@ -422,9 +447,7 @@ def power_seeds_table(
         for k in sorted(set(counts)):
             try:
                 r = power_seeds(effect, None, k, power, pool_size=pool_size, **settings)
-            except InputError as exc:
-                if "however many items" not in str(exc):
-                    raise
+            except TooFewSeedsError:
                 r = power_seeds(effect, 2, k, None, **settings)
                 rows.append(_table_row(r, power, None, "more items cannot reach the target "
                                                       "with these seeds"))

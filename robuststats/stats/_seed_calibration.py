@@ -93,8 +93,12 @@ def seed_bootstrap_t(matrices: list[np.ndarray], statistic: str, *, confidence_l
 def calibrate_cell(seed_effects: str, k: int, n: int, *, reps: int, rng: np.random.Generator,
                    methods: Iterable[str] = ("satterthwaite", "seed-boot-t", "two-way-bca"),
                    n_resamples: int = 1000, confidence_level: float = 0.95,
-                   boot_reps: int | None = None) -> list[dict]:
+                   boot_reps: int | None = None, item_condition_sd: float = 0.0,
+                   item_robustness_sd: float = 0.0) -> list[dict]:
     """Coverage, width, size and power of every method in one cell of the grid.
+
+    ``item_condition_sd`` and ``item_robustness_sd`` add the item × condition components
+    of :mod:`._simulate` (items that favour one procedure; item-specific noise sensitivity).
 
     Coverage and width are measured in the non-null model (:data:`ALTERNATIVE_EFFECTS`),
     where the rejection rate of H0: a − b = 0 is the power; size in the null model (same
@@ -104,9 +108,10 @@ def calibrate_cell(seed_effects: str, k: int, n: int, *, reps: int, rng: np.rand
     boot_reps = reps if boot_reps is None else min(boot_reps, reps)
     methods = tuple(methods)
     alpha = 1.0 - confidence_level
-    alt = seed_model(seed_effects, **ALTERNATIVE_EFFECTS)
-    null = seed_model(seed_effects)
-    truth = true_effects(seed_effects, **ALTERNATIVE_EFFECTS).iloc[-1]
+    items = dict(item_condition_sd=item_condition_sd, item_robustness_sd=item_robustness_sd)
+    alt = seed_model(seed_effects, **ALTERNATIVE_EFFECTS, **items)
+    null = seed_model(seed_effects, **items)
+    truth = true_effects(seed_effects, **ALTERNATIVE_EFFECTS, **items).iloc[-1]
     targets = {"difference": float(truth["estimate"]),
                "retention_difference": float(truth["retention_difference"])}
     tally: dict[tuple[str, str], dict[str, list[float]]] = {}
