@@ -255,9 +255,11 @@ def gate_test(clean_c: Any, noisy_c: Any, clean_b: Any, noisy_b: Any, *,
     passed = low > bound
     shown = (lambda v: math.expm1(v)) if relative else (lambda v: v)
     margin_shift = -bound  # the margin on the test scale, > 0
-    detect = smallest_detectable(se, dof, alpha)
+    # planning numbers at the level the calibrated test runs the plug-in at (one-sided)
+    run_at = ref.nominal(2.0 * alpha) / 2.0 if ref is not None and 2.0 * alpha < 1.0 else alpha
+    detect = smallest_detectable(se, dof, run_at)
     detect_shown = -math.expm1(-detect) if relative else detect
-    power_at = noncentral_t_power(margin_shift / se, dof, alpha, 1) if margin_shift > 0 \
+    power_at = noncentral_t_power(margin_shift / se, dof, run_at, 1) if margin_shift > 0 \
         else float(alpha)
     word = "retention" if metric == "retention" else "accuracy"
     reason = (f"lower bound {shown(low):+.4f} {'>' if passed else '≤'} −{m:g} "
