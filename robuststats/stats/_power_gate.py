@@ -154,7 +154,17 @@ def gate_power_at(n: int, kb: int, kc: int, effect: float, seed_sd: float, item_
     with np.errstate(divide="ignore", invalid="ignore"):
         dof = np.where(denom > 0, num**2 / denom, np.inf)
     dof = np.maximum(dof, max(df_low, 1.0))
-    half = _critical_many(dof, max(df_low, 1.0), alpha, 1) * np.sqrt(total / (k * n))
+    # the gate runs the plug-in at the level calibrated for few seeds (stats/_few_seeds.py),
+    # computed here at the expected item and residual mean squares
+    from robuststats.stats._few_seeds import SeedReference
+
+    if vi > 0.0:
+        rest, rest_var = k * vi + ve, (k * vi + ve) ** 2 / df_i + ve**2 / df_e
+    else:
+        rest, rest_var = ve, 0.0
+    ref = SeedReference(0.0, max(df_s, 1.0), ve, rest, rest_var, k * n)
+    run_at = ref.nominal(2.0 * alpha) / 2.0 if 2.0 * alpha < 1.0 else alpha
+    half = _critical_many(dof, max(df_low, 1.0), run_at, 1) * np.sqrt(total / (k * n))
     p = special.ndtr((effect - half) / sd)
     return float(min(1.0, np.sum(weight * p)))
 
