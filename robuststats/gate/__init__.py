@@ -22,7 +22,7 @@ _EXPORTS: dict[str, str] = {
     "GATE_COLUMNS": "robuststats.gate._gate",
     "MARGIN_TYPES": "robuststats.gate._contrast",
     "METRICS": "robuststats.gate._contrast",
-    "ContrastVariance": "robuststats.stats._contrast_variance",
+    "ContrastVariance": "robuststats.stats",
     "GateResult": "robuststats.gate._gate",
     "GateTest": "robuststats.gate._contrast",
     "Protocol": "robuststats.gate._protocol",
@@ -31,7 +31,7 @@ _EXPORTS: dict[str, str] = {
     "gate_text": "robuststats.gate._report",
     "protocol_differences": "robuststats.gate._protocol",
     "run_gate": "robuststats.gate._gate",
-    "unpaired_variance": "robuststats.stats._contrast_variance",
+    "unpaired_variance": "robuststats.stats",
     "write_gate": "robuststats.gate._report",
 }
 
@@ -42,9 +42,6 @@ if TYPE_CHECKING:  # static analysers see the real names
     from robuststats.gate._gate import GATE_COLUMNS, GateResult, run_gate  # noqa: F401
     from robuststats.gate._protocol import Protocol, protocol_differences  # noqa: F401
     from robuststats.gate._report import gate_markdown, gate_text, write_gate  # noqa: F401
-    from robuststats.stats._contrast_variance import (  # noqa: F401
-        ContrastVariance,
-        unpaired_variance,
-    )
+    from robuststats.stats import ContrastVariance, unpaired_variance  # noqa: F401
 
 __getattr__, __dir__ = lazy_exports("robuststats.gate", _EXPORTS, globals())

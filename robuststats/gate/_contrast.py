@@ -34,9 +34,9 @@ from scipy import optimize, special
 
 from robuststats._validation import check_choice, check_number, check_probability
 from robuststats.errors import InputError
-from robuststats.stats import DegenerateDataWarning
-from robuststats.stats._contrast_variance import (
+from robuststats.stats import (
     ContrastVariance,
+    DegenerateDataWarning,
     paired_variance,
     unpaired_variance,
 )

@@ -43,6 +43,9 @@ _EXPORTS: dict[str, str] = {
     "bootstrap_retention_difference": "robuststats.stats._bootstrap",
     "cochran_q": "robuststats.stats._omnibus",
     "critical_threshold": "robuststats.stats._dose_threshold",
+    "ContrastVariance": "robuststats.stats._contrast_variance",
+    "paired_variance": "robuststats.stats._contrast_variance",
+    "unpaired_variance": "robuststats.stats._contrast_variance",
     "crossed_variance": "robuststats.stats._seed_random",
     "independent_seeds_retention_test": "robuststats.stats._seed_random",
     "independent_seeds_test": "robuststats.stats._seed_random",
@@ -89,6 +92,11 @@ if TYPE_CHECKING:  # static analysers see the real names
         ConfidenceInterval,
         DegenerateDataWarning,
         SeedBootstrapWarning,
+    )
+    from robuststats.stats._contrast_variance import (  # noqa: F401
+        ContrastVariance,
+        paired_variance,
+        unpaired_variance,
     )
     from robuststats.stats._discordance import (  # noqa: F401
         DiscordanceEstimate,
