@@ -58,6 +58,17 @@ def summary_tables(out: pd.DataFrame, opts: Any) -> tuple[pd.DataFrame, pd.DataF
     return pd.DataFrame(rows), seeds
 
 
+def _finite_sd(values: pd.Series) -> float:
+    """SD over seeds (missing values skipped); NaN when fewer than 2 remain or one is
+    infinite (a seed without a correct clean item has no retention, so neither has the
+    spread)."""
+    arr = values.to_numpy(dtype=float)
+    arr = arr[~np.isnan(arr)]
+    if arr.size < 2 or not np.all(np.isfinite(arr)):
+        return float("nan")
+    return float(np.std(arr, ddof=1))
+
+
 def retention_table(out: pd.DataFrame, seeds: pd.DataFrame, opts: Any,
                     drops: list[pd.DataFrame]) -> pd.DataFrame:
     """Retention (noisy / clean accuracy on the same seeds and items) with its interval."""
@@ -91,6 +102,6 @@ def retention_table(out: pd.DataFrame, seeds: pd.DataFrame, opts: Any,
                 "ci_low": float(res.confidence_interval.low),
                 "ci_high": float(res.confidence_interval.high),
                 "ci_level": float(opts.confidence_level), "ci_method": res.method,
-                "seed_sd": float(per_seed.std(ddof=1)) if len(per_seed) > 1 else np.nan,
+                "seed_sd": _finite_sd(per_seed),
             })
     return pd.DataFrame(rows)

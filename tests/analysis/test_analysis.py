@@ -286,3 +286,20 @@ def test_a_deterministic_condition_with_one_noise_seed_is_not_missing_cells() ->
         res = analyze_outcomes(both, hypotheses=hyps, options=OPTS)
     assert res.missing.empty
     assert "missing" not in " ".join(res.hypotheses.reason)
+
+
+def test_a_seed_without_a_correct_clean_item_gives_no_numpy_warning() -> None:
+    import warnings as _w
+
+    # seed 1 of A has no correct clean item: its retention is infinite or undefined, and so
+    # is the SD over seeds; it must be NaN without pandas' "invalid value" RuntimeWarning
+    rows = []
+    for seed, clean, noisy in ((0, [1, 1, 0, 1, 0, 1], [1, 0, 0, 1, 0, 1]),
+                               (1, [0, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0]),
+                               (2, [1, 0, 1, 1, 0, 1], [1, 0, 0, 1, 0, 0])):
+        rows += [frame("A", clean, seed=seed), frame("A", noisy, seed=seed, eval_noise=0.05)]
+    out = validate_outcomes(pd.concat(rows, ignore_index=True))
+    with _w.catch_warnings():
+        _w.simplefilter("error", RuntimeWarning)
+        res = analyze_outcomes(out, options=OPTS)
+    assert np.isnan(res.retention.loc[0, "seed_sd"])
