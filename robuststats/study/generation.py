@@ -22,7 +22,7 @@ train-accuracy check (:mod:`robuststats.study.training`); it imports neither.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from robuststats.errors import InputError
 
@@ -160,7 +160,8 @@ def _greedy_batch(
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     out = model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
                 use_cache=True, logits_to_keep=1)
-    cache = out.past_key_values
+    cache_kw = _cache_keyword(model)
+    cache = _cache_of(out)
     n = input_ids.shape[0]
     generated: list[list[int]] = [[] for _ in range(n)]
     rows = list(range(n))  # batch position -> prompt index, for the rows in the batch
@@ -191,8 +192,8 @@ def _greedy_batch(
             rows, done = [rows[j] for j in keep], [False] * len(keep)
         mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
         out = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_positions,
-                    past_key_values=cache, use_cache=True, logits_to_keep=1)
-        cache = out.past_key_values
+                    use_cache=True, logits_to_keep=1, **{cache_kw: cache})
+        cache = _cache_of(out)
         next_positions = next_positions + 1
     texts = [tokenizer.decode(row, skip_special_tokens=True) for row in generated]
     return [rules.cut(text) for text in texts] if rules.active else texts
@@ -207,3 +208,22 @@ def default_max_new_tokens(tokenizer: PreTrainedTokenizerBase, task: Task,
     longest = max((len(tokenizer(task.target(item), add_special_tokens=False)["input_ids"])
                    for item in items), default=1)
     return min(512, int(longest * 1.5) + 4)
+
+
+def _cache_keyword(model: Any) -> str:
+    """The forward's name for the KV cache: ``cache`` (transformers ≥ 5.24, where
+    ``past_key_values`` is deprecated with a FutureWarning) or ``past_key_values``."""
+    import inspect
+
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return "past_key_values"
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _cache_of(out: Any) -> Any:
+    """The KV cache of a forward's output, under either name."""
+    if "cache" in out:
+        return out["cache"]
+    return out.past_key_values

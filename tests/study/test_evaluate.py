@@ -116,3 +116,22 @@ def test_progress_callback_and_errors(task, trained):
         evaluate(trained, task, items, batch_size=0)
     with pytest.raises(InputError, match=r"`max_new_tokens` must be a positive integer"):
         evaluate(trained, task, items, max_new_tokens=0)
+
+
+def test_greedy_generation_uses_the_forward_s_own_cache_keyword(task, trained):
+    # transformers 5.24 renamed the forward's `past_key_values` to `cache` and warns on the
+    # old name; generation passes whichever the forward takes, so no FutureWarning appears
+    import inspect
+    import warnings
+
+    from robuststats.study.generation import _cache_keyword
+
+    params = inspect.signature(trained.model.forward).parameters
+    assert _cache_keyword(trained.model) == ("cache" if "cache" in params
+                                             else "past_key_values")
+    prompts = [item.prompt for item in task.items("test")[:4]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        texts = generate_greedy(trained.model, trained.tokenizer, prompts, max_new_tokens=8,
+                                batch_size=4)
+    assert len(texts) == 4
