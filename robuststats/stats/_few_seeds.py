@@ -84,7 +84,7 @@ class SeedReference:
     floor : float
         The value ``E MS_seed`` cannot fall below (``MS_resid``).
     rest : float
-        The rest of the variance estimate, ``V̂ = max(seed_ms − floor, 0) + rest``.
+        The rest of the variance estimate, ``V̂ = seed_ms − floor + rest`` (``rest ≥ floor``).
     rest_var : float
         ``Σ (c_j·MS_j)²/ν_j`` over the mean squares of ``rest`` (Satterthwaite).
     scale : float
@@ -153,30 +153,6 @@ class SeedReference:
     def critical_one_sided(self, level: float) -> float:
         """Multiplier of the one-sided bound at ``level``."""
         return self.critical(2.0 * level - 1.0) if level > 0.5 else 0.0
-
-    def power(self, effect: float, true_seed: float, alpha: float, sides: int) -> float:
-        """Power at ``|effect|`` (mean units) when ``E MS_seed = true_seed``.
-
-        ``floor``, ``rest`` and ``rest_var`` are taken at their expected values; the seed
-        mean square is integrated over its χ² distribution.
-        """
-        nominal = self.nominal(alpha * (2.0 / sides)) * (sides / 2.0)
-        sd = math.sqrt((max(true_seed, self.floor) - self.floor + self.rest) / self.scale)
-        if not sd > 0.0:
-            return 1.0
-        if self.seed_df <= 0:
-            total, dof = self._plug(0.0)
-            crit = special.stdtrit(dof, 1.0 - nominal / sides)
-            half = crit * np.sqrt(total / self.scale)
-            p = special.ndtr((effect - half) / sd)
-            return float(p + (special.ndtr((-effect - half) / sd) if sides == 2 else 0.0))
-        w, wts = _w_nodes(float(self.seed_df))
-        total, dof = self._plug(true_seed * w)
-        half = special.stdtrit(dof, 1.0 - nominal / sides) * np.sqrt(total / self.scale)
-        p = special.ndtr((effect - half) / sd)
-        if sides == 2:
-            p = p + special.ndtr((-effect - half) / sd)
-        return float(min(1.0, np.sum(wts * p)))
 
 
 def _plug(seed_ms: np.ndarray, df: float, floor: float, rest: float, rest_var: float

@@ -281,8 +281,8 @@ def _t_result(estimate: float, cv: CrossedVariance, *, alternative: str, margin:
     if se > 0.0:
         used_se, used_dof = se, cv.dof
         upper = lambda t: ref.tail(t)  # noqa: E731
-        two_sided_crit = ref.critical(level)
-        one_sided_crit = ref.critical_one_sided(level)
+        crit = (ref.critical(level) if alternative == "two-sided"
+                else ref.critical_one_sided(level))
     else:
         warnings.warn(
             f"the {k} seeds × {n} items show no spread (every pair of outcomes alike); "
@@ -293,19 +293,18 @@ def _t_result(estimate: float, cv: CrossedVariance, *, alternative: str, margin:
         z_ref = float(special.ndtri(0.5 + level / 2.0))
         used_se, used_dof, ref = degenerate_half / z_ref, math.inf, None
         upper = lambda t: float(special.ndtr(-t))  # noqa: E731
-        two_sided_crit = z_ref
-        one_sided_crit = float(special.ndtri(level))
+        crit = z_ref if alternative == "two-sided" else float(special.ndtri(level))
     statistic = (estimate - margin) / used_se
     if alternative == "two-sided":
         pvalue = min(1.0, 2.0 * upper(abs(statistic)))
-        half = two_sided_crit * used_se
+        half = crit * used_se
         low, high = estimate - half, estimate + half
     elif alternative == "greater":
         pvalue = upper(statistic)
-        low, high = estimate - one_sided_crit * used_se, math.inf
+        low, high = estimate - crit * used_se, math.inf
     else:
         pvalue = upper(-statistic)
-        low, high = -math.inf, estimate + one_sided_crit * used_se
+        low, high = -math.inf, estimate + crit * used_se
     point = estimate
     if transform is not None:
         point, low, high = transform(estimate), transform(low), transform(high)
@@ -493,22 +492,30 @@ def seed_random_retention_test(
     alt, margin, level = _options(alternative, margin, confidence_level)
     names = ["clean_a", "noisy_a", "clean_b", "noisy_b"]
     mats = _matrices(dict(zip(names, (clean_a, noisy_a, clean_b, noisy_b))))
-    k, n = mats[0].shape
-    method = _METHOD if k > 1 else _METHOD_ONE_SEED
-    bad = _undefined_retention(names[0::2], mats[0::2])
+    k = mats[0].shape[0]
+    return _retention_difference(mats, lambda la, lb: crossed_variance(la - lb), alt,
+                                 margin, level, _METHOD if k > 1 else _METHOD_ONE_SEED, k)
+
+
+def _retention_difference(mats: list[np.ndarray], variance, alt: str, margin: float,
+                          level: float, method: str, k: int) -> SeedRandomResult:
+    """``retention(a) − retention(b)`` from clean a, noisy a, clean b, noisy b: the
+    delta-method influence values of each side, their ``variance(la, lb)`` (paired or
+    unpaired) and the calibrated t; a clean accuracy of 0 gives the undefined result."""
+    n = mats[0].shape[1]
+    bad = _undefined_retention(["clean_a", "clean_b"], mats[0::2])
     if bad is not None:
         warnings.warn(f"clean accuracy of `{bad}` is 0: retention is undefined; returning "
                       "estimate NaN, p = 1 and interval (-inf, inf).", DegenerateDataWarning,
-                      stacklevel=2)
+                      stacklevel=3)
         return SeedRandomResult(math.nan, 0.0, math.inf, 1.0,
                                 ConfidenceInterval(-math.inf, math.inf), level, alt, margin,
                                 math.nan, method, k, n)
     ra, la = _retention_parts(mats[0], mats[1])
     rb, lb = _retention_parts(mats[2], mats[3])
-    cv = crossed_variance(la - lb)
     half = _h0(n, level) * math.sqrt(1.0 / mats[0].mean() ** 2 + 1.0 / mats[2].mean() ** 2)
-    return _t_result(ra - rb, cv, alternative=alt, margin=margin,
-                     level=level, method=method, k=k, n=n, degenerate_half=half)
+    return _t_result(ra - rb, variance(la, lb), alternative=alt, margin=margin, level=level,
+                     method=method, k=k, n=n, degenerate_half=half)
 
 
 def seed_random_evidence(result: SeedRandomResult, detail: str) -> Evidence:
@@ -598,21 +605,8 @@ def independent_seeds_retention_test(
     if ca.shape[1] != cb.shape[1]:
         raise InputError(f"a and b must share the items: got {ca.shape[1]} and "
                          f"{cb.shape[1]} columns.")
-    (ka, n), kb = ca.shape, cb.shape[0]
-    bad = _undefined_retention(["clean_a", "clean_b"], [ca, cb])
-    if bad is not None:
-        warnings.warn(f"clean accuracy of `{bad}` is 0: retention is undefined; returning "
-                      "estimate NaN, p = 1 and interval (-inf, inf).", DegenerateDataWarning,
-                      stacklevel=2)
-        return SeedRandomResult(math.nan, 0.0, math.inf, 1.0,
-                                ConfidenceInterval(-math.inf, math.inf), level, alt, margin,
-                                math.nan, _METHOD_UNPAIRED, ka + kb, n)
-    ra, la = _retention_parts(ca, za)
-    rb, lb = _retention_parts(cb, zb)
-    cv = unpaired_variance(la, lb)
-    half = _h0(n, level) * math.sqrt(1.0 / ca.mean() ** 2 + 1.0 / cb.mean() ** 2)
-    return _t_result(ra - rb, cv, alternative=alt, margin=margin, level=level,
-                     method=_METHOD_UNPAIRED, k=ka + kb, n=n, degenerate_half=half)
+    return _retention_difference([ca, za, cb, zb], unpaired_variance, alt, margin, level,
+                                 _METHOD_UNPAIRED, ca.shape[0] + cb.shape[0])
 
 
 def _unpaired_matrices(arrays: dict[str, object]) -> list[np.ndarray]:
