@@ -48,6 +48,7 @@ from robuststats.stats._power_seeds_formulas import (
     _NODES,
     _critical_many,
     _scaled_chi2,
+    calibrated_alpha,
     noncentral_t_power,
 )
 
@@ -154,16 +155,9 @@ def gate_power_at(n: int, kb: int, kc: int, effect: float, seed_sd: float, item_
     with np.errstate(divide="ignore", invalid="ignore"):
         dof = np.where(denom > 0, num**2 / denom, np.inf)
     dof = np.maximum(dof, max(df_low, 1.0))
-    # the gate runs the plug-in at the level calibrated for few seeds (stats/_few_seeds.py),
-    # computed here at the expected item and residual mean squares
-    from robuststats.stats._few_seeds import SeedReference
-
-    if vi > 0.0:
-        rest, rest_var = k * vi + ve, (k * vi + ve) ** 2 / df_i + ve**2 / df_e
-    else:
-        rest, rest_var = ve, 0.0
-    ref = SeedReference(0.0, max(df_s, 1.0), ve, rest, rest_var, k * n)
-    run_at = ref.nominal(2.0 * alpha) / 2.0 if 2.0 * alpha < 1.0 else alpha
+    # the gate runs the plug-in at the level calibrated for few seeds (stats/_few_seeds.py)
+    run_at = calibrated_alpha(k, n, vs, vi, ve, alpha, 1, seed_df=max(df_s, 1.0),
+                              resid_df=df_e)
     half = _critical_many(dof, max(df_low, 1.0), run_at, 1) * np.sqrt(total / (k * n))
     p = special.ndtr((effect - half) / sd)
     return float(min(1.0, np.sum(weight * p)))

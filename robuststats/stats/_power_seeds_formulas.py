@@ -157,23 +157,27 @@ def expected_dof(k: int, n: int, var_seed: float, var_item: float, var_resid: fl
     return max(dof, df_s)
 
 
-def calibrated_alpha(k: int, n: int, var_seed: float, var_item: float, var_resid: float,
-                     alpha: float, sides: int) -> float:
+def calibrated_alpha(k: float, n: int, var_seed: float, var_item: float, var_resid: float,
+                     alpha: float, sides: int, *, seed_df: float | None = None,
+                     resid_df: float | None = None) -> float:
     """The plug-in's nominal level (per ``sides``) that the calibrated test runs at.
 
     The calibration of :mod:`robuststats.stats._few_seeds` at the expected item and residual
     mean squares (they rest on hundreds of df): the test as shipped rejects where the
-    plug-in t at this level does.
+    plug-in t at this level does. ``seed_df`` and ``resid_df`` default to the crossed
+    design's ``k − 1`` and ``(k − 1)(n − 1)``; the gate's planner passes its own (an
+    effective ``k`` and Welch–Satterthwaite df).
     """
     from robuststats.stats._few_seeds import SeedReference
 
     _, ms_i, ms_e = _expected_ms(k, n, var_seed, var_item, var_resid)
-    df_i, df_e = n - 1.0, (k - 1.0) * (n - 1.0)
+    df_s = k - 1.0 if seed_df is None else seed_df
+    df_i, df_e = n - 1.0, ((k - 1.0) * (n - 1.0) if resid_df is None else resid_df)
     if ms_i > ms_e:
         rest, rest_var = ms_i, ms_i**2 / df_i + ms_e**2 / df_e
     else:
         rest, rest_var = ms_e, 0.0
-    ref = SeedReference(0.0, k - 1.0, ms_e, rest, rest_var, float(k * n))
+    ref = SeedReference(0.0, df_s, ms_e, rest, rest_var, float(k * n))
     return ref.nominal(alpha * 2.0 / sides) * sides / 2.0
 
 
