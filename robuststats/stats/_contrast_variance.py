@@ -19,8 +19,10 @@ E = σ_d² + σ_e,c²/k_c + σ_e,b²/k_b, so
 
 is unbiased before the truncation of the item part, which is truncated as in
 :func:`~robuststats.stats.crossed_variance` (the seed parts are never negative and kept
-whole). Its degrees of freedom are Satterthwaite's (1946), computed with each ``MS_seed``
-taken at no less than its ``MS_resid`` and bounded below by ``min(k_c, k_b) − 1``. Without
+whole). Its degrees of freedom are Satterthwaite's (1946) for the seed terms taken as one
+(on their Welch–Satterthwaite df, each ``MS_seed`` at no less than its ``MS_resid``) plus
+the item terms, bounded below by ``min(k_c, k_b) − 1``: the plug-in ν of the calibrated
+reference (docs/statistics.md §9), so the reported df is the one the bound uses. Without
 item components this is Welch's (1947) t on the per-seed means (checked against R's
 ``t.test``).
 
@@ -41,7 +43,6 @@ these items?", not "does the candidate's recipe differ from the baseline's?".
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -159,18 +160,11 @@ def unpaired_variance(lc: np.ndarray, lb: np.ndarray) -> ContrastVariance:
     item_raw = s_d / n + sum(c * ms for c, ms, _ in resid_terms)
     keep_item = item_raw > 0.0
     item_part = item_raw if keep_item else 0.0
-    # Satterthwaite with MS_seed at no less than MS_resid (E MS_seed ≥ E MS_resid), as the
-    # seed-random t does: a small MS_seed must not give a small V and a large ν together
-    shape = [(c, max(ms, resid), df) for c, ms, df, resid in seed_terms]
-    if keep_item:
-        shape += [(1.0 / n, s_d, n - 1.0), *resid_terms]
-    total = sum(c * ms for c, ms, _ in shape)
-    denom = sum((c * ms) ** 2 / df for c, ms, df in shape if df > 0)
-    dof = total**2 / denom if denom > 0 else math.inf
-    dof = max(dof, low_df)
     var_item = max(s_d - sum(-c * n * ms for c, ms, _ in resid_terms), 0.0)
-    # the calibrated reference: the seed terms as one on their Welch–Satterthwaite df (at
-    # the floored mean squares), the item terms as the rest (stats/_few_seeds.py)
+    # the calibrated reference (stats/_few_seeds.py): the seed terms as one on their
+    # Welch–Satterthwaite df (each MS_seed at no less than its MS_resid, E MS_seed ≥
+    # E MS_resid), the item terms as the rest; its plug-in ν is the contrast's df, the one
+    # its quantiles use
     floor = sum(c * resid for c, _, _, resid in seed_terms)
     seed_floored = [(c * max(ms, resid), df) for c, ms, df, resid in seed_terms]
     seed_df = sum(v for v, _ in seed_floored) ** 2 / sum(v * v / df for v, df in seed_floored) \
@@ -179,5 +173,5 @@ def unpaired_variance(lc: np.ndarray, lb: np.ndarray) -> ContrastVariance:
                                                   in resid_terms)) if keep_item else 0.0)
     ref = SeedReference(seed_part, max(float(seed_df), low_df), floor, floor + item_part,
                         rest_var, 1.0)
-    return ContrastVariance(seed_part + item_part, float(dof), seed_part, item_part,
+    return ContrastVariance(seed_part + item_part, ref.dof, seed_part, item_part,
                             var_seed, var_item, var_resid, design, kc, kb, n, ref)
