@@ -256,7 +256,7 @@ def gate_test(clean_c: Any, noisy_c: Any, clean_b: Any, noisy_b: Any, *,
     shown = (lambda v: math.expm1(v)) if relative else (lambda v: v)
     margin_shift = -bound  # the margin on the test scale, > 0
     # planning numbers at the level the calibrated test runs the plug-in at (one-sided)
-    run_at = ref.nominal(2.0 * alpha) / 2.0 if ref is not None and 2.0 * alpha < 1.0 else alpha
+    run_at = ref.nominal_per_side(alpha, 1) if ref is not None else alpha
     detect = smallest_detectable(se, dof, run_at)
     detect_shown = -math.expm1(-detect) if relative else detect
     power_at = noncentral_t_power(margin_shift / se, dof, run_at, 1) if margin_shift > 0 \

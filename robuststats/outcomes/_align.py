@@ -180,7 +180,8 @@ def align_by_condition(outcomes: pd.DataFrame, series: Sequence[tuple[str, float
     items = tuple(i for i in next(iter(parts.values())).item_ids if i in shared)
     values: dict[Any, np.ndarray] = {}
     for part in parts.values():
-        keep = [part.item_ids.index(i) for i in items]
+        column = {item: j for j, item in enumerate(part.item_ids)}
+        keep = [column[i] for i in items]
         for key, arr in part.values.items():
             values[key] = arr[:, keep]
     return values, items

@@ -145,6 +145,11 @@ class SeedReference:
             return alpha
         return _nominal(self.seed_df, self.floor, self.rest, self.rest_var, float(alpha))
 
+    def nominal_per_side(self, alpha: float, sides: int) -> float:
+        """The plug-in's level per tail for a test at ``alpha`` with ``sides`` tails (a
+        one-sided test at α is half of the two-sided test at 2α, by symmetry)."""
+        return self.nominal(alpha * 2.0 / sides) * sides / 2.0
+
     def critical(self, level: float) -> float:
         """Multiplier ``q`` of the two-sided interval ``estimate ± q·se`` at ``level``."""
         a = self.nominal(1.0 - level)

@@ -358,6 +358,9 @@ def _max_power(c: _Components, k: int, alpha: float, sides: int, method: str) ->
 
 def _solve_items(c: _Components, k: int, target: float, alpha: float, sides: int,
                  method: str) -> int:
+    def reaches(nn: int) -> bool:
+        return _power_at(c, k, nn, alpha, sides, method) >= target
+
     ceiling = _max_power(c, k, alpha, sides, method)
     if ceiling < target:
         # with a seed component the calibrated test's power need not grow with n: more
@@ -381,15 +384,10 @@ def _solve_items(c: _Components, k: int, target: float, alpha: float, sides: int
                 f"{max(ceiling, float(powers[best])):.3f} {where}: more items cannot make "
                 f"up for too few seeds; {advice} for power {target:g}."
             )
-        j = int(reached[0])
-        lo, hi = (int(grid[j - 1]) if j > 0 else 1), int(grid[j])
-        while hi - lo > 1:  # invariant: lo does not reach the target, hi does
-            mid = (lo + hi) // 2
-            lo, hi = ((lo, mid) if _power_at(c, k, mid, alpha, sides, method) >= target
-                      else (mid, hi))
-        return hi
-    found = _smallest_int(lambda nn: _power_at(c, k, nn, alpha, sides, method) >= target,
-                          2, MAX_ITEMS, _normal_items(c, k, target, alpha, sides))
+        j = int(reached[0])  # bisect on the rising side, between grid[j − 1] and grid[j]
+        return _smallest_int(reaches, int(grid[j - 1]) if j > 0 else 2, int(grid[j]),
+                             int(grid[j]))
+    found = _smallest_int(reaches, 2, MAX_ITEMS, _normal_items(c, k, target, alpha, sides))
     if found is None:  # pragma: no cover - the ceiling above already reaches the target
         raise InputError(f"`effect` = {c.effect:g} needs more than {MAX_ITEMS:.0e} items.")
     return found

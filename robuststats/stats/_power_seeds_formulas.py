@@ -178,7 +178,7 @@ def calibrated_alpha(k: float, n: int, var_seed: float, var_item: float, var_res
     else:
         rest, rest_var = ms_e, 0.0
     ref = SeedReference(0.0, df_s, ms_e, rest, rest_var, float(k * n))
-    return ref.nominal(alpha * 2.0 / sides) * sides / 2.0
+    return ref.nominal_per_side(alpha, sides)
 
 
 def seed_random_power(
