@@ -31,8 +31,8 @@ sys.path[:0] = [str(ROOT), str(DOUBLES)]
 
 from study_doubles import fake_study  # noqa: E402
 
+from robuststats.runs.executor import execute  # noqa: E402
 from robuststats.study import RunLedger, StudySpec, plan  # noqa: E402
-from robuststats.study.executor import execute  # noqa: E402
 
 
 def _spec(jobs: int) -> StudySpec:
@@ -64,7 +64,7 @@ def main() -> None:
     args = parser.parse_args()
     import ray
 
-    from robuststats.study.ray_executor import RayExecutor
+    from robuststats.runs.ray_executor import RayExecutor
 
     spec = _spec(args.jobs)
     n_cells = len(plan(spec))

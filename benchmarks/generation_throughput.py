@@ -7,13 +7,13 @@ hits every variant alike), medians reported with ratios:
    8 to 128 tokens, set by the prompt (``VariableLength``: chain-of-thought answers vary
    that much), prompts of 40 to 239 characters: ``previous`` is the loop before rows left
    the batch (prompts in input order, every row carried to the longest completion of its
-   batch); ``sorted + drop`` is :func:`robuststats.study.generation.generate_greedy`
+   batch); ``sorted + drop`` is :func:`robuststats.models.generation.generate_greedy`
    (prompts in order of length, finished rows leave the batch with their KV cache). Both
    give the same completions (checked).
 2. **Clean vs noisy** on Qwen2-shaped models at two widths (random weights, fixed-length
    completions: every row generates ``--new-tokens`` tokens): ``clean`` against
    ``relative_gaussian`` 5 % on ``matmul_only`` (the engine's default evaluation noise),
-   through ``robuststats.study.evaluate``'s path (``inject`` around the generation).
+   through ``robuststats.models.evaluate``'s path (``inject`` around the generation).
 
 Run: ``python benchmarks/generation_throughput.py`` (``--quick`` for a smoke run). Threads
 default to 1 (one per study worker, as the executor runs them).
@@ -29,8 +29,8 @@ from collections.abc import Callable
 import torch
 
 from robuststats.engine import NoiseSpec, inject
-from robuststats.study.generation import generate_greedy
-from robuststats.study.model import build_tokenizer
+from robuststats.models.generation import generate_greedy
+from robuststats.models.model import build_tokenizer
 
 
 def previous_generate(model, tokenizer, prompts, *, max_new_tokens, batch_size):
@@ -110,7 +110,7 @@ class VariableLength(torch.nn.Module):
 
 def stopping_rows(hiddens: list[int], layers: int, n_items: int, batch: int,
                   repeats: int) -> None:
-    from robuststats.study.tasks import get_task
+    from robuststats.models.tasks import get_task
 
     task = get_task("arithmetic", n_items=max(n_items, 100), n_steps=3, seed=1)
     tok = build_tokenizer(task.vocabulary())
@@ -160,7 +160,7 @@ def qwen2(hidden: int, layers: int, vocab: int) -> torch.nn.Module:
 
 def clean_vs_noisy(hiddens: list[int], layers: int, n_items: int, batch: int,
                    new_tokens: int, repeats: int) -> None:
-    from robuststats.study.tasks import get_task
+    from robuststats.models.tasks import get_task
 
     task = get_task("arithmetic", n_items=n_items, n_steps=3, seed=1)
     tok = build_tokenizer(task.vocabulary())

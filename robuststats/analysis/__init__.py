@@ -13,6 +13,9 @@ Pure pandas/numpy plus :mod:`robuststats.stats`: never imports torch, so
 
 from __future__ import annotations
 
+from robuststats.analysis._dose import DoseOptions, condition_arrays, dose_response_tables
+from robuststats.analysis._options import MULTIPLICITY_CHOICES, AnalysisOptions
 from robuststats.analysis._run import Analysis, analyze_outcomes
 
-__all__ = ["Analysis", "analyze_outcomes"]
+__all__ = ["MULTIPLICITY_CHOICES", "Analysis", "AnalysisOptions", "DoseOptions",
+           "analyze_outcomes", "condition_arrays", "dose_response_tables"]

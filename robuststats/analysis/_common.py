@@ -6,12 +6,13 @@ import contextlib
 import hashlib
 import warnings
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 import numpy as np
 
+from robuststats.analysis._options import AnalysisOptions
 
-def rng_for(opts: Any, *salt: object) -> np.random.Generator:
+
+def rng_for(opts: AnalysisOptions, *salt: object) -> np.random.Generator:
     """One independent, reproducible stream per quantity (order of computation irrelevant)."""
     return np.random.default_rng([opts.rng_seed, stable_hash(salt)])
 

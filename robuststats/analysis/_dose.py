@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from robuststats.glossary import ordered
-from robuststats.stats._common import DegenerateDataWarning
+from robuststats.stats import DegenerateDataWarning
 
 __all__ = ["DoseOptions", "condition_arrays", "dose_response_tables"]
 

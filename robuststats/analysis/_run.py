@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from robuststats.analysis._options import AnalysisOptions
 from robuststats.glossary import ordered
 from robuststats.outcomes import HOLE_POLICIES, complete, validate_outcomes
 
 if TYPE_CHECKING:
     from robuststats.stats import Hypothesis
-    from robuststats.study.spec import AnalysisSpec
 
 __all__ = ["Analysis", "analyze_outcomes"]
 
@@ -38,7 +38,7 @@ class Analysis:
     hypotheses: pd.DataFrame
     missing: pd.DataFrame
     dropped: pd.DataFrame
-    options: Any = None
+    options: AnalysisOptions | None = None
     holes: str = "drop"
     settings: dict[str, Any] = field(default_factory=dict)
     #: further tables of a study kind (a sweep's ``thresholds``, ``dose_fits``, ...)
@@ -50,15 +50,13 @@ class Analysis:
                 **{name: ordered(df, name) for name, df in self.extra.items()}}
 
 
-def default_options() -> AnalysisSpec:
-    from robuststats.study.spec import AnalysisSpec
-
-    return AnalysisSpec()
+def default_options() -> AnalysisOptions:
+    return AnalysisOptions()
 
 
 def analyze_outcomes(outcomes: pd.DataFrame, *,
                      hypotheses: Sequence[Hypothesis | Mapping[str, Any]] = (),
-                     options: AnalysisSpec | None = None,
+                     options: AnalysisOptions | None = None,
                      expected_cells: Iterable[Any] | None = None,
                      holes: str = "drop") -> Analysis:
     """Every table of a study from its outcomes table.
@@ -91,7 +89,7 @@ def analyze_outcomes(outcomes: pd.DataFrame, *,
                     dropped, opts, holes, settings(opts, holes))
 
 
-def settings(opts: Any, holes: str) -> dict[str, Any]:
+def settings(opts: AnalysisOptions, holes: str) -> dict[str, Any]:
     """The options that, with the outcomes, reproduce every number of an analysis."""
     keys = ("alpha", "confidence_level", "n_resamples", "multiplicity", "reference",
             "mcnemar", "rng_seed")

@@ -7,12 +7,11 @@ training procedure. With one seed they are item bootstraps (BCa).
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
 from robuststats.analysis._common import quiet_degenerate, rng_for, squeeze
+from robuststats.analysis._options import AnalysisOptions
 from robuststats.outcomes import align, align_series
 
 
@@ -21,7 +20,7 @@ def _levels(out: pd.DataFrame) -> list[tuple[str, float]]:
     return [(str(c), float(lv)) for c, lv in pairs.itertuples(index=False, name=None)]
 
 
-def summary_tables(out: pd.DataFrame, opts: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+def summary_tables(out: pd.DataFrame, opts: AnalysisOptions) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The ``summary`` table (accuracy with its interval) and the per-seed ``seeds`` table."""
     from robuststats import stats
 
@@ -69,7 +68,7 @@ def _finite_sd(values: pd.Series) -> float:
     return float(np.std(arr, ddof=1))
 
 
-def retention_table(out: pd.DataFrame, seeds: pd.DataFrame, opts: Any,
+def retention_table(out: pd.DataFrame, seeds: pd.DataFrame, opts: AnalysisOptions,
                     drops: list[pd.DataFrame]) -> pd.DataFrame:
     """Retention (noisy / clean accuracy on the same seeds and items) with its interval."""
     from robuststats import stats

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from robuststats.analysis._common import quiet_degenerate
+from robuststats.analysis._options import AnalysisOptions
 from robuststats.errors import InputError
 from robuststats.outcomes import align, align_by_condition, seed_pairing
 
@@ -50,7 +51,7 @@ def _pairs(conditions: list[str], reference: str | None) -> list[tuple[str, str]
     return [(c, reference) for c in conditions if c != reference]
 
 
-def omnibus_table(out: pd.DataFrame, opts: Any, drops: list[pd.DataFrame]) -> pd.DataFrame:
+def omnibus_table(out: pd.DataFrame, opts: AnalysisOptions, drops: list[pd.DataFrame]) -> pd.DataFrame:
     """Cochran's Q over every condition at each level with three or more conditions.
 
     Blocks are ``(seed, noise_seed, item)`` evaluations present under every condition.
@@ -77,7 +78,7 @@ def omnibus_table(out: pd.DataFrame, opts: Any, drops: list[pd.DataFrame]) -> pd
 
 
 def _independent_row(stats: Any, out: pd.DataFrame, a: str, b: str, level: float,
-                     opts: Any, pairing: str) -> dict[str, Any]:
+                     opts: AnalysisOptions, pairing: str) -> dict[str, Any]:
     """The deciding row when a's and b's seeds are independent runs (no McNemar row: the
     trained models do not pair)."""
     values, items = align_by_condition(out, [(a, level), (b, level)], holes="drop")
@@ -96,7 +97,7 @@ def _independent_row(stats: Any, out: pd.DataFrame, a: str, b: str, level: float
             "pvalue": float(res.pvalue)}
 
 
-def pairwise_tests(out: pd.DataFrame, opts: Any, drops: list[pd.DataFrame]) -> pd.DataFrame:
+def pairwise_tests(out: pd.DataFrame, opts: AnalysisOptions, drops: list[pd.DataFrame]) -> pd.DataFrame:
     """One row per pair of conditions and noise level (every pair, or each vs reference)."""
     from robuststats import stats
 

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from robuststats.analysis._common import quiet_degenerate, stable_hash
+from robuststats.analysis._options import AnalysisOptions
 from robuststats.glossary import TABLE_COLUMNS
 
 
@@ -37,7 +38,7 @@ def _claim(h: Any) -> dict[str, Any]:
 
 
 def hypotheses_table(out: pd.DataFrame, hypotheses: list[Any], missing: pd.DataFrame,
-                     opts: Any) -> pd.DataFrame:
+                     opts: AnalysisOptions) -> pd.DataFrame:
     """One row per hypothesis, in the order given (glossary ``hypotheses`` columns).
 
     The family adjusted for multiplicity is the hypotheses that can be judged; one that

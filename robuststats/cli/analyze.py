@@ -100,7 +100,7 @@ def _stored_spec(source: Path) -> dict[str, Any] | None:
 
 
 def _spec(args: argparse.Namespace, source: Path) -> Any:
-    from robuststats.study.spec import StudySpec
+    from robuststats.runs.spec import StudySpec
 
     if args.study:
         return StudySpec.from_file(args.study)
@@ -111,9 +111,9 @@ def _spec(args: argparse.Namespace, source: Path) -> Any:
 
 
 def _options(args: argparse.Namespace, spec: Any) -> Any:
-    from robuststats.study.spec import AnalysisSpec
+    from robuststats.analysis import AnalysisOptions
 
-    base = spec.analysis if spec is not None else AnalysisSpec()
+    base = spec.analysis if spec is not None else AnalysisOptions()
     flags = {"reference": args.reference, "multiplicity": args.multiplicity,
              "confidence_level": args.confidence_level, "alpha": args.alpha,
              "n_resamples": args.n_resamples, "mcnemar": args.mcnemar,
@@ -126,7 +126,7 @@ def _options(args: argparse.Namespace, spec: Any) -> Any:
     from robuststats.errors import InputError
 
     try:
-        return AnalysisSpec.model_validate({**base.model_dump(), **given})
+        return type(base).model_validate({**base.model_dump(), **given})
     except ValidationError as exc:
         err = exc.errors()[0]
         key = str(err["loc"][0]) if err["loc"] else "?"
@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
 
     source = Path(args.source)
     if args.out:
-        from robuststats.study.runner import check_output_dir
+        from robuststats.runs import check_output_dir
 
         check_output_dir(args.out, "--out")  # a bad --out fails before the analysis
     spec = _spec(args, source)

@@ -7,7 +7,7 @@ from typing import Any
 
 from robuststats.cli._output import add_format_option, emit, fmt_ci, fmt_p, fmt_pct, render_table
 from robuststats.cli._types import open_unit, positive_int
-from robuststats.errors import closest_match
+from robuststats.errors import did_you_mean
 
 __all__ = ["add_parser", "run"]
 
@@ -27,8 +27,7 @@ def _levels(text: str) -> list[str]:
     names = [t.strip() for t in text.split(",")]
     for name in names:
         if name not in _LEVELS:
-            close = closest_match(name, _LEVELS)
-            hint = f" (did you mean {close!r}?)" if close else ""
+            hint = did_you_mean(name, _LEVELS)
             raise argparse.ArgumentTypeError(
                 f"unknown level {name!r}{hint}; choose from {','.join(_LEVELS)}")
     if len(set(names)) != len(names):
@@ -96,8 +95,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from robuststats.diagnose import resolve_plan, run_diagnosis
-    from robuststats.study.runner import check_output_dir
-    from robuststats.study.spec import StudySpec
+    from robuststats.runs import check_output_dir
+    from robuststats.runs.spec import StudySpec
 
     spec = StudySpec.from_file(args.study_file)
     plan, ledger_spec = resolve_plan(
@@ -111,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_diagnosis(spec, plan, ledger_spec=ledger_spec, out=args.out, runs=args.runs,
                            progress=progress, reuse=not args.recompute,
                            workers=args.workers)
-    from robuststats.diagnose._report import protection_plan
+    from robuststats.diagnose import protection_plan
 
     entries = protection_plan(result)
     data = {"study": spec.name, "condition": plan.condition,
@@ -127,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _bar(total: int, initial: int) -> Any:
-    from robuststats.study.runner import progress_bar
+    from robuststats.runs import progress_bar
 
     return progress_bar(True, total, initial, unit="eval", desc="diagnose")
 

@@ -33,7 +33,7 @@ two machines (capture one run on each, compare anywhere):
 
 conditions: dtypes fp32, bf16, fp16; devices cpu, cuda, cuda:N; error models
 nvfp4_weights, mxfp4_weights, fp8_e4m3_inputs, int8_inputs, nvfp4_inputs,
-relative_gaussian@0.05, ... (robuststats.study.eval_kinds); 'clean'; joined with '+'.
+relative_gaussian@0.05, ... (robuststats.engine.eval_kinds); 'clean'; joined with '+'.
 A mapping (inline YAML or a .yaml/.json file) takes name, dtype, device, noise (a kind or
 a NoiseSpec mapping), level, ops, noise_seed, checkpoint. See docs/divergence.md.
 """
@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
 def _checked_source(args: argparse.Namespace) -> tuple[str, Any]:
     """SOURCE's kind and the texts file, checked before anything is loaded."""
     from robuststats.divergence._sources import check_source, read_texts
-    from robuststats.study.runner import check_output_dir
+    from robuststats.runs import check_output_dir
 
     kind = check_source(args.source)
     if args.texts is not None:
@@ -209,11 +209,11 @@ def _load(args: argparse.Namespace, kind: str) -> Any:
 
 
 def _run_in_process(args: argparse.Namespace) -> int:
-    from robuststats.divergence._conditions import parse_condition
+    from robuststats.divergence import parse_condition
     from robuststats.divergence._runner import check_device
     from robuststats.divergence._sensitivity import read_layer_sensitivity
     from robuststats.divergence._sources import check_source
-    from robuststats.study.runner import check_output_dir
+    from robuststats.runs import check_output_dir
 
     # every input is checked before a model is loaded or anything is computed
     kind = check_source(args.source)
@@ -233,7 +233,7 @@ def _run_in_process(args: argparse.Namespace) -> int:
     src = _load(args, kind)
     candidate_model = None
     if cand.checkpoint is not None:
-        from robuststats.study.model import load_pretrained
+        from robuststats.models.model import load_pretrained
 
         candidate_model, _ = load_pretrained(cand.checkpoint, key="--candidate.checkpoint")
     return _compare(args, src, ref, cand, candidate_model, sensitivity)
@@ -243,10 +243,9 @@ def _run_capture(args: argparse.Namespace) -> int:
     """``SOURCE --capture FILE``: one run of one condition, written as a capture."""
     from pathlib import Path
 
-    from robuststats.divergence._capture import capture_run
-    from robuststats.divergence._conditions import parse_condition
+    from robuststats.divergence import capture_run, parse_condition
     from robuststats.divergence._runner import check_device
-    from robuststats.study.runner import progress_bar
+    from robuststats.runs import progress_bar
 
     _refuse(args, _COMPARE_ONLY, "applies when comparing; a capture holds one run (give it "
             "when comparing the captures)")
@@ -313,11 +312,10 @@ def _run_captures(args: argparse.Namespace) -> int:
     """``CAPTURE --candidate CAPTURE``: compare two captures."""
     from pathlib import Path
 
-    from robuststats.divergence._capfile import CaptureReader
-    from robuststats.divergence._fromcaptures import compare_captures
+    from robuststats.divergence import CaptureReader, compare_captures
     from robuststats.divergence._report import store_name
     from robuststats.divergence._sensitivity import read_layer_sensitivity
-    from robuststats.study.runner import check_output_dir, progress_bar
+    from robuststats.runs import check_output_dir, progress_bar
 
     why = "SOURCE is a capture: the items, batches and sketch were fixed when it was captured"
     _refuse(args, _SOURCE_ONLY, why)
@@ -365,8 +363,8 @@ def _flag_error(flag: str, message: str) -> Exception:
 
 def _compare(args: argparse.Namespace, src: Any, ref: Any, cand: Any, candidate_model: Any,
              sensitivity: Any) -> int:
-    from robuststats.divergence._runner import compare_runs
-    from robuststats.study.runner import progress_bar
+    from robuststats.divergence import compare_runs
+    from robuststats.runs import progress_bar
 
     bar = progress_bar(not args.no_progress, len(src.texts), 0, unit="item",
                        desc="divergence")

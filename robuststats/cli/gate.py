@@ -133,11 +133,11 @@ def run(args: argparse.Namespace) -> int:
     from robuststats.gate import gate_markdown, gate_text, run_gate, write_gate
 
     if args.out is not None:
-        from robuststats.study.runner import check_output_dir
+        from robuststats.runs import check_output_dir
 
         check_output_dir(args.out, "--out")
     if args.runs is not None:
-        from robuststats.study.runner import check_output_dir
+        from robuststats.runs import check_output_dir
 
         check_output_dir(args.runs, "--runs")
     try:

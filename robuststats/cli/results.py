@@ -128,8 +128,14 @@ def _list(store: Any, args: argparse.Namespace) -> int:
 
 
 def _show(store: Any, args: argparse.Namespace) -> int:
-    from robuststats.report import condition_rows, hypothesis_rows
-    from robuststats.report._views import CONDITION_HEADERS, HYPOTHESIS_HEADERS, claim, records
+    from robuststats.report import (
+        CONDITION_HEADERS,
+        HYPOTHESIS_HEADERS,
+        claim,
+        condition_rows,
+        hypothesis_rows,
+        records,
+    )
     from robuststats.results import is_analysis_only, read_tables
 
     v = store.get(args.version)

@@ -16,7 +16,7 @@ MAX_WORKERS = 256
 
 
 def _trials(text: str) -> int:
-    from robuststats.search._spec import MAX_TRIALS
+    from robuststats.search import MAX_TRIALS
 
     return positive_int(text, MAX_TRIALS)
 
@@ -71,9 +71,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from robuststats.search._spec import SearchSpec
-    from robuststats.search._storage import check_storage, default_storage, normalise_url
-    from robuststats.study.runner import Interrupted, check_output_dir
+    from robuststats.runs import Interrupted, check_output_dir
+    from robuststats.search import SearchSpec, check_storage, default_storage, normalise_url
 
     spec = SearchSpec.from_file(args.search_file).with_overrides(trials=args.trials)
     url = check_storage(normalise_url(args.storage) if args.storage
@@ -82,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         return _check(args, spec, url)
     check_output_dir(args.out, "--out")
     check_output_dir(args.runs, "--runs")
-    from robuststats.search._runner import run_search
+    from robuststats.search import run_search
 
     def log(message: str) -> None:
         if not args.no_progress:
@@ -150,17 +149,17 @@ def _f(v: Any) -> str:
 
 def _check(args: argparse.Namespace, spec: Any, url: str) -> int:
     """``--check``: the search file, the flags, the task and the trainer; then the plan."""
-    from robuststats.search._objective import _pointing, split_items
-    from robuststats.study.executor import build_task, build_trainer
+    from robuststats.runs import build_task, build_trainer
+    from robuststats.search import pointing, split_items
 
-    with _pointing(spec, "task"):
+    with pointing(spec, "task"):
         task = build_task(spec)
-    with _pointing(spec, "trainer"):
+    with pointing(spec, "trainer"):
         build_trainer(spec)
     search_items, holdout = split_items(spec, task)
     if spec.search.sensitivity is not None:
         from robuststats.errors import InputError
-        from robuststats.search._sensitivity import read_sensitivity
+        from robuststats.search import read_sensitivity
 
         try:
             read_sensitivity(spec.search.sensitivity)

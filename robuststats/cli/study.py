@@ -66,8 +66,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from robuststats.study.runner import Interrupted, check_output_dir, run_study
-    from robuststats.study.spec import StudySpec
+    from robuststats.runs import Interrupted, check_output_dir
+    from robuststats.runs.spec import StudySpec
+    from robuststats.study.runner import run_study
 
     spec = StudySpec.from_file(args.study_file).with_overrides(
         seeds=args.seeds, n_items=args.n_items, noise_seeds=args.noise_seeds)
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(args.runs, "--runs")
     executor = None
     if args.executor == "ray":
-        from robuststats.study.ray_executor import RayExecutor
+        from robuststats.runs.ray_executor import RayExecutor
 
         executor = RayExecutor(address=args.ray_address,
                                num_cpus=None if args.ray_address else args.workers)
@@ -95,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if executor is not None:
             executor.close()
-    from robuststats.report._views import claim, records
+    from robuststats.report import claim, records
     from robuststats.results import confidence_level, normalize_table
 
     hyp = normalize_table("hypotheses", result.analysis.hypotheses,
@@ -117,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _text(name: str, result: Any, hyp: Any) -> str:
-    from robuststats.report._views import HYPOTHESIS_HEADERS, hypothesis_rows
+    from robuststats.report import HYPOTHESIS_HEADERS, hypothesis_rows
 
     lines = [f"study {name}: {result.cells_planned} cells "
              f"({result.cells_reused} reused, {result.cells_run} run now, "
@@ -132,8 +133,7 @@ def _text(name: str, result: Any, hyp: Any) -> str:
 
 def _check(args: argparse.Namespace, spec: Any) -> int:
     """``--check``: everything a run validates before its first cell, then the plan."""
-    from robuststats.study.checkpoints import check_checkpoints
-    from robuststats.study.executor import preflight
+    from robuststats.runs import check_checkpoints, preflight
 
     preflight(spec)  # builds the task and the trainer: unknown names, bad parameters
     checkpoints = {f"{c}__s{s}": str(ref.path) for (c, s), ref in check_checkpoints(spec).items()}

@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING
 from robuststats._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
-    "DiagnoseSpec": "robuststats.diagnose._spec",
-    "LEVELS": "robuststats.diagnose._spec",
+    "protection_plan": "robuststats.diagnose._report",
+    "DiagnoseSpec": "robuststats.config.diagnose",
+    "LEVELS": "robuststats.config.diagnose",
     "Target": "robuststats.diagnose._targets",
     "operator_targets": "robuststats.diagnose._targets",
     "layer_targets": "robuststats.diagnose._targets",
@@ -47,6 +48,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # static analysers see the real names
+    from robuststats.config.diagnose import LEVELS, DiagnoseSpec  # noqa: F401
     from robuststats.diagnose._channels import (  # noqa: F401
         ChannelStats,
         capture_channels,
@@ -60,7 +62,6 @@ if TYPE_CHECKING:  # static analysers see the real names
         resolve_plan,
         run_diagnosis,
     )
-    from robuststats.diagnose._spec import LEVELS, DiagnoseSpec  # noqa: F401
     from robuststats.diagnose._statistics import (  # noqa: F401
         CLEAN,
         avalanche_table,

@@ -8,18 +8,15 @@ an evaluation a worker did not finish (it crashed, or was killed) is a store mis
 evaluated there. So the result cannot depend on the number of workers, and a killed
 ``--workers`` probe resumes like a serial one.
 
-The pool is the study's (``robuststats.study.executor``): spawn context, workers that die
-with their parent, Ctrl-C stops it at once. Each task is one training seed's share,
+The pool is the platform's (:func:`robuststats.runs.workers.run_pool`): spawn context,
+workers that die with their parent, Ctrl-C stops it at once. Each task is one training seed's share,
 so a worker loads that seed's model once per task (from the run directory's cache, or the
 condition's checkpoint).
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -57,17 +54,10 @@ def _shares(units: list[Unit], workers: int) -> list[list[Unit]]:
 def _worker(run_dir: str, spec: Any, plan: Any, targets: Sequence[Any], store_root: str,
             store_key: str, units: list[Unit]) -> int:
     """Evaluate ``units`` (one seed) and store each; returns how many were stored."""
-    from robuststats.diagnose._runner import (
-        _evaluate,
-        one_torch_thread,
-        replace_items,
-        spec_task,
-    )
+    from robuststats.diagnose._runner import _evaluate, replace_items, spec_task
     from robuststats.diagnose._statistics import CLEAN
     from robuststats.diagnose._store import ProbeStore
-    from robuststats.study.executor import load_or_train, planned_items
-    from robuststats.study.ledger import RunLedger
-    from robuststats.study.plan import TrainJob
+    from robuststats.runs import RunLedger, TrainJob, load_or_train, one_torch_thread, planned_items
 
     store = ProbeStore(store_root, store_key)
     task = spec_task(spec)
@@ -92,30 +82,18 @@ def evaluate_in_pool(*, run_dir: str, spec: Any, plan: Any, targets: Sequence[An
                      store: Any, units: list[Unit], workers: int,
                      progress: Callable[[int], None] | None = None) -> list[str]:
     """Evaluate ``units`` in ``workers`` processes, each result into ``store``;
-    ``progress(n)`` follows the files (:class:`~robuststats.study.executor.DiskProgress`).
+    ``progress(n)`` follows the files (:class:`~robuststats.runs.progress.DiskProgress`).
     Returns the first line of each task that failed (its unfinished units are left to the
     serial pass)."""
-    from robuststats.study.executor import DiskProgress, _stop_pool, _worker_init
-    from robuststats.study.ledger import _first_line
+    from robuststats.runs import DiskProgress, first_line, run_pool
 
     if not units:
         return []
-    ctx = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
-                               initializer=_worker_init, initargs=(os.getpid(),))
     errors: list[str] = []
     tally = DiskProgress(progress, lambda: sum(1 for u in units if store.path(*u).is_file()))
-    try:
-        futures = {pool.submit(_worker, run_dir, spec, plan, list(targets),
-                               str(store.root.parent), store.root.name, share)
-                   for share in _shares(units, workers)}
-        while futures:
-            finished, futures = wait(futures, timeout=0.5, return_when=FIRST_COMPLETED)
-            errors += [_first_line(f.exception()) for f in finished if f.exception()]
-            tally.poll()
-    except BaseException:
-        _stop_pool(pool)
-        raise
+    calls = [(run_dir, spec, plan, list(targets), str(store.root.parent), store.root.name,
+              share) for share in _shares(units, workers)]
     # a worker that raised or died leaves its units unstored: the serial pass redoes them
-    pool.shutdown(wait=True)
+    run_pool(_worker, calls, workers, on_result=lambda i, n: None,
+             on_error=lambda i, exc: errors.append(first_line(exc)), poll=tally.poll)
     return errors

@@ -412,7 +412,7 @@ def write_diagnosis(diagnosis: Any, *, out: str | Path = "results") -> Any:
 
     from robuststats.diagnose._channels import module_summary
     from robuststats.results import ResultStore
-    from robuststats.study.runner import environment
+    from robuststats.runs import environment
 
     name = f"{diagnosis.plan.study}.diagnose"
     xref = cross_reference(diagnosis)

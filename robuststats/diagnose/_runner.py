@@ -12,15 +12,15 @@ write_diagnosis`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from robuststats.diagnose._spec import DiagnoseSpec
+from robuststats.config.diagnose import DiagnoseSpec
+from robuststats.config.fields import seed_list
 from robuststats.diagnose._statistics import CLEAN, avalanche_table, target_table
 from robuststats.diagnose._store import ProbeStore, probe_key
 from robuststats.diagnose._targets import (
@@ -31,8 +31,7 @@ from robuststats.diagnose._targets import (
 )
 from robuststats.engine import ALL_OPS, NoiseSpec
 from robuststats.errors import InputError, did_you_mean
-from robuststats.study.spec import StudySpec
-from robuststats.study.spec_fields import seed_list
+from robuststats.runs.spec import StudySpec
 
 __all__ = ["Diagnosis", "DiagnosisPlan", "ProbeResult", "probe_model", "resolve_plan",
            "run_diagnosis"]
@@ -145,7 +144,7 @@ def resolve_plan(spec: StudySpec, *, levels: Sequence[str] | None = None,
 
 
 def _deterministic(kind: str) -> bool:
-    from robuststats.study.eval_kinds import check_kind
+    from robuststats.engine.eval_kinds import check_kind
 
     return check_kind(kind).deterministic
 
@@ -257,7 +256,7 @@ def build_targets(plan: DiagnosisPlan, n_layers: int, ops_present: Sequence[str]
 
 def _evaluate(trained: Any, task: Any, items: list[Any], noise: NoiseSpec | None,
               noise_seed: int, batch_size: int) -> pd.DataFrame:
-    from robuststats.study.evaluate import evaluate
+    from robuststats.models.evaluate import evaluate
 
     return evaluate(trained, task, items, noise=noise, noise_seed=noise_seed,
                     batch_size=batch_size)
@@ -413,14 +412,14 @@ def analyse(plan: DiagnosisPlan, probes: Sequence[ProbeResult], *, seconds: floa
 
 def _trained_model(ledger: Any, spec: StudySpec, job: Any, task: Any = None) -> Any:
     """The study's model of ``job``: its checkpoint, the run directory's cached model, or
-    trained and cached there (:func:`robuststats.study.executor.load_or_train`)."""
-    from robuststats.study.executor import load_or_train
+    trained and cached there (:func:`robuststats.runs.executor.load_or_train`)."""
+    from robuststats.runs.executor import load_or_train
 
     return load_or_train(ledger, spec, job, task=task, by="diagnose")
 
 
 def spec_task(spec: StudySpec) -> Any:
-    from robuststats.study.executor import build_task
+    from robuststats.runs import build_task
 
     return build_task(spec)
 
@@ -444,10 +443,16 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
     evaluates in that many processes first (:mod:`robuststats.diagnose._pool`); the result
     is the same as with one.
     """
-    from robuststats.study.executor import planned_items, preflight
-    from robuststats.study.ledger import RunLedger, run_hash
-    from robuststats.study.plan import TrainJob
-    from robuststats.study.runner import check_output_dir
+    from robuststats.runs import (
+        RunLedger,
+        TrainJob,
+        check_output_dir,
+        one_torch_thread,
+        planned_items,
+        preflight,
+        progress_bar,
+        run_hash,
+    )
 
     if plan is None:
         plan, ledger_spec = resolve_plan(spec)
@@ -503,7 +508,7 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
             units = pending_units(store, plan.seeds, targets, plan.noise_seeds)
         first_done = total - len(units) - int("channel" in plan.levels) * len(plan.seeds) \
             if units else 0
-        bar = progress(total, first_done) if progress is not None else None
+        bar = progress_bar(False if progress is None else progress, total, first_done)
         probes = []
         try:
             if units:
@@ -517,7 +522,7 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
                                               progress=bar, store=store,
                                               count_reused=not units))
         finally:
-            if bar is not None and hasattr(bar, "close"):
+            if bar is not None:
                 bar.close()
         if pool_errors:
             ledger.log_event({"event": "diagnose_worker_failed", "errors": pool_errors})
@@ -546,32 +551,13 @@ def _check_window_early(spec: StudySpec, plan: DiagnosisPlan) -> None:
     if spec.trainer.name != "builtin" or "window" not in plan.levels \
             or not plan.levels_requested:
         return
-    from robuststats.study.model import ModelSpec
+    from robuststats.models.model import ModelSpec
 
     n_layers = ModelSpec.from_dict(spec.model).num_layers
     if plan.window > n_layers:
         raise InputError(f"`diagnose.window` ({plan.window}) exceeds the model's {n_layers} "
                          "layers (model.num_layers); give a smaller --window or leave out the "
                          "window level.")
-
-
-@contextmanager
-def one_torch_thread() -> Iterator[None]:
-    """Evaluate with one torch thread, as the study's workers do.
-
-    The engine draws relative Gaussian noise on a thread pool of ``torch.get_num_threads()``
-    threads; under ``torch.inference_mode`` (the evaluator's decoding) its pool threads are
-    outside inference mode and cannot update the output in place, so evaluation with more
-    than one thread fails on outputs larger than one chunk (2**17 elements).
-    """
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def replace_items(spec: StudySpec, n_items: int | None) -> StudySpec:

@@ -4,7 +4,7 @@ Every evaluation of :func:`~robuststats.diagnose.probe_model` (the clean pass, a
 target under each noise seed) is one file under ``<runs>/<study>/diagnose/<key>/``:
 ``seed<S>/<target>.ns<K>.json`` with the item ids, the 0/1 outcomes, the engine's injection
 statistics, the seconds it took and a SHA-256 of that payload. Files appear through an
-atomic rename (:func:`robuststats.study.atomic.atomic_write_bytes`), so a kill leaves either
+atomic rename (:func:`robuststats._atomic.atomic_write_bytes`), so a kill leaves either
 no file or a whole one.
 
 ``key`` is a digest of what decides an evaluation's outcomes: the run hash of the study
@@ -29,8 +29,8 @@ from typing import Any
 
 import pandas as pd
 
-from robuststats.outcomes._schema import plain
-from robuststats.study.atomic import atomic_write_bytes
+from robuststats._atomic import atomic_write_bytes
+from robuststats.outcomes import plain
 
 __all__ = ["ProbeStore", "probe_key"]
 

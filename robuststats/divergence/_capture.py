@@ -103,7 +103,7 @@ def _device_name(condition: Condition) -> str:
             return str(backend.get_device_name(torch.device(condition.device)))
         except Exception:  # a backend without names: the device string says enough
             return condition.device
-    from robuststats.study.runner import environment
+    from robuststats.runs import environment
 
     return str(environment().get("cpu") or platform.processor() or "cpu")
 
@@ -207,7 +207,7 @@ def capture_run(model: Any, tokenizer: Any, texts: Sequence[str], path: str | Pa
         forward_batch,
         tokenize_batch,
     )
-    from robuststats.study.runner import environment
+    from robuststats.runs import environment
 
     path, texts, ids = _capture_iv(path, texts, item_ids, batch_size, max_length,
                                    subset_size, projection_dim, sketch_seed)

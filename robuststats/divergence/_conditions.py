@@ -6,7 +6,7 @@ A condition is written as a short string or as a mapping (inline YAML/JSON, or a
 - ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"npu"`` (Ascend, with ``torch_npu``), ``"xpu"``,
   ``"mps"``: its device;
 - ``"nvfp4_weights"`` (``"nvfp4-weights"``), ``"fp8_e4m3_inputs"``, ``"int8"``, ...: an
-  error model of the study's registry (``robuststats.study.eval_kinds``); a Gaussian one
+  error model of the study's registry (``robuststats.engine.eval_kinds``); a Gaussian one
   needs its level, ``"relative_gaussian@0.05"``; a number format is the format itself;
 - ``"clean"``: no error model;
 
@@ -111,14 +111,14 @@ def _load_text(text: str, name: str, where: str) -> Any:
 
 
 def _kind_names() -> list[str]:
-    from robuststats.study.eval_kinds import EVALUATION_KINDS
+    from robuststats.engine.eval_kinds import EVALUATION_KINDS
 
     return list(EVALUATION_KINDS)
 
 
 def _noise(kind: str, level: float | None, ops: str, seed: int, name: str
            ) -> NoiseSpec | None:
-    from robuststats.study.eval_kinds import EVALUATION_KINDS
+    from robuststats.engine.eval_kinds import EVALUATION_KINDS
 
     kind = kind.replace("-", "_")
     if kind == "clean":

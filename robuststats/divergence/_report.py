@@ -220,7 +220,7 @@ def write_divergence(div: Any, *, out: str | Path = "results", name: str = "mode
                      source: dict[str, Any] | None = None) -> Any:
     """Publish ``div`` as ``<out>/<name>.divergence/v<N>/``; returns the version."""
     from robuststats.results import ResultStore
-    from robuststats.study.runner import environment
+    from robuststats.runs import environment
 
     study = f"{store_name(name)}.divergence"
     data = summary(div, max_mape=max_mape, sensitivity=sensitivity)

@@ -101,13 +101,13 @@ def load_source(source: str, *, n_items: int | None = None, texts: str | None = 
         if condition is not None or seed is not None:
             raise InputError("`--condition` and `--seed` choose a study's model; SOURCE is a "
                              "model directory.")
-        from robuststats.study.model import load_pretrained
+        from robuststats.models.model import load_pretrained
 
         model, tokenizer = load_pretrained(source, key="SOURCE")
         if texts is not None:
             all_texts, ids = read_texts(texts, name="--texts")
         else:
-            from robuststats.study.tasks import get_task
+            from robuststats.models.tasks import get_task
 
             items = get_task("arithmetic").items("test")
             all_texts = [it.prompt + it.solution for it in items]
@@ -122,8 +122,8 @@ def load_source(source: str, *, n_items: int | None = None, texts: str | None = 
 
 def _study_source(path: str, *, n_items: int | None, texts: str | None, condition: str | None,
                   seed: int | None, runs: str | Path) -> Source:
-    from robuststats.study.executor import planned_items, preflight
-    from robuststats.study.spec import StudySpec
+    from robuststats.runs import planned_items, preflight
+    from robuststats.runs.spec import StudySpec
 
     spec = StudySpec.from_file(path)
     names = list(spec.conditions)
@@ -161,9 +161,9 @@ def _study_source(path: str, *, n_items: int | None, texts: str | None, conditio
 def _trained(spec: Any, condition: str, seed: int, runs: str | Path, task: Any) -> Any:
     """The condition's model of ``seed``: its checkpoint, the run directory's cached model,
     or trained and cached there (as ``robuststats study`` would)."""
-    from robuststats.study.executor import load_or_train
-    from robuststats.study.ledger import RunLedger
-    from robuststats.study.plan import TrainJob
+    from robuststats.runs.executor import load_or_train
+    from robuststats.runs.ledger import RunLedger
+    from robuststats.runs.plan import TrainJob
 
     with RunLedger.open(Path(runs) / spec.name, spec) as ledger:
         model, _ = load_or_train(ledger, spec, TrainJob(condition, seed), task=task,

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 from robuststats._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
+    "INJECTION_LOG_VAR": "robuststats.engine._env",
+    "build_model_map": "robuststats.engine._model_map",
     # torch-free
     "ALL_OPS": "robuststats.engine._spec",
     "KINDS": "robuststats.engine._spec",

@@ -22,7 +22,7 @@ from robuststats.errors import InputError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from robuststats.study.spec import StudySpec
+    from robuststats.runs.spec import StudySpec
 
 __all__ = ["candidate_spec", "evaluate_checkpoint"]
 
@@ -31,7 +31,7 @@ def candidate_spec(spec: dict[str, Any], condition: str, checkpoint: str,
                    seeds: Sequence[int], levels: Sequence[float]) -> StudySpec:
     """The one-condition study that evaluates ``checkpoint`` as the baseline's ``condition``
     was evaluated, at ``levels`` (the clean level added when the baseline has it)."""
-    from robuststats.study.spec import StudySpec
+    from robuststats.runs.spec import StudySpec
 
     data = copy.deepcopy(spec)
     base = (data.get("conditions") or {}).get(condition) or {}
@@ -63,11 +63,16 @@ def evaluate_checkpoint(spec: StudySpec, *, runs: str | Path | None = None, work
     naming the problem, nothing loaded). A cell that fails is an ``InputError`` naming the
     cell and the last line of its error: a gate never decides on part of its protocol.
     """
-    from robuststats.study.checkpoints import check_checkpoints
-    from robuststats.study.executor import execute, planned_items, preflight
-    from robuststats.study.ledger import RunLedger
-    from robuststats.study.plan import plan
-    from robuststats.study.runner import progress_bar
+    from robuststats.runs import (
+        RunLedger,
+        check_checkpoints,
+        execute,
+        last_line,
+        plan,
+        planned_items,
+        preflight,
+        progress_bar,
+    )
 
     task = preflight(spec)
     refs = check_checkpoints(spec)
@@ -80,7 +85,7 @@ def evaluate_checkpoint(spec: StudySpec, *, runs: str | Path | None = None, work
             try:
                 report = execute(ledger, spec, cells, workers=workers, progress=bar)
             finally:
-                if bar is not None and hasattr(bar, "close"):
+                if bar is not None:
                     bar.close()
             outcomes = ledger.outcomes(cells, items=items)
             failures = ledger.failures()
@@ -88,11 +93,10 @@ def evaluate_checkpoint(spec: StudySpec, *, runs: str | Path | None = None, work
             missing = [c for c in cells if c.key in failures]
             if missing or report.cells_failed:
                 key = missing[0].key if missing else "?"
-                text = failures.get(key, "")
-                last = [ln for ln in text.strip().splitlines() if ln.strip()]
+                last = last_line(failures.get(key, "")) or "no error recorded"
                 raise InputError(f"CANDIDATE: evaluating cell {key} failed "
                                  f"({len(missing) or report.cells_failed} cell(s) in all): "
-                                 f"{last[-1].strip() if last else 'no error recorded'}")
+                                 f"{last}")
             without = [c.key for c in ledger.without_injections(cells)]
     facts = {"checkpoints": {f"{c}__s{s}": str(ref.path) for (c, s), ref in refs.items()},
              "cells": len(cells), "cells_without_injection_counts": without,

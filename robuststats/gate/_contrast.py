@@ -37,10 +37,10 @@ from robuststats.errors import InputError
 from robuststats.stats import (
     ContrastVariance,
     DegenerateDataWarning,
+    noncentral_t_power,
     paired_variance,
     unpaired_variance,
 )
-from robuststats.stats._power_seeds_formulas import noncentral_t_power
 
 __all__ = ["MARGIN_TYPES", "METRICS", "PAIRINGS", "GateTest", "gate_test",
            "smallest_detectable"]
@@ -132,7 +132,7 @@ class GateTest:
 def _metric(clean: np.ndarray | None, noisy: np.ndarray, metric: str,
             relative: bool) -> tuple[float, np.ndarray]:
     """θ and its influence values (log scale when ``relative``): the planning's own."""
-    from robuststats.stats._power_gate import gate_influence
+    from robuststats.stats import gate_influence
 
     return gate_influence(clean, noisy, metric, relative)
 

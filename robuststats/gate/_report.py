@@ -112,7 +112,7 @@ def gate_markdown(result: GateResult) -> str:
 def write_gate(result: GateResult, out: str | Path) -> ResultVersion:
     """Publish the gate as a new version ``<out>/<baseline study>.gate/v<N>/``."""
     from robuststats.results import ResultStore, cell_digests
-    from robuststats.study.runner import environment
+    from robuststats.runs import environment
 
     study = f"{(result.spec or {}).get('name') or 'baseline'}.gate"
     if study.endswith(".gate.gate"):  # a gate's result as the baseline: one series

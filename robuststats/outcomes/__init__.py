@@ -3,7 +3,9 @@
 One row per ``(condition, seed, eval_noise, noise_seed, item_id)`` with ``correct`` in
 {0, 1} and an optional ``score`` (``docs/architecture.md``). This module is the only place
 that knows the schema. It reads the table from any source, validates it, finds its holes
-and aligns conditions item by item. Torch-free, and it never imports the statistics.
+and aligns conditions item by item. A cell's key and the digest that seals its rows
+(:func:`cell_key`, :func:`cell_digest`) live here too: the run ledger, the outcome reader
+and the result store all check cells by them. Torch-free, and it never imports the statistics.
 
 Holes come in two kinds:
 
@@ -31,6 +33,7 @@ from robuststats.outcomes._align import (
     align_series,
     seed_pairing,
 )
+from robuststats.outcomes._cells import cell_digest, cell_digests, cell_key
 from robuststats.outcomes._holes import Completed, complete, missing_cells
 from robuststats.outcomes._lmeval import is_lmeval_samples, read_lmeval_runs, read_lmeval_samples
 from robuststats.outcomes._read import read_outcomes, validate_outcomes
@@ -43,6 +46,7 @@ from robuststats.outcomes._schema import (
     HOLE_POLICIES,
     KEY,
     empty_outcomes,
+    plain,
 )
 
 __all__ = [
@@ -58,10 +62,14 @@ __all__ = [
     "align",
     "align_by_condition",
     "align_series",
+    "cell_digest",
+    "cell_digests",
+    "cell_key",
     "complete",
     "empty_outcomes",
     "is_lmeval_samples",
     "missing_cells",
+    "plain",
     "read_lmeval_runs",
     "read_lmeval_samples",
     "read_outcomes",

@@ -55,7 +55,7 @@ def _checked_cell(path: Path) -> pd.DataFrame:
     (``<cell>.json``: row count and SHA-256 of the rows). A cell whose rows changed after it
     was written is refused, naming it; a cell without a record (a run directory from before
     records were kept) is read as it is."""
-    from robuststats.results._cells import cell_digest
+    from robuststats.outcomes._cells import cell_digest
 
     df = _read_file(path, "parquet")
     try:

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-from robuststats.report._views import claim, condition_descriptions, condition_rows, hypothesis_rows
+from robuststats.report._views import (
+    CONDITION_HEADERS,
+    HYPOTHESIS_HEADERS,
+    claim,
+    condition_descriptions,
+    condition_rows,
+    hypothesis_rows,
+    records,
+)
 from robuststats.report.figures import accuracy_figure, interval_label, retention_figure
 from robuststats.report.forest import VERDICT_STYLE, forest_figure
 from robuststats.report.markdown import markdown_table, write_report
 
 __all__ = [
+    "CONDITION_HEADERS",
+    "HYPOTHESIS_HEADERS",
     "VERDICT_STYLE",
     "accuracy_figure",
     "claim",
@@ -17,6 +27,7 @@ __all__ = [
     "hypothesis_rows",
     "interval_label",
     "markdown_table",
+    "records",
     "retention_figure",
     "write_report",
 ]

@@ -60,7 +60,7 @@ def _spec_models(outdir: Path) -> dict[str, tuple[str, str]]:
         conditions = spec.get("conditions") or {}
     except (OSError, ValueError, AttributeError):
         return {}
-    from robuststats.study.eval_kinds import EVALUATION_KINDS
+    from robuststats.engine.eval_kinds import EVALUATION_KINDS
 
     out = {}
     for name, cond in conditions.items():

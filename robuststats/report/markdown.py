@@ -32,7 +32,7 @@ from robuststats.report._views import (
 )
 from robuststats.report.figures import accuracy_figure, retention_figure
 from robuststats.report.forest import forest_figure
-from robuststats.results._tables import confidence_level, is_analysis_only, normalize_table
+from robuststats.results import confidence_level, is_analysis_only, normalize_table
 
 __all__ = ["markdown_table", "write_report"]
 

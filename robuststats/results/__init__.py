@@ -5,7 +5,7 @@ Never imports torch.
 
 from __future__ import annotations
 
-from robuststats.results._cells import cell_digest, cell_digests, cell_key
+from robuststats.outcomes import cell_digest, cell_digests, cell_key
 from robuststats.results._diff import TABLE_KEYS, diff_versions
 from robuststats.results._store import (
     MANIFEST,

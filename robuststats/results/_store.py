@@ -351,7 +351,7 @@ def _version_cells(version: ResultVersion) -> dict[str, str]:
     the file checks already name it)."""
     import pandas as pd
 
-    from robuststats.results._cells import cell_digests
+    from robuststats.outcomes import cell_digests
 
     try:
         outcomes = pd.read_parquet(version.path / "outcomes.parquet")
@@ -364,7 +364,7 @@ def _trace_run(version: ResultVersion, cells: dict[str, Any], run_dir: str | Pat
                ) -> tuple[str | None, list[str], list[str], str]:
     import pandas as pd
 
-    from robuststats.results._cells import cell_digest
+    from robuststats.outcomes import cell_digest
 
     where = run_dir if run_dir is not None else version.manifest.get("run_dir")
     if not where:

@@ -17,6 +17,11 @@ from typing import TYPE_CHECKING
 from robuststats._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
+    "pointing": "robuststats.search._objective",
+    "split_items": "robuststats.search._objective",
+    "check_storage": "robuststats.search._storage",
+    "default_storage": "robuststats.search._storage",
+    "normalise_url": "robuststats.search._storage",
     "SearchSpec": "robuststats.search._spec",
     "SearchSection": "robuststats.search._spec",
     "ReevaluationSpec": "robuststats.search._spec",

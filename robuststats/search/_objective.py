@@ -82,11 +82,11 @@ def build_context(spec: SearchSpec, run_dir: str | Path, *,
                   log: Callable[[str], None] | None = None) -> SearchContext:
     """Task, trainer, items and space; for ``tolerance`` also the probed models (trained
     now, or loaded from the run directory's cache) and their clean outcomes."""
-    from robuststats.study.executor import build_task, build_trainer
+    from robuststats.runs import build_task, build_trainer
 
-    with _pointing(spec, "task"):
+    with pointing(spec, "task"):
         task = build_task(spec)  # type: ignore[arg-type]
-    with _pointing(spec, "trainer"):
+    with pointing(spec, "trainer"):
         trainer = build_trainer(spec)  # type: ignore[arg-type]
     search_items, holdout_items = split_items(spec, task)
     run_dir = Path(run_dir)
@@ -124,11 +124,11 @@ def split_items(spec: SearchSpec, task: Any) -> tuple[list[Any], list[Any]]:
     return items[:n], items[n:n + hold]
 
 
-def _pointing(spec: SearchSpec, section: str) -> Any:
+def pointing(spec: SearchSpec, section: str) -> Any:
     """Errors of the task or trainer name their key and line (as for study files)."""
     import contextlib
 
-    from robuststats.study.yaml_lines import component_key
+    from robuststats.config.yaml_lines import component_key
 
     @contextlib.contextmanager
     def ctx() -> Any:
@@ -146,12 +146,12 @@ def _untrained_model(ctx: SearchContext) -> Any:
     """A model of the trainer's architecture, to discover the layers (nothing trained)."""
     spec = ctx.spec
     if spec.trainer.name == "builtin":
-        from robuststats.study.model import build_model, build_tokenizer
+        from robuststats.models.model import build_model, build_tokenizer
 
         tokenizer = build_tokenizer(ctx.task.vocabulary())
         return build_model(tokenizer, ctx.trainer.params["model"], seed=0)
     # any other trainer: its model for the first seed without noise (a checkpoint loads)
-    from robuststats.study.trainer import TrainingCondition
+    from robuststats.models.trainer import TrainingCondition
 
     return ctx.trainer.train(ctx.task, TrainingCondition("layout"), seed=spec.seed_list()[0]).model
 
@@ -160,7 +160,7 @@ def cached_model(ctx: SearchContext, seed: int, *,
                  log: Callable[[str], None] | None = None) -> Any:
     """The probed model of ``seed``: trained once under ``search.train_noise`` and cached in
     ``<run dir>/models/s<seed>``; an ``flock`` lets one process train it while others wait."""
-    from robuststats.study.trainer import TrainedModel, TrainingCondition
+    from robuststats.models.trainer import TrainedModel, TrainingCondition
 
     target = ctx.run_dir / "models" / f"s{seed}"
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -197,7 +197,7 @@ def model_digest(trained: Any) -> str:
 def outcomes(ctx: SearchContext, trained: Any, items: Sequence[Any],
              noise: NoiseSpec | None, noise_seed: int) -> np.ndarray:
     """0/1 outcomes of ``items`` (in order) under ``noise`` (None: clean)."""
-    from robuststats.study.evaluate import evaluate
+    from robuststats.models.evaluate import evaluate
 
     df = evaluate(trained, ctx.task, items, noise=noise, noise_seed=int(noise_seed),
                   batch_size=ctx.spec.evaluation.batch_size)
@@ -244,18 +244,18 @@ def train_config(ctx: SearchContext, params: dict[str, float], seed: int, *,
     With ``report`` and the builtin trainer, ``search.reports`` evenly spaced evaluations of
     the noisy accuracy on the search items (first search noise seed) are reported at steps
     ``offset × steps + step`` (the pruner's input). The builtin trainer's own loop
-    (:func:`robuststats.study.training.run_training`) runs on a model built exactly as
-    :func:`~robuststats.study.training.train_builtin` builds it, so the weights are the
+    (:func:`robuststats.models.training.run_training`) runs on a model built exactly as
+    :func:`~robuststats.models.training.train_builtin` builds it, so the weights are the
     same with or without reports. Other trainers train without intermediate reports.
     """
-    from robuststats.study.trainer import TrainedModel, TrainingCondition
+    from robuststats.models.trainer import TrainedModel, TrainingCondition
 
     cond = TrainingCondition(f"search-{os.getpid()}", ctx.config_noise(params))
     n_reports = ctx.spec.search.reports
     if report is None or n_reports == 0 or ctx.spec.trainer.name != "builtin":
         return ctx.trainer.train(ctx.task, cond, seed=seed)
-    from robuststats.study.model import build_model, build_tokenizer
-    from robuststats.study.training import run_training
+    from robuststats.models.model import build_model, build_tokenizer
+    from robuststats.models.training import run_training
 
     tokenizer = build_tokenizer(ctx.task.vocabulary())
     model = build_model(tokenizer, ctx.trainer.params["model"], seed=seed)

@@ -122,8 +122,8 @@ def write_search_version(out: str | Path, spec: SearchSpec, ctx: SearchContext,
     import yaml
 
     from robuststats.results import ResultStore
+    from robuststats.runs import environment
     from robuststats.search._study import stored_sensitivity
-    from robuststats.study.runner import environment
 
     trials = trials_table(study, ctx.space, spec)
     profile = _profile(ctx, study, chosen)

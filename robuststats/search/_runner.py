@@ -111,13 +111,13 @@ def _worker_main(spec: SearchSpec, run_dir: str, url: str, worker: int, target: 
     """
     import threading
 
-    from robuststats.study.executor import _worker_init
+    from robuststats.runs import worker_init
 
-    _worker_init(parent_pid)
+    worker_init(parent_pid)
     try:
         import torch
 
-        torch.set_num_threads(1)
+        torch.set_num_threads(1)  # the platform's policy: one torch thread per process
         ctx = build_context(spec, run_dir)
         storage = open_storage(url)
         prepare_study(spec, ctx, storage, url)  # loads the record and the clean outcomes
@@ -144,13 +144,14 @@ def run_search(spec: SearchSpec, *, storage: str | None = None, workers: int = 1
     ``workers``: processes running trials against it (1: this process). Stale trials of
     killed workers are recovered first (:func:`~robuststats.search._storage.recover_stale`).
     """
+    from robuststats.runs import (
+        check_output_dir,
+        one_torch_thread,
+        progress_bar,
+        signals_as_interrupts,
+    )
     from robuststats.search._reevaluate import choose, reevaluate
     from robuststats.search._report import write_search_version
-    from robuststats.study.runner import (
-        _signals_as_interrupts,
-        check_output_dir,
-        progress_bar,
-    )
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise InputError(f"`workers` must be a positive integer, got {workers!r}.")
@@ -161,17 +162,13 @@ def run_search(spec: SearchSpec, *, storage: str | None = None, workers: int = 1
     url = check_storage(normalise_url(storage) if storage else default_storage(runs, spec.name))
     run_dir = Path(runs) / spec.name
     target = spec.search.trials
-    with _signals_as_interrupts():
+    with signals_as_interrupts():
         if fresh:
             _discard(spec, url, run_dir)
         # tracebacks of earlier runs' workers are not this run's failures
         shutil.rmtree(run_dir / "failures", ignore_errors=True)
         run_dir.mkdir(parents=True, exist_ok=True)
-        import torch
-
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # as the study workers: one thread per process
-        try:
+        with one_torch_thread():  # as the study workers: one thread per process
             ctx = build_context(spec, run_dir, log=log)
             store = open_storage(url)
             study = prepare_study(spec, ctx, store, url, log=log)
@@ -191,13 +188,11 @@ def run_search(spec: SearchSpec, *, storage: str | None = None, workers: int = 1
                 else:
                     failures = _run_processes(spec, run_dir, url, workers, target, study, bar)
             finally:
-                if bar is not None and hasattr(bar, "close"):
+                if bar is not None:
                     bar.close()
             trials_now = _finished(study) - done0
             chosen = choose(study, spec)
             re_table, re_meta = reevaluate(ctx, study, chosen, log=log)
-        finally:
-            torch.set_num_threads(threads)
         import optuna
 
         S = optuna.trial.TrialState
@@ -235,6 +230,8 @@ def _run_processes(spec: SearchSpec, run_dir: Path, url: str, workers: int, targ
                    study: Any, bar: Any) -> list[str]:
     """``workers`` spawned processes on one storage; the parent shows progress and stops
     them on an interruption. Returns the tracebacks' files of workers that failed."""
+    from robuststats.runs import stop_processes
+
     mp = multiprocessing.get_context("spawn")
     ready = mp.Barrier(workers)
     procs = [mp.Process(target=_worker_main, name=f"robuststats-search-{i}",
@@ -251,14 +248,7 @@ def _run_processes(spec: SearchSpec, run_dir: Path, url: str, workers: int, targ
                 bar(now - shown)
                 shown = now
     except BaseException:
-        for p in procs:
-            if p.is_alive():
-                p.terminate()
-        for p in procs:
-            p.join(2.0)
-            if p.is_alive():
-                p.kill()
-                p.join(1.0)
+        stop_processes(procs, grace=2.0)
         raise
     for p in procs:
         p.join()

@@ -119,7 +119,7 @@ def budget(params: Mapping[str, float], base_scale: float) -> float:
 def discover_space(model: Any, ops: Sequence[str], space: str, low: float,
                    high: float) -> SearchSpace:
     """The places of ``model`` for a noise spec on ``ops`` (names from the engine's map)."""
-    from robuststats.engine._model_map import build_model_map
+    from robuststats.engine import build_model_map
 
     mm = build_model_map(model)
     if mm.n_layers == 0:

@@ -4,8 +4,8 @@
 Validation follows the study files (``docs/studies.md``): unknown keys, wrong types and
 impossible values are one :class:`~robuststats.errors.InputError` line naming the key path
 and its line (``studies/s.yaml: search.scale_range (line 31): ...``). The sections shared
-with study files are the study's own classes (:class:`~robuststats.study.spec.NamedParams`,
-:class:`~robuststats.study.spec.EvaluationSpec`, the ``train_noise`` adapter), so a search
+with study files are the study's own classes (:class:`~robuststats.runs.spec.NamedParams`,
+:class:`~robuststats.runs.spec.EvaluationSpec`, the ``train_noise`` adapter), so a search
 file and a study file mean the same thing by the same key. Loading never imports torch.
 """
 
@@ -19,25 +19,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     PrivateAttr,
     field_validator,
     model_validator,
 )
 
-from robuststats.errors import InputError, closest_match
-from robuststats.study.eval_kinds import check_kind
-from robuststats.study.spec import EvaluationSpec, NamedParams
-from robuststats.study.spec_bounds import MAX_NOISE_SEEDS, MAX_SEEDS, check_name
-from robuststats.study.spec_fields import (
+from robuststats.config import Strict
+from robuststats.config.bounds import MAX_NOISE_SEEDS, MAX_SEEDS, check_name
+from robuststats.config.fields import (
     MAX_SEED_VALUE,
     TrainNoise,
     check_seed_field,
     seed_list,
 )
-from robuststats.study.yaml_lines import (
+from robuststats.config.yaml_lines import (
     KeyedError,
     KeyPath,
     check_document,
@@ -47,6 +43,9 @@ from robuststats.study.yaml_lines import (
     read_study_text,
     validate_keyed,
 )
+from robuststats.engine.eval_kinds import check_kind
+from robuststats.errors import InputError, closest_match
+from robuststats.runs.spec import EvaluationSpec, NamedParams
 
 __all__ = ["MAX_TRIALS", "HeuristicSpec", "ReevaluationSpec", "SearchSection", "SearchSpec"]
 
@@ -56,11 +55,7 @@ MAX_TRIALS = 100_000
 _MAX_MULTIPLIER = 1e4
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class HeuristicSpec(_Strict):
+class HeuristicSpec(Strict):
     """The seeds' adaptive rule (seed 003 §4.3; seed 004 "Adaptive AQN training"):
     ``sensitive_factor`` × the scale on layers whose sensitivity exceeds
     ``sensitive_above``, ``robust_factor`` × on layers below ``robust_below``, 1 elsewhere.
@@ -81,7 +76,7 @@ class HeuristicSpec(_Strict):
         return self
 
 
-class ReevaluationSpec(_Strict):
+class ReevaluationSpec(Strict):
     """The chosen configuration evaluated again, away from the draws that chose it."""
 
     #: fresh noise seeds: a count (seeds after the search's largest) or a list disjoint
@@ -106,7 +101,7 @@ class ReevaluationSpec(_Strict):
         return check_seed_field(v, max_count=MAX_SEEDS)
 
 
-class SearchSection(_Strict):
+class SearchSection(Strict):
     """The ``search:`` section: objective, search space, sampler and re-evaluation."""
 
     objective: Literal["tolerance", "training"]
@@ -199,7 +194,7 @@ class SearchSection(_Strict):
         return "median" if single_training and self.reports > 0 else "none"
 
 
-class SearchSpec(_Strict):
+class SearchSpec(Strict):
     """A validated search file."""
 
     name: str
@@ -353,7 +348,7 @@ class SearchSpec(_Strict):
 
 
 def _suggest(path: KeyPath) -> str:
-    from robuststats.study.spec import EvaluationSpec as _Eval
+    from robuststats.runs.spec import EvaluationSpec as _Eval
 
     fields: dict[KeyPath, Any] = {
         (): SearchSpec.model_fields, ("evaluation",): _Eval.model_fields,

@@ -78,7 +78,7 @@ def check_storage(url: str) -> str:
     url = normalise_url(url)
     path = _file_of(url)
     if path is not None:
-        from robuststats.study.runner import check_output_dir
+        from robuststats.runs import check_output_dir
 
         if path.exists() and not path.is_file():
             raise InputError(f"--storage {url!r}: {str(path)!r} is not a file.")

@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING
 from robuststats._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
+    "gate_influence": "robuststats.stats._power_gate",
+    "noncentral_t_power": "robuststats.stats._power_seeds_formulas",
+    "DOSE_MODELS": "robuststats.stats._dose_models",
     "BootstrapResult": "robuststats.stats._bootstrap",
     "CochranQResult": "robuststats.stats._omnibus",
     "ConfidenceInterval": "robuststats.stats._common",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import special
 
-__all__ = ["MODELS", "DoseModel"]
+__all__ = ["DOSE_MODELS", "MODELS", "DoseModel"]
 
 #: ``u`` is clipped here: every ``g`` is saturated to double precision well before
 _U_LIMIT = 200.0
@@ -113,3 +113,6 @@ MODELS: dict[str, DoseModel] = {
     **_family("W1", "W1", "Weibull type 1"),
     **_family("W2", "W2", "Weibull type 2"),
 }
+
+#: the models by name, as :mod:`robuststats.stats` exports them
+DOSE_MODELS = MODELS

@@ -1,4 +1,8 @@
-"""Studies: validated study files, plans, a resumable executor, analysis of item outcomes.
+"""The ``study`` command: a study file's matrix run on the platform, analysed, published.
+
+The platform's names a study uses (:class:`StudySpec`, :func:`plan`, :class:`RunLedger`)
+are re-exported here for convenience; they live in :mod:`robuststats.runs`, the tasks,
+trainers and evaluator in :mod:`robuststats.models`.
 
 Names are imported on first use, so ``import robuststats.study`` (and ``robuststats
 analyze``) never imports torch; only training and evaluation do.
@@ -9,8 +13,8 @@ from __future__ import annotations
 from robuststats._lazy import lazy_exports
 
 # eager: light (no torch), and the function ``plan`` must shadow the submodule ``plan``
-from robuststats.study.plan import Cell, TrainJob, plan
-from robuststats.study.spec import AnalysisSpec, ConditionSpec, EvaluationSpec, StudySpec
+from robuststats.runs.plan import Cell, TrainJob, plan
+from robuststats.runs.spec import AnalysisSpec, ConditionSpec, EvaluationSpec, StudySpec
 
 __all__ = [
     "Analysis",
@@ -36,15 +40,15 @@ __all__ = [
 _LAZY = {
     "Analysis": "robuststats.analysis",
     "analyze_outcomes": "robuststats.analysis",
-    "RunLedger": "robuststats.study.ledger",
+    "RunLedger": "robuststats.runs.ledger",
     "StudyRun": "robuststats.study.runner",
     "run_study": "robuststats.study.runner",
     "write_version": "robuststats.study.runner",
-    "get_task": "robuststats.study.tasks",
-    "get_trainer": "robuststats.study.trainer",
-    "TrainingCondition": "robuststats.study.trainer",
-    "evaluate": "robuststats.study.evaluate",
-    "generate_greedy": "robuststats.study.generation",
+    "get_task": "robuststats.models.tasks",
+    "get_trainer": "robuststats.models.trainer",
+    "TrainingCondition": "robuststats.models.trainer",
+    "evaluate": "robuststats.models.evaluate",
+    "generate_greedy": "robuststats.models.generation",
 }
 
 

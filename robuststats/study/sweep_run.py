@@ -1,7 +1,7 @@
 """Running a sweep: the adaptive refinement rounds and the dose-response tables.
 
 :func:`refine` runs after the grid's cells: for each round it fits every condition's curve
-to the cells finished so far, adds the levels :func:`~robuststats.study.sweep.adaptive_levels`
+to the cells finished so far, adds the levels :func:`~robuststats.config.sweep.adaptive_levels`
 places around its threshold (for every training seed and noise seed), and runs them with
 the study's executor and run directory. The levels are a deterministic function of the
 stored outcomes (rounded to 3 significant digits), so a resumed run recomputes the same
@@ -16,18 +16,18 @@ from typing import Any
 
 import pandas as pd
 
+from robuststats.config.sweep import adaptive_levels
 from robuststats.errors import InputError
-from robuststats.stats._common import DegenerateDataWarning
-from robuststats.study.plan import Cell
-from robuststats.study.spec import StudySpec
-from robuststats.study.sweep import adaptive_levels
+from robuststats.runs.plan import Cell
+from robuststats.runs.spec import StudySpec
+from robuststats.stats import DegenerateDataWarning
 
 __all__ = ["dose_options", "dose_tables", "point_threshold", "refine"]
 
 
 def dose_options(spec: StudySpec) -> Any:
     """The :class:`~robuststats.analysis._dose.DoseOptions` of a study's ``sweep``."""
-    from robuststats.analysis._dose import DoseOptions
+    from robuststats.analysis import DoseOptions
 
     sweep = spec.sweep
     assert sweep is not None
@@ -39,14 +39,14 @@ def dose_options(spec: StudySpec) -> Any:
 
 def dose_tables(outcomes: pd.DataFrame, spec: StudySpec) -> dict[str, pd.DataFrame]:
     """The dose-response tables of a sweep's outcomes (:mod:`robuststats.analysis._dose`)."""
-    from robuststats.analysis._dose import dose_response_tables
+    from robuststats.analysis import dose_response_tables
 
     return dose_response_tables(outcomes, dose_options(spec))
 
 
 def point_threshold(outcomes: pd.DataFrame, condition: str, spec: StudySpec) -> float:
     """The fitted threshold of ``condition`` (no interval); NaN when it cannot be fitted."""
-    from robuststats.analysis._dose import condition_arrays
+    from robuststats.analysis import condition_arrays
     from robuststats.stats import critical_threshold
 
     sweep = spec.sweep

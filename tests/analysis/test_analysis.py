@@ -4,11 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from robuststats.analysis import analyze_outcomes
+from robuststats.analysis import AnalysisOptions, analyze_outcomes
 from robuststats.errors import InputError
 from robuststats.outcomes import validate_outcomes
-from robuststats.study.plan import Cell
-from robuststats.study.spec import AnalysisSpec
+from robuststats.runs.plan import Cell
 
 
 def paired(n11: int, n10: int, n01: int, n00: int) -> tuple[list[int], list[int]]:
@@ -26,7 +25,7 @@ def frame(cond: str, correct: list[int], *, seed: int = 0, eval_noise: float = 0
                          "correct": correct})
 
 
-OPTS = AnalysisSpec(n_resamples=300, multiplicity="holm")
+OPTS = AnalysisOptions(n_resamples=300, multiplicity="holm")
 
 
 def test_known_mcnemar_counts_and_accuracies() -> None:
@@ -65,7 +64,7 @@ def test_counts_combine_over_seeds_and_noise_seeds() -> None:
     assert (t["n_strata"], t["n_a_only"], t["n_b_only"]) == (4, 5 + 6 + 3 + 7, 1 + 2 + 3 + 0)
     assert t["test"] == "stratified McNemar (clustered)"
     assert t["question"].startswith("do these trained models differ")
-    mh = analyze_outcomes(out, options=AnalysisSpec(n_resamples=100, mcnemar="mantel-haenszel")
+    mh = analyze_outcomes(out, options=AnalysisOptions(n_resamples=100, mcnemar="mantel-haenszel")
                           ).tests.set_index("role").loc["diagnostic"]
     # MH with pairs as strata = McNemar on pooled counts (b, c) = (21, 6):
     # R: mcnemar.test(matrix(c(0, 6, 21, 0), 2), correct = FALSE)  ->  X2 = 8.3333, p = 0.003892
@@ -103,7 +102,7 @@ def test_retention_seed_table_and_multiplicity() -> None:
     decisions = res.tests[res.tests["role"] == "decision"]
     assert decisions["pvalue_adjusted"].max() <= 1.0
     assert (decisions["reject"] == (decisions["pvalue_adjusted"] < 0.05)).all()
-    ref = analyze_outcomes(out, options=AnalysisSpec(n_resamples=100, reference="C"))
+    ref = analyze_outcomes(out, options=AnalysisOptions(n_resamples=100, reference="C"))
     ref_decisions = ref.tests[ref.tests["role"] == "decision"]
     assert sorted(zip(ref_decisions["a"], ref_decisions["b"])) == [("A", "C"), ("A", "C"),
                                                                   ("B", "C"), ("B", "C")]

@@ -38,10 +38,10 @@ def agreement_setup(n_items: int = 40, n_layers: int = 4, seed: int = 0,
     """
     import torch
 
-    from robuststats.study.generation import generate_greedy
-    from robuststats.study.model import build_model, build_tokenizer
-    from robuststats.study.tasks import Item, get_task
-    from robuststats.study.trainer import TrainedModel
+    from robuststats.models.generation import generate_greedy
+    from robuststats.models.model import build_model, build_tokenizer
+    from robuststats.models.tasks import Item, get_task
+    from robuststats.models.trainer import TrainedModel
 
     base = get_task("arithmetic", n_items=n_items, n_train=64, seed=0)
     tokenizer = build_tokenizer(base.vocabulary())

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from robuststats.cli import main
-from robuststats.diagnose._spec import MAX_ITEMS, MAX_NOISE_SEEDS, MAX_SEED_VALUE
+from robuststats.config.diagnose import MAX_ITEMS, MAX_NOISE_SEEDS, MAX_SEED_VALUE
 from robuststats.errors import InputError
-from robuststats.study.spec import StudySpec
+from robuststats.runs.spec import StudySpec
 
 STUDY = """\
 name: tiny_probe
@@ -115,10 +115,10 @@ def test_out_in_the_way(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_section_is_outside_the_run_hash_and_absent_when_unused(tmp_path: Path) -> None:
-    from robuststats.study.ledger import run_hash
-    from robuststats.study.spec_bounds import MAX_ITEMS as STUDY_ITEMS
-    from robuststats.study.spec_bounds import MAX_NOISE_SEEDS as STUDY_NOISE
-    from robuststats.study.spec_fields import MAX_SEED_VALUE as STUDY_SEED
+    from robuststats.config.bounds import MAX_ITEMS as STUDY_ITEMS
+    from robuststats.config.bounds import MAX_NOISE_SEEDS as STUDY_NOISE
+    from robuststats.config.fields import MAX_SEED_VALUE as STUDY_SEED
+    from robuststats.runs.ledger import run_hash
 
     plain = StudySpec.from_file(_write(tmp_path))
     assert "diagnose" not in plain.resolved()

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from robuststats.diagnose import _runner, resolve_plan, run_diagnosis
-from robuststats.study.spec import StudySpec
+from robuststats.runs.spec import StudySpec
 
 STUDY = """\
 name: tiny_resume

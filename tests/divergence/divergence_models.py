@@ -14,8 +14,8 @@ def tiny(arch: str, *, n_layers: int = 4, seed: int = 0, gain: float = 3.0):
     import torch
     from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
 
-    from robuststats.study.model import build_model, build_tokenizer
-    from robuststats.study.tasks import get_task
+    from robuststats.models.model import build_model, build_tokenizer
+    from robuststats.models.tasks import get_task
 
     task = get_task("arithmetic", n_items=12, n_train=12, seed=0)
     tok = build_tokenizer(task.vocabulary())

@@ -165,10 +165,10 @@ def test_captures_from_two_processes(tmp_path):
                               env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr
     cap = compare_captures(tmp_path / "gpu.npz", tmp_path / "npu.npz")
-    from robuststats.study.model import load_pretrained
+    from robuststats.models.model import load_pretrained
 
     loaded, ltok = load_pretrained(str(model_dir), key="SOURCE")
-    from robuststats.study.tasks import get_task
+    from robuststats.models.tasks import get_task
 
     items = get_task("arithmetic").items("test")[:8]
     inproc = compare_runs(loaded, ltok, [it.prompt + it.solution for it in items],

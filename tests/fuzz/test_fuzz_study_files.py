@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 
 from robuststats.engine import ALL_OPS, OP_PRESETS
 from robuststats.engine import KINDS as ENGINE_KINDS
-from robuststats.study.spec import MULTIPLICITY_CHOICES
-from robuststats.study.tasks import SPLITS
+from robuststats.models.tasks import SPLITS
+from robuststats.runs.spec import MULTIPLICITY_CHOICES
 
 ROOT = Path(__file__).resolve().parents[2]
 BASES = {name: (ROOT / "studies" / f"{name}.yaml").read_bytes()
@@ -117,7 +117,7 @@ Slot = Callable[[dict], tuple[st.SearchStrategy[Any], st.SearchStrategy[Any]]]
 
 
 def _capacity(doc: dict) -> int:
-    from robuststats.study.tasks._arithmetic import _count_problems
+    from robuststats.models.tasks._arithmetic import _count_problems
 
     p = doc["task"]["params"]
     return _count_problems(p.get("max_value", 9), p.get("n_steps", 2), "+-")

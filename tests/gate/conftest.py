@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from robuststats.results import ResultStore, cell_digests
+from robuststats.runs.spec import StudySpec
 from robuststats.stats import simulate_outcomes
-from robuststats.study.spec import StudySpec
 
 SPEC = {"name": "sim", "version": 1,
         "task": {"name": "arithmetic", "params": {"seed": 0, "n_items": 200}},

@@ -64,8 +64,8 @@ def _derive(src, dst, *, jitter=0.0, offset=0.0):
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
+    from robuststats.runs.spec import StudySpec
     from robuststats.study.runner import run_study
-    from robuststats.study.spec import StudySpec
 
     root = tmp_path_factory.mktemp("gate_tiny")
     run = run_study(StudySpec.from_dict(SPEC), out=root / "results", runs=root / "runs",

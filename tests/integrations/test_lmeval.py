@@ -65,8 +65,8 @@ metadata:
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
     """A saved tiny model, task directories over the data file and an altered copy."""
-    from robuststats.study.tasks import get_task
-    from robuststats.study.trainer import TrainingCondition, get_trainer
+    from robuststats.models.tasks import get_task
+    from robuststats.models.trainer import TrainingCondition, get_trainer
 
     root = tmp_path_factory.mktemp("lmeval")
     source = get_task("arithmetic", n_items=N_DOCS, n_train=300, max_value=5, seed=2)

@@ -16,14 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from robuststats.analysis import analyze_outcomes
+from robuststats.analysis import AnalysisOptions, analyze_outcomes
 from robuststats.stats import (
     DegenerateDataWarning,
     evaluate_hypothesis,
     mcnemar,
     seed_random_test,
 )
-from robuststats.study.spec import AnalysisSpec
 
 
 @st.composite
@@ -143,7 +142,7 @@ def test_decided_verdicts_follow_the_discordant_pairs(pair, relation, margin) ->
 def test_tests_table_never_rejects_without_excess_discordance(pair) -> None:
     xa, xb = pair
     tests = _quiet(analyze_outcomes, _frame(xa, xb),
-                   options=AnalysisSpec(n_resamples=100)).tests
+                   options=AnalysisOptions(n_resamples=100)).tests
     decision = tests[tests["role"] == "decision"].iloc[0]
     assert not bool(decision["reject"])
     assert decision["ci_low"] <= 0.0 <= decision["ci_high"]

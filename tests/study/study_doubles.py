@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from robuststats.engine import NoiseSpec
-from robuststats.study.trainer import TrainingCondition
+from robuststats.models.trainer import TrainingCondition
 
 #: accuracy when clean, and the drop per unit of inference-noise scale, per condition
 SKILL = {"A": (0.80, 2.0), "B": (0.70, 1.0), "E8a": (0.8, 3.0), "E8b": (0.78, 2.0),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from robuststats.errors import InputError
-from robuststats.study.answers import extract_final_answer, stop_after_answer
+from robuststats.models.answers import extract_final_answer, stop_after_answer
 
 # (completion, auto, strict): formats seen in GSM8K references, Qwen2.5-Instruct / Math,
 # verl-trained GSM8K models, and lm-eval's 8-shot chain-of-thought prompts

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from robuststats.errors import InputError
-from robuststats.study.answers import stop_after_answer
-from robuststats.study.generation import generate_greedy
-from robuststats.study.model import build_model, build_tokenizer
-from robuststats.study.tasks import get_task
+from robuststats.models.answers import stop_after_answer
+from robuststats.models.generation import generate_greedy
+from robuststats.models.model import build_model, build_tokenizer
+from robuststats.models.tasks import get_task
 
 ROWS = [
     {"question": "Ann has 3 apples and buys 4. How many?", "answer": "3 + 4 = 7\n#### 7"},

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from robuststats.errors import InputError
-from robuststats.study.model import build_model, build_tokenizer, load_pretrained
-from robuststats.study.trainer import TrainedModel, TrainingCondition, get_trainer
+from robuststats.models.model import build_model, build_tokenizer, load_pretrained
+from robuststats.models.trainer import TrainedModel, TrainingCondition, get_trainer
 
 TEXTS = [
     "Question: Natalia sold clips to 48 of her friends in April.\nAnswer: ",
@@ -60,7 +60,7 @@ def test_saved_tiny_model_round_trips_through_auto_classes(tmp_path):
 
 
 def test_trained_model_round_trips_through_auto_classes(tmp_path):
-    from robuststats.study.tasks import get_task
+    from robuststats.models.tasks import get_task
 
     task = get_task("arithmetic", n_items=20, n_train=40, seed=0)
     trainer = get_trainer("builtin", steps=3, batch_size=8, train_eval_items=0,

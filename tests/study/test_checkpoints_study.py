@@ -14,10 +14,10 @@ import pytest
 
 from robuststats.cli import main
 from robuststats.errors import InputError
-from robuststats.study.checkpoints import check_template, resolve_checkpoint
-from robuststats.study.spec import StudySpec
-from robuststats.study.tasks import get_task
-from robuststats.study.trainer import TrainingCondition, get_trainer
+from robuststats.models.checkpoints import check_template, resolve_checkpoint
+from robuststats.models.tasks import get_task
+from robuststats.models.trainer import TrainingCondition, get_trainer
+from robuststats.runs.spec import StudySpec
 
 
 def _records(task, split):

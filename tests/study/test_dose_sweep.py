@@ -7,10 +7,10 @@ import pytest
 import yaml
 from study_doubles import fake_study
 
+from robuststats.config.sweep import AdaptiveSpec, adaptive_levels
 from robuststats.errors import InputError
 from robuststats.study import StudySpec
 from robuststats.study.runner import run_study
-from robuststats.study.sweep import AdaptiveSpec, adaptive_levels
 
 
 def sweep_study(**sweep) -> dict:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from robuststats.engine import KINDS, NoiseSpec
+from robuststats.engine.eval_kinds import EVALUATION_KINDS, evaluation_noise
 from robuststats.errors import InputError
-from robuststats.study.eval_kinds import EVALUATION_KINDS, evaluation_noise
-from robuststats.study.plan import plan
-from robuststats.study.spec import StudySpec
+from robuststats.runs.plan import plan
+from robuststats.runs.spec import StudySpec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -99,9 +99,9 @@ def test_seed002_study_file_validates() -> None:
 
 def test_evaluate_under_operand_kinds_injects_and_is_verified() -> None:
     torch = pytest.importorskip("torch")
-    from robuststats.study.evaluate import evaluate
-    from robuststats.study.tasks import get_task
-    from robuststats.study.trainer import TrainingCondition, get_trainer
+    from robuststats.models.evaluate import evaluate
+    from robuststats.models.tasks import get_task
+    from robuststats.models.trainer import TrainingCondition, get_trainer
 
     task = get_task("arithmetic", n_items=16, n_train=200, n_steps=2, max_value=5, seed=1)
     trained = get_trainer("builtin", steps=20, batch_size=16, train_eval_items=0).train(

@@ -7,10 +7,10 @@ import torch
 
 from robuststats.engine import InjectionVerificationError, NoiseSpec
 from robuststats.errors import InputError
-from robuststats.study.evaluate import evaluate
-from robuststats.study.generation import default_max_new_tokens, generate_greedy
-from robuststats.study.tasks import get_task
-from robuststats.study.trainer import TrainingCondition, get_trainer
+from robuststats.models.evaluate import evaluate
+from robuststats.models.generation import default_max_new_tokens, generate_greedy
+from robuststats.models.tasks import get_task
+from robuststats.models.trainer import TrainingCondition, get_trainer
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +124,7 @@ def test_greedy_generation_uses_the_forward_s_own_cache_keyword(task, trained):
     import inspect
     import warnings
 
-    from robuststats.study.generation import _cache_keyword
+    from robuststats.models.generation import _cache_keyword
 
     params = inspect.signature(trained.model.forward).parameters
     assert _cache_keyword(trained.model) == ("cache" if "cache" in params

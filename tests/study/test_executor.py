@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from study_doubles import fake_study
 
+from robuststats.runs.executor import execute
 from robuststats.study import RunLedger, StudySpec, plan, run_study
-from robuststats.study.executor import execute
 
 
 def test_pool_runs_every_cell_once_and_records_failures(tmp_path: Path) -> None:

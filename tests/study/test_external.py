@@ -13,13 +13,13 @@ import pytest
 from robuststats.cli import main
 from robuststats.engine import NoiseSpec
 from robuststats.errors import InputError
-from robuststats.results import ResultStore
-from robuststats.study.external import (
+from robuststats.models.external import (
     MARKER,
     ExternalTrainingError,
     check_injection_log,
 )
-from robuststats.study.trainer import TrainingCondition, get_trainer
+from robuststats.models.trainer import TrainingCondition, get_trainer
+from robuststats.results import ResultStore
 
 SCRIPT = Path(__file__).parent / "scripts" / "train_tiny.py"
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,9 +9,9 @@ import pytest
 from study_doubles import fake_study
 
 from robuststats.results import verify
+from robuststats.runs.executor import execute
+from robuststats.runs.ledger import INJECTION_COLUMNS
 from robuststats.study import RunLedger, StudySpec, plan, run_study
-from robuststats.study.executor import execute
-from robuststats.study.ledger import INJECTION_COLUMNS
 
 TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 4, "num_kv_heads": 2,
         "intermediate_size": 64}
@@ -74,7 +74,7 @@ def test_every_noisy_cell_was_noisy_and_every_clean_cell_clean(tmp_path: Path) -
     from robuststats.engine import NoiseSpec
     from robuststats.engine._inject import required_ops
     from robuststats.engine._model_map import build_model_map
-    from robuststats.study.trainer import TrainedModel
+    from robuststats.models.trainer import TrainedModel
 
     spec = StudySpec.from_dict({
         "name": "inj", "version": 1,

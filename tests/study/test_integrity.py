@@ -14,8 +14,8 @@ from study_doubles import fake_study
 
 from robuststats.errors import InputError, RobuststatsWarning
 from robuststats.results import ResultStore, cell_digest, verify
+from robuststats.runs.ledger import CellIntegrityWarning, atomic_write_bytes
 from robuststats.study import RunLedger, StudySpec, plan, run_study
-from robuststats.study.ledger import CellIntegrityWarning, atomic_write_bytes
 
 
 def _run(spec: StudySpec, tmp_path: Path):

@@ -10,9 +10,9 @@ from study_doubles import fake_study
 
 from robuststats.errors import InputError
 from robuststats.results import cell_digest
+from robuststats.runs.ledger import CellIntegrityWarning, atomic_write_bytes, run_hash
+from robuststats.runs.lock import RunInUseError
 from robuststats.study import RunLedger, StudySpec, plan
-from robuststats.study.ledger import CellIntegrityWarning, atomic_write_bytes, run_hash
-from robuststats.study.runlock import RunInUseError
 
 
 def _spec(**kw) -> StudySpec:

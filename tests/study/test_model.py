@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from robuststats.errors import InputError
-from robuststats.study.model import ModelSpec, build_model, build_tokenizer, load_pretrained
+from robuststats.models.model import ModelSpec, build_model, build_tokenizer, load_pretrained
 
 WORDS = ["####", "apples", "apple", "has", "How", "many"]
 

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from study_doubles import fake_study
 
+from robuststats.runs.plan import Cell, jobs
 from robuststats.study import StudySpec, plan
-from robuststats.study.plan import Cell, jobs
 
 
 def test_plan_counts_and_clean_cells_have_one_noise_seed() -> None:

@@ -17,8 +17,8 @@ ray = pytest.importorskip("ray")
 from study_doubles import fake_study  # noqa: E402
 
 from robuststats.cli import main  # noqa: E402
+from robuststats.runs.ray_executor import RayExecutor  # noqa: E402
 from robuststats.study import RunLedger, StudySpec, plan, run_study  # noqa: E402
-from robuststats.study.ray_executor import RayExecutor  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

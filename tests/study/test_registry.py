@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from robuststats.errors import InputError
-from robuststats.study.registry import Registry, is_reference
-from robuststats.study.tasks import TASKS, ArithmeticTask, get_task
-from robuststats.study.trainer import TRAINERS, BuiltinTrainer, get_trainer
+from robuststats.models.registry import Registry, is_reference
+from robuststats.models.tasks import TASKS, ArithmeticTask, get_task
+from robuststats.models.trainer import TRAINERS, BuiltinTrainer, get_trainer
 
-STUDY = Path(__file__).resolve().parents[2] / "robuststats" / "study"
+PACKAGE = Path(__file__).resolve().parents[2] / "robuststats"
+MODELS = PACKAGE / "models"
 
 
 def test_registered_names_and_did_you_mean() -> None:
@@ -70,10 +71,10 @@ def test_tasks_and_trainers_share_the_registry() -> None:
 
 
 def _study_imports() -> dict[str, set[str]]:
-    """Module -> study modules it imports, lazily or not (``TYPE_CHECKING`` blocks aside)."""
+    """Module -> ``robuststats.models`` modules it imports, lazily or not (``TYPE_CHECKING`` blocks aside)."""
     graph: dict[str, set[str]] = {}
-    for path in sorted(STUDY.rglob("*.py")):
-        rel = path.relative_to(STUDY.parent.parent).with_suffix("")
+    for path in sorted(MODELS.rglob("*.py")):
+        rel = path.relative_to(PACKAGE.parent).with_suffix("")
         name = ".".join(rel.parts).removesuffix(".__init__")
         tree = ast.parse(path.read_text())
         typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
@@ -83,38 +84,38 @@ def _study_imports() -> dict[str, set[str]]:
         for node in ast.walk(tree):
             if id(node) in typing_only or not isinstance(node, ast.ImportFrom):
                 continue
-            if node.module and node.module.startswith("robuststats.study"):
+            if node.module and node.module.startswith("robuststats.models"):
                 deps.add(node.module)
         graph[name] = deps
     return graph
 
 
-def test_no_import_cycle_among_study_modules() -> None:
+def test_no_import_cycle_among_model_modules() -> None:
     graph = _study_imports()
-    assert "robuststats.study.evaluate" not in graph["robuststats.study.trainer"]
-    assert "robuststats.study.evaluate" not in graph["robuststats.study.training"]
-    assert "robuststats.study.trainer" not in graph["robuststats.study.evaluate"]
-    assert "robuststats.study.generation" in graph["robuststats.study.evaluate"]
-    assert "robuststats.study.generation" in graph["robuststats.study.training"]
+    assert "robuststats.models.evaluate" not in graph["robuststats.models.trainer"]
+    assert "robuststats.models.evaluate" not in graph["robuststats.models.training"]
+    assert "robuststats.models.trainer" not in graph["robuststats.models.evaluate"]
+    assert "robuststats.models.generation" in graph["robuststats.models.evaluate"]
+    assert "robuststats.models.generation" in graph["robuststats.models.training"]
 
     def reach(start: str) -> set[str]:
         seen: set[str] = set()
-        todo = [d for d in graph.get(start, ()) if d != "robuststats.study"]
+        todo = [d for d in graph.get(start, ()) if d != "robuststats.models"]
         while todo:
             mod = todo.pop()
             if mod not in seen:
                 seen.add(mod)
-                todo.extend(d for d in graph.get(mod, ()) if d != "robuststats.study")
+                todo.extend(d for d in graph.get(mod, ()) if d != "robuststats.models")
         return seen
 
     # the package __init__ re-exports lazily; every other module is in no cycle
-    cyclic = [m for m in graph if m != "robuststats.study" and m in reach(m)]
+    cyclic = [m for m in graph if m != "robuststats.models" and m in reach(m)]
     assert cyclic == []
 
 
 def test_only_the_ledger_builds_paths_inside_the_run_directory() -> None:
-    for name in ("executor.py", "runner.py"):
-        text = (STUDY / name).read_text()
+    for name in ("runs/executor.py", "study/runner.py"):
+        text = (PACKAGE / name).read_text()
         for fragment in ('/ "cells"', '/ "failures"', '/ "models"', '/ "injections"',
                          '/ "model"', '/ "work"', 'f"{cell.key}'):
             assert fragment not in text, (name, fragment)

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 from test_study_spec import GOOD
 
+from robuststats.config.yaml_lines import MAX_DEPTH, MAX_FILE_BYTES, load_yaml_with_lines
 from robuststats.engine import NoiseSpec
 from robuststats.errors import InputError
-from robuststats.study.model import MAX_PARAMETERS, ModelSpec
-from robuststats.study.registry import Registry
-from robuststats.study.spec import MAX_CELLS, MAX_NAME_LENGTH, StudySpec
-from robuststats.study.tasks import get_task
-from robuststats.study.tasks._arithmetic import _count_problems, _enumerate
-from robuststats.study.trainer import get_trainer
-from robuststats.study.yaml_lines import MAX_DEPTH, MAX_FILE_BYTES, load_yaml_with_lines
+from robuststats.models.model import MAX_PARAMETERS, ModelSpec
+from robuststats.models.registry import Registry
+from robuststats.models.tasks import get_task
+from robuststats.models.tasks._arithmetic import _count_problems, _enumerate
+from robuststats.models.trainer import get_trainer
+from robuststats.runs.spec import MAX_CELLS, MAX_NAME_LENGTH, StudySpec
 
 
 def load(tmp_path: Path, text: str | bytes) -> StudySpec:
@@ -179,7 +179,7 @@ def test_sizes_are_bounded_at_load(tmp_path: Path, old: str, new: str,
     text = GOOD.replace(old, new)
     assert text != GOOD
     if message is None:  # model sizes are the trainer's: checked before the first cell
-        from robuststats.study.executor import preflight
+        from robuststats.runs import preflight
 
         with pytest.raises(InputError, match=r"`model.hidden_size` must be at most 16,384"):
             preflight(load(tmp_path, text))
@@ -198,7 +198,7 @@ def test_plan_size_is_checked_without_building_the_plan(tmp_path: Path) -> None:
                                          rf"{MAX_CELLS:,}"):
         load(tmp_path, text)
     spec = load(tmp_path, GOOD)
-    from robuststats.study.plan import plan
+    from robuststats.runs.plan import plan
 
     assert spec.n_cells() == len(plan(spec)) == 2 * 3 * (1 + 2 * 3)
 

@@ -13,9 +13,9 @@ from test_study_spec import GOOD, ROOT, write
 
 from robuststats.engine import AQNSchedule, NoiseSpec
 from robuststats.errors import InputError
+from robuststats.runs.spec import MULTIPLICITY_CHOICES, StudySpec
 from robuststats.stats import Hypothesis
 from robuststats.stats._multiplicity import MULTIPLICITY_METHODS
-from robuststats.study.spec import MULTIPLICITY_CHOICES, StudySpec
 
 AQN_GOOD = GOOD.replace("  B:\n    train_noise: {scale: 0.05, phases: forward}\n",
                         "  B:\n    train_noise: {scale: 0.05, phases: forward}\n"

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from robuststats.errors import InputError
-from robuststats.study.spec import StudySpec
+from robuststats.runs.spec import StudySpec
 
 ROOT = Path(__file__).resolve().parents[2]
 

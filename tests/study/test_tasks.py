@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 
 from robuststats.errors import InputError
-from robuststats.study.tasks import (
+from robuststats.models.tasks import (
     Item,
     available_tasks,
     extract_answer,
     get_task,
     normalize_number,
 )
-from robuststats.study.tasks._arithmetic import _count_problems, _enumerate
+from robuststats.models.tasks._arithmetic import _count_problems, _enumerate
 
 # --------------------------------------------------------------------------- arithmetic
 

@@ -9,16 +9,16 @@ import torch
 
 from robuststats.engine import NoiseSpec
 from robuststats.errors import InputError
-from robuststats.study.evaluate import evaluate
-from robuststats.study.tasks import get_task
-from robuststats.study.trainer import (
+from robuststats.models.evaluate import evaluate
+from robuststats.models.tasks import get_task
+from robuststats.models.trainer import (
     CheckpointTrainer,
     TrainedModel,
     TrainingCondition,
     available_trainers,
     get_trainer,
 )
-from robuststats.study.training import training_noise_seed
+from robuststats.models.training import training_noise_seed
 
 TINY = {"hidden_size": 32, "num_layers": 1, "num_heads": 4, "num_kv_heads": 2,
         "intermediate_size": 64}

@@ -27,8 +27,8 @@ SIZES = {"hidden_size": 32, "intermediate_size": 64, "num_layers": 2, "num_heads
 def _setup(seed: int):
     import torch
 
-    from robuststats.study.model import build_model, build_tokenizer
-    from robuststats.study.tasks import TASKS
+    from robuststats.models.model import build_model, build_tokenizer
+    from robuststats.models.tasks import TASKS
 
     torch.set_num_threads(1)
     task = TASKS.build("arithmetic", seed=0, n_items=20, n_train=64)
@@ -42,7 +42,7 @@ def _train(model, tokenizer, task, steps: int, seed: int) -> list[float]:
     import torch
 
     from robuststats.engine import aqn_perturb
-    from robuststats.study.external import aqn_from_env
+    from robuststats.models.external import aqn_from_env
 
     items = task.items("train")[:16]
     texts = [it.prompt + task.target(it) for it in items]

@@ -15,8 +15,8 @@ dropping copies the KV cache), so the batch shrinks instead of carrying finished
 the longest completion. Under noise, which random numbers meet which item depends on the batch,
 so noisy outcomes depend on ``batch_size`` (and on this order), and are reproducible.
 
-Used by the evaluator (:mod:`robuststats.study.evaluate`) and by the builtin trainer's
-train-accuracy check (:mod:`robuststats.study.training`); it imports neither.
+Used by the evaluator (:mod:`robuststats.models.evaluate`) and by the builtin trainer's
+train-accuracy check (:mod:`robuststats.models.training`); it imports neither.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from robuststats.errors import InputError
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from robuststats.study.tasks import Item, Task
+    from robuststats.models.tasks import Item, Task
 
 __all__ = ["default_max_new_tokens", "generate_greedy"]
 
@@ -54,7 +54,7 @@ def generate_greedy(
     A row stops at an end-of-sequence token (the tokenizer's and the model's
     ``generation_config.eos_token_id``, which may be several), at the first of
     ``stop_strings``, where ``stop(text)`` returns an index (the completion is cut there,
-    e.g. :func:`robuststats.study.answers.stop_after_answer`), or after
+    e.g. :func:`robuststats.models.answers.stop_after_answer`), or after
     ``max_new_tokens`` tokens. Finished rows leave the batch (their KV cache is dropped),
     so a batch costs what its unfinished rows cost. With ``sort_by_length`` prompts are
     batched in order of token length (less padding); completions come back in input order

@@ -8,7 +8,7 @@ from itertools import accumulate
 from typing import Any, ClassVar
 
 from robuststats.errors import InputError
-from robuststats.study.tasks._base import (
+from robuststats.models.tasks._base import (
     Item,
     Task,
     _boolean,

@@ -1,7 +1,7 @@
 """Run a study's training jobs as Ray tasks (``robuststats study ... --executor ray``).
 
 The unit of work is the local pool's: one ``(condition, seed)`` model trained (or loaded)
-and evaluated under its pending cells, by the same :func:`~robuststats.study.executor.run_job`,
+and evaluated under its pending cells, by the same :func:`~robuststats.runs.executor.run_job`,
 which writes every cell into the run directory the moment it finishes. The run directory
 must therefore be on a file system every Ray node sees (NFS, Lustre, a mounted bucket);
 the ledger there is the only state, so results are the local executor's bit for bit and
@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from robuststats.errors import InputError
-from robuststats.study.ledger import RunLedger
-from robuststats.study.plan import Cell, TrainJob, jobs
-from robuststats.study.spec import ResourcesSpec, StudySpec
+from robuststats.runs.executor import ExecutionReport, JobCounts, mark_crashed, run_job
+from robuststats.runs.ledger import RunLedger
+from robuststats.runs.plan import Cell, TrainJob, jobs
+from robuststats.runs.progress import DiskProgress
+from robuststats.runs.spec import ResourcesSpec, StudySpec
 
 __all__ = ["RayExecutor"]
 
@@ -43,23 +45,20 @@ def _ray() -> Any:
     return ray
 
 
-def ray_job(run_dir: str, spec: StudySpec, job: TrainJob, cells: list[Cell]) -> dict[str, int]:
+def ray_job(run_dir: str, spec: StudySpec, job: TrainJob, cells: list[Cell]) -> JobCounts:
     """The body of one Ray task: :func:`run_job` on the cells not yet in the ledger.
 
     A rerun of a task whose worker died finds the cells it wrote before dying and skips
     them: they are neither lost nor written twice.
     """
-    from robuststats.study.executor import run_job
-
     ledger = RunLedger(Path(run_dir))
     todo = [c for c in cells if not ledger.cell_path(c).exists()]
     if len(todo) < len(cells):
         ledger.log_event({"event": "job_resumed", "job": job.key,
                           "cells_already_written": len(cells) - len(todo)})
-    counts = run_job(run_dir, spec, job, todo) if todo else {"done": 0, "failed": 0,
-                                                              "trained": 0}
+    counts = run_job(run_dir, spec, job, todo) if todo else JobCounts()
     # the cells an earlier attempt of this task wrote were run in this execution too
-    return {**counts, "done": counts["done"] + len(cells) - len(todo)}
+    return counts + JobCounts(done=len(cells) - len(todo))
 
 
 class RayExecutor:
@@ -105,12 +104,10 @@ class RayExecutor:
             self._started = False
 
     def execute(self, ledger: RunLedger, spec: StudySpec, pending: list[Cell], *,
-                progress: Callable[[int], None] | None = None) -> Any:
-        from robuststats.study.executor import DiskProgress, ExecutionReport, _mark_crashed
-
+                progress: Callable[[int], None] | None = None) -> ExecutionReport:
         start = time.perf_counter()
         grouped = jobs(pending)
-        totals = {"done": 0, "failed": 0, "trained": 0}
+        totals = JobCounts()
         if not grouped:
             return ExecutionReport(0, 0, 0, time.perf_counter() - start)
         ray = self._init()
@@ -133,13 +130,11 @@ class RayExecutor:
                     try:
                         counts = ray.get(ref)
                     except Exception:  # the worker died past its retries, or Ray failed
-                        counts = _mark_crashed(ledger, grouped[job], traceback.format_exc())
-                    for k in totals:
-                        totals[k] += counts[k]
+                        counts = mark_crashed(ledger, grouped[job], traceback.format_exc())
+                    totals += counts
                 tally.poll()
         except BaseException:
             for ref in waiting:
                 ray.cancel(ref, force=True)
             raise
-        return ExecutionReport(totals["done"], totals["failed"], totals["trained"],
-                               time.perf_counter() - start)
+        return totals.report(time.perf_counter() - start)

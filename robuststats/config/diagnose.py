@@ -3,7 +3,7 @@
 Every key is optional; a study without the section is diagnosed with the defaults below
 (``docs/diagnose.md``). Unknown keys and bad values are errors naming the key path and its
 line, like every other key of a study file. The section is outside the run hash
-(:func:`robuststats.study.ledger.run_hash`): changing it never retrains a model, and a study
+(:func:`robuststats.runs.ledger.run_hash`): changing it never retrains a model, and a study
 file without it keeps its spec hash. No torch here.
 """
 
@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
+from robuststats.config._strict import Strict
 from robuststats.engine import ALL_OPS, KINDS, OP_PRESETS
-from robuststats.errors import closest_match
-from robuststats.stats._multiplicity import MULTIPLICITY_METHODS
+from robuststats.errors import did_you_mean
+from robuststats.stats import MULTIPLICITY_METHODS
 
 __all__ = ["DEFAULT_MODULES", "LEVELS", "MAX_ITEMS", "MAX_NOISE_SEEDS", "MAX_SEED_VALUE",
            "MAX_WINDOW", "DiagnoseSpec"]
@@ -25,13 +26,11 @@ LEVELS: tuple[str, ...] = ("operator", "layer", "window", "channel")
 #: modules whose inputs the channel level watches by default: the inputs of the two
 #: products that write into the residual stream (seed 004's ``o_proj`` and ``down_proj``)
 DEFAULT_MODULES: tuple[str, ...] = ("o_proj", "down_proj")
-# The bounds of robuststats.study.spec_bounds, repeated: robuststats.study.spec imports this
-# module, so it cannot import from robuststats.study (tests check the values agree).
 #: ``evaluation.n_items``
 MAX_ITEMS = 1_000_000
 #: noise draws per target
 MAX_NOISE_SEEDS = 1_000
-#: largest seed value (robuststats.study.spec_fields.MAX_SEED_VALUE)
+#: largest seed value (robuststats.config.fields.MAX_SEED_VALUE)
 MAX_SEED_VALUE = 2**32 - 1
 #: largest window (the builtin model allows 256 layers)
 MAX_WINDOW = 256
@@ -41,22 +40,19 @@ MAX_CALIBRATION_ITEMS = 100_000
 
 def _choice(value: str, choices: tuple[str, ...] | list[str], what: str) -> str:
     if value not in choices:
-        close = closest_match(value, choices)
-        hint = f" (did you mean {close!r}?)" if close else ""
+        hint = did_you_mean(value, choices)
         raise ValueError(f"{what} must be one of {', '.join(map(repr, choices))}, got "
                          f"{value!r}{hint}")
     return value
 
 
-class DiagnoseSpec(BaseModel):
+class DiagnoseSpec(Strict):
     """Options of the diagnostic probe (the ``diagnose:`` section of a study file).
 
     ``None`` means "as the study says": ``condition`` the first condition, ``kind`` and
     ``ops`` those of ``evaluation``, ``noise_seeds`` and ``n_items`` those of ``evaluation``,
     ``multiplicity`` that of ``analysis``.
     """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     levels: list[str] = Field(default_factory=lambda: list(LEVELS), min_length=1,
                               max_length=len(LEVELS))

@@ -15,7 +15,7 @@ them all, with an explicit rule for which wins:
               ``flexible-extract``; generous: a stray number counts)
 ============  ===============================================================================
 
-Numbers are normalized by :func:`robuststats.study.tasks.normalize_number`: thousands
+Numbers are normalized by :func:`robuststats.models.tasks.normalize_number`: thousands
 separators (``1,234``), currency and units (``$18``, ``18 dollars``, ``5%``, ``\\$``),
 signs (``-3``, ``−3`` with U+2212), decimals (``2.50`` = ``2.5``, ``5.0`` = ``5``), and a
 simple LaTeX fraction in a box (``\\frac{3}{4}`` = ``0.75``, when exact) all compare equal
@@ -96,7 +96,7 @@ def _last(pattern: re.Pattern[str], text: str) -> str | None:
 
 def normalize_number(text: str) -> str | None:
     # the tasks' normalization (imported here: the tasks package imports this module)
-    from robuststats.study.tasks._base import normalize_number as normalize
+    from robuststats.models.tasks._base import normalize_number as normalize
 
     return normalize(text)
 

@@ -46,14 +46,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from robuststats.engine import AQNSchedule, NoiseSpec
-from robuststats.engine._env import ENV_VAR, INJECTION_LOG_VAR
+from robuststats._atomic import atomic_write_bytes
+from robuststats.engine import ENV_VAR, INJECTION_LOG_VAR, AQNSchedule, NoiseSpec
 from robuststats.errors import InputError, RobuststatsError
-from robuststats.study.atomic import atomic_write_bytes
-from robuststats.study.trainer import TRAINERS, TrainedModel, Trainer, TrainingCondition
+from robuststats.models.trainer import TRAINERS, TrainedModel, Trainer, TrainingCondition
 
 if TYPE_CHECKING:
-    from robuststats.study.tasks import Task
+    from robuststats.models.tasks import Task
 
 __all__ = ["AQN_ENV_VAR", "MARKER", "CommandTrainer", "ExternalCheckpoint",
            "ExternalTrainingError", "aqn_from_env", "check_injection_log"]

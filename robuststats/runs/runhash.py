@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from robuststats.study.spec import StudySpec
+from robuststats.runs.spec import StudySpec
 
 __all__ = ["read_spec_file", "run_hash", "run_scope", "stored_run_hash"]
 

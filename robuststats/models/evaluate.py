@@ -1,6 +1,6 @@
 """Batched greedy evaluation of a causal LM on task items, optionally under inference noise.
 
-Completions come from :func:`robuststats.study.generation.generate_greedy` (one prefill
+Completions come from :func:`robuststats.models.generation.generate_greedy` (one prefill
 forward, then one single-token forward per generated token, never a hidden extra pass).
 
 With ``noise`` set, generation runs inside ``robuststats.engine.inject`` with the noise
@@ -16,14 +16,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from robuststats.errors import InputError
-from robuststats.study.generation import default_max_new_tokens, generate_greedy
+from robuststats.models.generation import default_max_new_tokens, generate_greedy
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from robuststats.engine import NoiseSpec
-    from robuststats.study.tasks import Item, Task
-    from robuststats.study.trainer import TrainedModel
+    from robuststats.models.tasks import Item, Task
+    from robuststats.models.trainer import TrainedModel
 
 __all__ = ["evaluate"]
 

@@ -22,15 +22,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from robuststats.errors import InputError
-from robuststats.study.generation import default_max_new_tokens, generate_greedy
-from robuststats.study.model import build_model, build_tokenizer
+from robuststats.models.generation import default_max_new_tokens, generate_greedy
+from robuststats.models.model import build_model, build_tokenizer
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from robuststats.engine import AQNSchedule, NoiseSpec
-    from robuststats.study.tasks import Item, Task
-    from robuststats.study.trainer import TrainingCondition
+    from robuststats.models.tasks import Item, Task
+    from robuststats.models.trainer import TrainingCondition
 
 __all__ = ["run_training", "train_builtin", "training_noise_seed"]
 

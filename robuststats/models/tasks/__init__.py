@@ -18,8 +18,8 @@ Two tasks are registered:
 
 from __future__ import annotations
 
-from robuststats.study.tasks._arithmetic import ArithmeticTask
-from robuststats.study.tasks._base import (
+from robuststats.models.tasks._arithmetic import ArithmeticTask
+from robuststats.models.tasks._base import (
     SPLITS,
     TASKS,
     Item,
@@ -30,7 +30,7 @@ from robuststats.study.tasks._base import (
     normalize_number,
     register_task,
 )
-from robuststats.study.tasks._gsm8k import GSM8KTask
+from robuststats.models.tasks._gsm8k import GSM8KTask
 
 __all__ = [
     "SPLITS",

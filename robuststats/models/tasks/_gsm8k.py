@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from robuststats.errors import InputError, did_you_mean
-from robuststats.study.answers import EXTRACTION_MODES, extract_final_answer, stop_after_answer
-from robuststats.study.tasks._base import (
+from robuststats.models.answers import EXTRACTION_MODES, extract_final_answer, stop_after_answer
+from robuststats.models.tasks._base import (
     Item,
     Task,
     _int_at_least,
@@ -64,7 +64,7 @@ class GSM8KTask(Task):
     as prompt + solution blocks separated by a blank line, in chat form as user/assistant
     turns.
 
-    Scoring: ``answer_extraction`` (:mod:`robuststats.study.answers`: ``strict``,
+    Scoring: ``answer_extraction`` (:mod:`robuststats.models.answers`: ``strict``,
     ``auto``, ``last``; default ``auto``: ``#### N``, else ``\\boxed{N}``, else "the answer
     is N") compared exactly with the reference's ``#### N``. Generation stops at the end of
     a ``#### N`` answer, at ``stop_strings`` (default: the start of a next question,

@@ -26,8 +26,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     PrivateAttr,
     field_validator,
@@ -35,13 +33,10 @@ from pydantic import (
     model_validator,
 )
 
-from robuststats._validation import MAX_RESAMPLES, check_choice
-from robuststats.diagnose._spec import DiagnoseSpec
-from robuststats.engine import NoiseSpec
-from robuststats.errors import InputError, closest_match, did_you_mean
-from robuststats.stats._multiplicity import MULTIPLICITY_METHODS
-from robuststats.study.eval_kinds import EVALUATION_KINDS, check_kind
-from robuststats.study.spec_bounds import (
+from robuststats._validation import check_choice
+from robuststats.analysis import MULTIPLICITY_CHOICES, AnalysisOptions
+from robuststats.config import Strict
+from robuststats.config.bounds import (
     MAX_BATCH_SIZE,
     MAX_CELLS,
     MAX_CONDITIONS,
@@ -54,7 +49,8 @@ from robuststats.study.spec_bounds import (
     MAX_VERSION,
     check_name,
 )
-from robuststats.study.spec_fields import (
+from robuststats.config.diagnose import DiagnoseSpec
+from robuststats.config.fields import (
     AQN,
     MAX_SEED_VALUE,
     HypothesisField,
@@ -63,12 +59,11 @@ from robuststats.study.spec_fields import (
     check_seed_field,
     written_forms,
 )
-from robuststats.study.spec_fields import (
+from robuststats.config.fields import (
     seed_list as _seeds_of,
 )
-from robuststats.study.sweep import AdaptiveSpec, SweepSpec, sweep_levels
-from robuststats.study.tasks._base import SPLITS
-from robuststats.study.yaml_lines import (
+from robuststats.config.sweep import AdaptiveSpec, SweepSpec, sweep_levels
+from robuststats.config.yaml_lines import (
     KeyedError,
     KeyPath,
     check_document,
@@ -80,6 +75,10 @@ from robuststats.study.yaml_lines import (
     read_study_text,
     validate_keyed,
 )
+from robuststats.engine import NoiseSpec
+from robuststats.engine.eval_kinds import EVALUATION_KINDS, check_kind
+from robuststats.errors import InputError, closest_match, did_you_mean
+from robuststats.models.tasks import SPLITS
 
 __all__ = [
     "MAX_BATCH_SIZE",
@@ -107,23 +106,15 @@ __all__ = [
 #: format of the resolved spec written into run directories and manifests
 SPEC_FORMAT = 1
 
-#: ``analysis.multiplicity``: the methods of :func:`robuststats.stats.adjust_pvalues`
-#: ("none" included)
-MULTIPLICITY_CHOICES: tuple[str, ...] = tuple(MULTIPLICITY_METHODS)
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class NamedParams(_Strict):
+class NamedParams(Strict):
     """A registry name plus keyword parameters (``task``, ``trainer``)."""
 
     name: str = Field(min_length=1)
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class ConditionSpec(_Strict):
+class ConditionSpec(Strict):
     """One training condition: training-time noise and an optional AQN schedule.
 
     ``aqn.total_steps`` may be omitted: the trainer stretches the schedule to its steps.
@@ -133,7 +124,7 @@ class ConditionSpec(_Strict):
     train_noise: TrainNoise = None
     aqn: AQN = None
     #: evaluate this condition under another error model than ``evaluation.kind`` (a name of
-    #: ``robuststats.study.eval_kinds.EVALUATION_KINDS``), at the same noise levels
+    #: ``robuststats.engine.eval_kinds.EVALUATION_KINDS``), at the same noise levels
     eval_kind: str | None = None
     #: evaluate this condition on another op scope than ``evaluation.ops`` (a scope of
     #: :class:`~robuststats.engine.NoiseSpec`: ``matmul_only``, ``all_ops``, ...)
@@ -150,13 +141,13 @@ class ConditionSpec(_Strict):
         return v
 
     #: evaluate existing local checkpoints instead of training: a directory, a glob or a
-    #: template with ``{seed}`` (``robuststats.study.checkpoints``; resolved before compute)
+    #: template with ``{seed}`` (``robuststats.models.checkpoints``; resolved before compute)
     checkpoint: str | None = Field(default=None, max_length=4096)
 
     @field_validator("checkpoint")
     @classmethod
     def _checkpoint(cls, v: str | None) -> str | None:
-        from robuststats.study.checkpoints import check_template
+        from robuststats.models.checkpoints import check_template
 
         if v is not None:
             try:
@@ -178,8 +169,7 @@ class ConditionSpec(_Strict):
     @classmethod
     def _eval_kind(cls, v: str | None) -> str | None:
         if v is not None and v not in EVALUATION_KINDS:
-            close = closest_match(v, EVALUATION_KINDS)
-            hint = f" (did you mean {close!r}?)" if close else ""
+            hint = did_you_mean(v, EVALUATION_KINDS)
             raise ValueError(f"must be one of {', '.join(map(repr, EVALUATION_KINDS))}{hint}")
         return v
 
@@ -203,7 +193,7 @@ class ConditionSpec(_Strict):
         return data
 
 
-class EvaluationSpec(_Strict):
+class EvaluationSpec(Strict):
     """Inference-time noise levels, the error model and the item set."""
 
     noise_levels: list[float] = Field(min_length=1, max_length=MAX_NOISE_LEVELS)
@@ -232,7 +222,7 @@ class EvaluationSpec(_Strict):
     @field_validator("split")
     @classmethod
     def _split(cls, v: str) -> str:
-        # the splits every task serves (robuststats.study.tasks.SPLITS)
+        # the splits every task serves (robuststats.models.tasks.SPLITS)
         try:
             return check_choice(v, "split", SPLITS)
         except InputError as exc:
@@ -260,7 +250,7 @@ class EvaluationSpec(_Strict):
         """The inference noise of one cell: forward only; ``None`` for the clean level 0.
 
         ``kind`` (default ``evaluation.kind``) is a name of
-        :data:`~robuststats.study.eval_kinds.EVALUATION_KINDS`: for an engine error model
+        :data:`~robuststats.engine.eval_kinds.EVALUATION_KINDS`: for an engine error model
         the level is its ``scale`` on ``evaluation.ops``; a number format is applied at
         full strength on its own ops. ``ops`` (default ``evaluation.ops``) is the op scope.
         """
@@ -275,29 +265,12 @@ class EvaluationSpec(_Strict):
         return self.noise_seed_list()
 
 
-class AnalysisSpec(_Strict):
-    """Options of the statistical analysis (all have documented defaults)."""
-
-    alpha: float = Field(default=0.05, gt=0, lt=1)
-    confidence_level: float = Field(default=0.95, gt=0, lt=1)
-    n_resamples: int = Field(default=2000, gt=0, le=MAX_RESAMPLES)
-    multiplicity: str = "holm"
-    reference: str | None = None
-    mcnemar: Literal["clustered", "mantel-haenszel"] = "clustered"
-    rng_seed: int = Field(default=0, ge=0, le=MAX_SEED_VALUE)
-
-    @field_validator("multiplicity")
-    @classmethod
-    def _multiplicity(cls, v: str) -> str:
-        if v not in MULTIPLICITY_CHOICES:
-            close = closest_match(v, MULTIPLICITY_CHOICES)
-            hint = f" (did you mean {close!r}?)" if close else ""
-            raise ValueError(f"must be one of {', '.join(map(repr, MULTIPLICITY_CHOICES))}"
-                             f"{hint}")
-        return v
+class AnalysisSpec(AnalysisOptions):
+    """The ``analysis:`` section of a study file: the options the analysis owns
+    (:class:`~robuststats.analysis.AnalysisOptions`), under the section's name."""
 
 
-class ResourcesSpec(_Strict):
+class ResourcesSpec(Strict):
     """``resources:``: what each cell (a training job with its evaluations) asks of a Ray
     cluster under ``--executor ray``; the local executor ignores it. Outside the run hash."""
 
@@ -307,7 +280,7 @@ class ResourcesSpec(_Strict):
     max_retries: int = Field(default=2, ge=0, le=100)
 
 
-class StudySpec(_Strict):
+class StudySpec(Strict):
     """A validated study: what to train, how to evaluate, which claims to test."""
 
     name: str
@@ -321,7 +294,7 @@ class StudySpec(_Strict):
     seeds: int | list[int] = 1
     hypotheses: list[HypothesisField] = Field(default_factory=list, max_length=MAX_HYPOTHESES)
     analysis: AnalysisSpec = AnalysisSpec()
-    #: a dose-response sweep (:mod:`robuststats.study.sweep`); its grid makes the levels
+    #: a dose-response sweep (:mod:`robuststats.config.sweep`); its grid makes the levels
     sweep: SweepSpec | None = None
     #: options of ``robuststats diagnose`` (docs/diagnose.md); outside the run hash
     diagnose: DiagnoseSpec | None = None
@@ -415,7 +388,7 @@ class StudySpec(_Strict):
         return self
 
     def n_cells(self) -> int:
-        """Cells of the plan, counted without building it (:func:`robuststats.study.plan`)."""
+        """Cells of the plan, counted without building it (:func:`robuststats.runs.plan`)."""
         levels = self.evaluation.noise_levels
         clean = sum(1 for x in levels if x == 0.0)
         noisy = len(levels) - clean
@@ -528,7 +501,7 @@ class StudySpec(_Strict):
         """Errors raised while the task or trainer is built name the key and its line.
 
         The task and the trainer validate their own ``params`` when they are built (before
-        the first cell, see :func:`robuststats.study.executor.preflight`); their messages
+        the first cell, see :func:`robuststats.runs.executor.preflight`); their messages
         name the parameter in backticks, or ``unknown parameter 'x'``::
 
             with spec.pointing_at("task"):

@@ -1,8 +1,8 @@
 """Trainers: turn (task, training condition, seed) into a model the evaluator can score.
 
-- ``builtin``: trains the tiny Qwen2 of :mod:`robuststats.study.model` on the task's train
+- ``builtin``: trains the tiny Qwen2 of :mod:`robuststats.models.model` on the task's train
   split, with the condition's training-time noise and AQN schedule
-  (:mod:`robuststats.study.training` holds the loop).
+  (:mod:`robuststats.models.training` holds the loop).
 - ``checkpoint``: loads an existing local checkpoint (``path``) and trains nothing.
 
 ``get_trainer(name, **params)`` builds one by name (or ``package.module:factory``) with
@@ -21,18 +21,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from robuststats.engine import AQNSchedule, NoiseSpec
 from robuststats.errors import InputError
-from robuststats.study.model import ModelSpec, load_pretrained
-from robuststats.study.registry import ParamsSpec, Registry, resolve_params
+from robuststats.models.model import ModelSpec, load_pretrained
+from robuststats.models.registry import ParamsSpec, Registry, resolve_params
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from robuststats.study.spec import ConditionSpec
-    from robuststats.study.tasks import Task
+    from robuststats.models.tasks import Task
 
 __all__ = [
     "TRAINERS",
@@ -47,6 +46,14 @@ __all__ = [
 ]
 
 _INFO_FILE = "training_info.json"
+
+
+class _ConditionSection(Protocol):
+    """What training reads of a study's condition (the platform's ``ConditionSpec``)."""
+
+    train_noise: NoiseSpec | None
+    aqn: AQNSchedule | None
+    description: str
 
 
 @dataclass(frozen=True)
@@ -76,8 +83,9 @@ class TrainingCondition:
             raise InputError(f"`aqn` must be an AQNSchedule, a mapping or None, got {self.aqn!r}.")
 
     @classmethod
-    def from_spec(cls, name: str, condition: ConditionSpec) -> TrainingCondition:
-        """The condition ``name`` of a study (``spec.conditions[name]``)."""
+    def from_spec(cls, name: str, condition: _ConditionSection) -> TrainingCondition:
+        """The condition ``name`` of a study (``spec.conditions[name]``, a
+        :class:`~robuststats.runs.spec.ConditionSpec`)."""
         return cls(name, condition.train_noise, condition.aqn, condition.description)
 
 
@@ -95,7 +103,7 @@ class TrainedModel:
         Written to a sibling temporary directory first and renamed into place, so a
         killed process never leaves a half-written model at ``path``.
         """
-        from robuststats.study.model import _quiet_transformers
+        from robuststats.models.model import _quiet_transformers
 
         target = Path(path)
         if target.exists() and any(target.iterdir()):
@@ -227,7 +235,7 @@ class BuiltinTrainer(Trainer):
     Next-token cross-entropy on the completion tokens only (prompt tokens are masked),
     AdamW with linear warm-up and cosine decay to 10 % of ``lr``, gradient clipping at 1.
     Parameters: ``steps``, ``lr``, ``batch_size``, ``warmup`` (fraction of steps),
-    ``weight_decay``, ``model`` (:class:`~robuststats.study.model.ModelSpec` fields),
+    ``weight_decay``, ``model`` (:class:`~robuststats.models.model.ModelSpec` fields),
     ``train_eval_items`` (train items scored greedily at the end, 0 to skip).
     """
 
@@ -244,7 +252,7 @@ class BuiltinTrainer(Trainer):
     def train(self, task: Task, condition: TrainingCondition, seed: int,
               workdir: Path | None = None, *,
               progress: Callable[[int, int], None] | None = None) -> TrainedModel:
-        from robuststats.study.training import train_builtin
+        from robuststats.models.training import train_builtin
 
         model, tokenizer, info = train_builtin(task, condition, seed, self.params,
                                                progress=progress)
@@ -288,4 +296,4 @@ class CheckpointTrainer(Trainer):
 
 
 # the ``command`` trainer (a user's training command per condition × seed) registers itself
-from robuststats.study import external as _external  # noqa: E402, F401
+from robuststats.models import external as _external  # noqa: E402, F401

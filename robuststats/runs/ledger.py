@@ -23,7 +23,7 @@ through ``os.rename`` of a complete temporary directory.
 
 Why a damaged cell is never reused: on reading, a cell must parse, carry its own keys and
 0/1 outcomes, match its record (row count and SHA-256 of the rows, see
-:mod:`robuststats.results._cells`) and hold exactly the items of the plan. A cell that
+:mod:`robuststats.outcomes`) and hold exactly the items of the plan. A cell that
 fails is moved to ``corrupt/`` with a :class:`CellIntegrityWarning` naming it, and runs
 again.
 
@@ -47,11 +47,10 @@ from typing import Any
 
 import pandas as pd
 
+from robuststats._atomic import ModelStaging, atomic_write_bytes
 from robuststats.errors import InputError, RobuststatsWarning
-from robuststats.outcomes import empty_outcomes
-from robuststats.results._cells import cell_digest
-from robuststats.study.atomic import ModelStaging, atomic_write_bytes
-from robuststats.study.cellframes import (
+from robuststats.outcomes import cell_digest, empty_outcomes
+from robuststats.runs.cellframes import (
     INJECTION_COLUMNS,
     cell_frame,
     check_cell_frame,
@@ -59,13 +58,14 @@ from robuststats.study.cellframes import (
     injection_frame,
     items_problem,
 )
-from robuststats.study.plan import Cell, TrainJob
-from robuststats.study.runhash import read_spec_file, run_hash, run_scope, stored_run_hash
-from robuststats.study.runlock import RunLock
-from robuststats.study.spec import StudySpec
+from robuststats.runs.lock import RunLock
+from robuststats.runs.plan import Cell, TrainJob
+from robuststats.runs.runhash import read_spec_file, run_hash, run_scope, stored_run_hash
+from robuststats.runs.spec import StudySpec
 
 __all__ = ["INJECTION_COLUMNS", "RUN_FORMAT", "CellIntegrityWarning", "ModelStaging",
-           "RunLedger", "atomic_write_bytes", "run_hash", "run_scope"]
+           "RunLedger", "atomic_write_bytes", "first_line", "last_line", "run_hash",
+           "run_scope"]
 
 #: format of ``spec.json``: 1 had one hash of the whole spec and no cell records; 2 adds
 #: ``run_hash`` (the outcome-determining part) and a record per cell
@@ -271,7 +271,7 @@ class RunLedger:
             df = pd.read_parquet(path)
             check_cell_frame(cell, df)
         except Exception as exc:
-            self._set_aside(cell, f"unreadable or not this cell's file ({_first_line(exc)})")
+            self._set_aside(cell, f"unreadable or not this cell's file ({first_line(exc)})")
             return None
         record = self.read_record(cell)
         if record is None and not self._adopt_unrecorded:
@@ -446,9 +446,16 @@ def _clear(root: Path) -> None:
             entry.unlink()
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """``Type: first line of the message``, for one-line reports of an exception."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def last_line(text: str) -> str:
+    """The last non-blank line of ``text`` (a traceback's: the error itself), stripped."""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else ""
 
 
 def _now() -> str:

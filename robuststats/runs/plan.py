@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from robuststats.results._cells import cell_key
-from robuststats.study.spec import StudySpec
+from robuststats.outcomes import cell_key
+from robuststats.runs.spec import StudySpec
 
 __all__ = ["Cell", "TrainJob", "jobs", "plan"]
 

@@ -15,11 +15,12 @@ from __future__ import annotations
 import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from robuststats.errors import closest_match
-from robuststats.stats._dose_models import MODELS
-from robuststats.study.yaml_lines import KeyedError
+from robuststats.config import Strict
+from robuststats.config.yaml_lines import KeyedError
+from robuststats.errors import did_you_mean
+from robuststats.stats import DOSE_MODELS as MODELS
 
 __all__ = ["AdaptiveSpec", "GridSpec", "SweepSpec", "adaptive_levels", "round_scale"]
 
@@ -27,16 +28,12 @@ __all__ = ["AdaptiveSpec", "GridSpec", "SweepSpec", "adaptive_levels", "round_sc
 SCALE_DIGITS = 3
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
 def round_scale(x: float) -> float:
     """``x`` to :data:`SCALE_DIGITS` significant digits."""
     return float(f"{x:.{SCALE_DIGITS - 1}e}")
 
 
-class GridSpec(_Strict):
+class GridSpec(Strict):
     """``points`` log-spaced scales from ``low`` to ``high`` (plus the clean level 0)."""
 
     low: float = Field(gt=0, lt=1)
@@ -60,7 +57,7 @@ class GridSpec(_Strict):
         return [0.0, *sorted(scales)]
 
 
-class AdaptiveSpec(_Strict):
+class AdaptiveSpec(Strict):
     """Refinement rounds: ``points`` new scales per condition and round, log-spaced over
     ``[t / s, t · s]`` around the fitted threshold ``t``, with ``s = spread`` in the first
     round and its square root in each further round."""
@@ -70,7 +67,7 @@ class AdaptiveSpec(_Strict):
     spread: float = Field(default=2.0, gt=1, le=100)
 
 
-class SweepSpec(_Strict):
+class SweepSpec(Strict):
     """A dose-response sweep: the grid, the curve, the threshold and the refinement."""
 
     grid: GridSpec
@@ -103,8 +100,7 @@ class SweepSpec(_Strict):
         params = MODELS["LL.4" if self.model == "auto" else self.model].params
         for key, value in self.fixed.items():
             if key not in params:
-                close = closest_match(key, params)
-                hint = f" (did you mean {close!r}?)" if close else ""
+                hint = did_you_mean(key, params)
                 name = "the models of 'auto' (LL.4, W1.4, W2.4)" if self.model == "auto" \
                     else self.model
                 raise KeyedError(("fixed", key), f"{name}: no parameter {key!r}"
@@ -118,8 +114,7 @@ class SweepSpec(_Strict):
 
 def _model_name(v: str) -> str:
     if v not in MODELS:
-        close = closest_match(v, MODELS)
-        hint = f" (did you mean {close!r}?)" if close else ""
+        hint = did_you_mean(v, MODELS)
         raise ValueError(f"must be one of {', '.join(map(repr, MODELS))}{hint}")
     return v
 

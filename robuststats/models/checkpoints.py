@@ -28,14 +28,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from robuststats.errors import InputError
-from robuststats.study.model import TOKENIZER_FILES
+from robuststats.models.model import TOKENIZER_FILES
 
 if TYPE_CHECKING:
-    from robuststats.study.spec import StudySpec
-    from robuststats.study.trainer import TrainedModel
+    from robuststats.models.trainer import TrainedModel
 
-__all__ = ["WEIGHT_FILES", "CheckpointRef", "check_checkpoints", "check_template",
-           "load_checkpoint", "resolve_checkpoint"]
+__all__ = [
+    "WEIGHT_FILES",
+    "CheckpointRef",
+    "check_template",
+    "load_checkpoint",
+    "resolve_checkpoint",
+    "template_fields",
+]
 
 #: weight files of a checkpoint, safetensors first (one of them must be present)
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -133,41 +138,15 @@ def resolve_checkpoint(pattern: str, *, condition: str, seed: int,
     return CheckpointRef(condition=condition, seed=int(seed), pattern=pattern, path=path)
 
 
-def check_checkpoints(spec: StudySpec) -> dict[tuple[str, int], CheckpointRef]:
-    """Resolve every (condition, seed) checkpoint of ``spec`` before anything runs.
-
-    Errors name the key and its line (``studies/x.yaml: conditions.E8b.checkpoint (line 9):
-    `checkpoint` (seed 2): no such directory 'ckpts/E8b/seed002'.``). A pattern without
-    ``{seed}`` serves one seed only: several seeds would evaluate the same model as if it
-    were several.
-    """
-    refs: dict[tuple[str, int], CheckpointRef] = {}
-    seeds = spec.seed_list()
-    for name, condition in spec.conditions.items():
-        pattern = getattr(condition, "checkpoint", None)
-        if pattern is None:
-            continue
-        path = ("conditions", name, "checkpoint")
-        try:
-            if len(seeds) > 1 and "seed" not in _fields(pattern):
-                raise InputError(f"`checkpoint` {pattern!r} names one model for {len(seeds)} "
-                                 "seeds; use a template with {seed} (e.g. "
-                                 "'ckpts/run-seed{seed}') or one seed.")
-            for seed in seeds:
-                refs[(name, seed)] = resolve_checkpoint(pattern, condition=name, seed=seed)
-        except InputError as exc:
-            raise InputError(f"{spec.where(path)}: {exc}") from None
-    return refs
-
-
-def _fields(pattern: str) -> set[str]:
+def template_fields(pattern: str) -> set[str]:
+    """The ``{field}`` names of a checkpoint template."""
     return {name for _, name, _, _ in string.Formatter().parse(pattern) if name}
 
 
 def load_checkpoint(ref: CheckpointRef) -> TrainedModel:
-    """Load the checkpoint as a :class:`~robuststats.study.trainer.TrainedModel` whose
+    """Load the checkpoint as a :class:`~robuststats.models.trainer.TrainedModel` whose
     ``info`` records the pattern, the directory and the weight files' sizes and times."""
-    from robuststats.study.trainer import TrainedModel
+    from robuststats.models.trainer import TrainedModel
 
     trained = TrainedModel.load(ref.path)
     trained.info = {**_plain(trained.info), "trainer": "checkpoint",

@@ -4,7 +4,7 @@ A study file gives ``train_noise``, ``aqn`` and each hypothesis as mappings; the
 adapters build the real classes (:class:`~robuststats.engine.NoiseSpec`,
 :class:`~robuststats.engine.AQNSchedule`, :class:`~robuststats.stats.Hypothesis`), whose
 own validation is the only one, and point their errors at the offending key
-(:func:`~robuststats.study.yaml_lines.keyed`). None of them imports torch.
+(:func:`~robuststats.config.yaml_lines.keyed`). None of them imports torch.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from typing import Annotated, Any
 from pydantic import PlainSerializer, PlainValidator
 
 from robuststats._validation import check_keys
+from robuststats.config.yaml_lines import KeyedError, keyed
 from robuststats.engine import AQNSchedule, NoiseSpec
 from robuststats.errors import InputError
-from robuststats.stats._hypotheses import Hypothesis
-from robuststats.study.yaml_lines import KeyedError, keyed
+from robuststats.stats import Hypothesis
 
 __all__ = ["AQN", "MAX_SEED_VALUE", "HypothesisField", "TrainNoise", "as_written",
            "check_seed_field", "seed_list", "written_forms"]

@@ -2,7 +2,7 @@
 
 :func:`cell_frame` and :func:`injection_frame` give what the evaluator returned the cell's
 keys and the canonical dtypes; the ``check_*`` functions are what a stored file must pass
-to be read back as this cell's (:class:`~robuststats.study.ledger.RunLedger` moves a file
+to be read back as this cell's (:class:`~robuststats.runs.ledger.RunLedger` moves a file
 that fails aside).
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 
 from robuststats.outcomes import CELL_KEY, COLUMNS, DTYPES
-from robuststats.study.plan import Cell
+from robuststats.runs.plan import Cell
 
 __all__ = ["INJECTION_COLUMNS", "cell_frame", "check_cell_frame", "check_injection_frame",
            "injection_frame", "items_problem"]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from robuststats.errors import InputError
-from robuststats.study.registry import ParamsSpec, Registry, resolve_params
+from robuststats.models.registry import ParamsSpec, Registry, resolve_params
 
 __all__ = [
     "SPLITS",
@@ -117,7 +117,7 @@ class Task(ABC):
         return item.prompt
 
     def generation_options(self) -> dict[str, Any]:
-        """Keyword options of :func:`robuststats.study.generation.generate_greedy` for this
+        """Keyword options of :func:`robuststats.models.generation.generate_greedy` for this
         task's completions (``stop``, ``stop_strings``, ``max_new_tokens``)."""
         return {}
 

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from robuststats.errors import InputError, closest_match
+from robuststats.errors import InputError, did_you_mean
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -134,8 +134,7 @@ class ModelSpec:
         names = {f.name for f in fields(cls)}
         for name in params:
             if name not in names:
-                close = closest_match(name, sorted(names))
-                hint = f" (did you mean {close!r}?)" if close else ""
+                hint = did_you_mean(name, sorted(names))
                 raise InputError(f"unknown parameter `{key}.{name}`{hint}; "
                                  f"accepted: {', '.join(sorted(names))}.")
         for name, value in params.items():

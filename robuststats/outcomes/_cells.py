@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from robuststats.outcomes import CELL_KEY, COLUMNS
+from robuststats.outcomes._schema import CELL_KEY, COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd

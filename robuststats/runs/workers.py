@@ -1,0 +1,157 @@
+"""Worker processes of every command: start-up, thread policy, a pool, and stopping them.
+
+One policy for all five commands:
+
+- workers are spawned (no fork of a process holding torch threads), and each starts with
+  :func:`worker_init`: it dies with its parent and leaves Ctrl-C to it;
+- torch runs one thread per process (:func:`one_torch_thread`): the processes are the
+  parallelism, and the engine's noise draws need it under inference mode (below);
+- an interruption stops the workers at once (:func:`stop_processes`: SIGTERM, a grace
+  period, SIGKILL), keeping what they wrote to disk.
+
+:func:`run_pool` runs calls in a spawn-context pool under that policy; the study's executor
+and the probe use it, and the search runs its own long-lived processes with the same
+start-up and stop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any
+
+__all__ = ["PARENT_POLL_SECONDS", "TERMINATE_GRACE", "one_torch_thread", "run_pool",
+           "stop_pool", "stop_processes", "worker_init"]
+
+#: seconds between a worker's checks that its parent is alive (the watchdog of a worker
+#: on a platform without PR_SET_PDEATHSIG, and the backstop on Linux)
+PARENT_POLL_SECONDS = 0.25
+#: seconds the workers get to exit after SIGTERM when a run is interrupted, before SIGKILL
+TERMINATE_GRACE = 1.0
+#: seconds between the parent's looks at a pool's futures and at the files on disk
+_POLL_SECONDS = 0.5
+
+
+def worker_init(parent_pid: int) -> None:
+    """Runs first in every worker: make it die with its parent, and leave Ctrl-C to it.
+
+    A worker holds a model (hundreds of MB) and would otherwise run on for minutes as an
+    orphan after its parent is killed (SIGKILL cannot be handled by the parent). On Linux,
+    ``PR_SET_PDEATHSIG`` has the kernel send SIGKILL when the parent dies; everywhere, a
+    daemon thread checks ``os.getppid()`` every :data:`PARENT_POLL_SECONDS` and exits.
+    SIGINT is ignored: Ctrl-C reaches the whole process group, and the parent decides
+    (it stops the pool at once, see :func:`stop_pool`).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _kill_me_with_parent()
+    if os.getppid() != parent_pid:
+        os._exit(1)  # the parent died before the line above could take effect
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True,
+                     name="robuststats-parent-watch").start()
+
+
+def _kill_me_with_parent() -> None:
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl here: the watchdog thread remains
+        pass
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while True:
+        time.sleep(PARENT_POLL_SECONDS)
+        if os.getppid() != parent_pid:
+            os._exit(1)  # orphaned: the cell in flight is lost, finished cells are on disk
+
+
+@contextlib.contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Run the block with one torch thread, restoring the caller's count afterwards.
+
+    The pool is the parallelism: threads on top would oversubscribe the cores. And the
+    engine draws relative Gaussian noise on a thread pool of ``torch.get_num_threads()``
+    threads; under ``torch.inference_mode`` (the evaluator's decoding) its pool threads are
+    outside inference mode and cannot update the output in place, so evaluation with more
+    than one thread fails on outputs larger than one chunk (2**17 elements).
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def stop_processes(processes: Sequence[Any], grace: float = TERMINATE_GRACE) -> None:
+    """End ``processes`` now: SIGTERM, up to ``grace`` seconds in all to exit, then SIGKILL."""
+    for p in processes:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + grace
+    for p in processes:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in processes:
+        if p.is_alive():
+            p.kill()
+            p.join(1.0)
+
+
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel what has not started and end the workers now (:func:`stop_processes`)."""
+    # the executor has no public way to end running work; its process table is the only
+    # handle on the workers (a dict pid -> Process since Python 3.7)
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    stop_processes(processes)
+
+
+def run_pool(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], workers: int, *,
+             on_result: Callable[[int, Any], None],
+             on_error: Callable[[int, BaseException], None],
+             poll: Callable[[], None] | None = None) -> None:
+    """Run ``fn(*calls[i])`` for every ``i`` in ``workers`` spawned processes.
+
+    Each finished call is handed to ``on_result(i, value)``, or to ``on_error(i, exc)``
+    inside the ``except`` block (so ``traceback.format_exc()`` there gives the worker's
+    traceback; a worker that died gives ``BrokenProcessPool``). ``poll()`` runs every
+    half second (progress read from disk). Any interruption (Ctrl-C, SIGTERM turned into
+    one, an exception of a callback) cancels pending calls and ends the workers at once:
+    what they wrote is kept, the calls in flight are lost.
+    """
+    ctx = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+                               initializer=worker_init, initargs=(os.getpid(),))
+    try:
+        futures: dict[Future[Any], int] = {pool.submit(fn, *args): i
+                                           for i, args in enumerate(calls)}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
+            for fut in done:
+                try:
+                    value = fut.result()
+                except Exception as exc:
+                    on_error(futures[fut], exc)
+                else:
+                    on_result(futures[fut], value)
+            if poll is not None:
+                poll()
+    except BaseException:
+        stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
