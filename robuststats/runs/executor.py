@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from robuststats.models.registry import is_reference
+from robuststats.runs.checks import build_task, build_trainer, planned_items
 from robuststats.runs.ledger import RunLedger
 from robuststats.runs.plan import Cell, TrainJob, jobs
-from robuststats.runs.checks import build_task, build_trainer, planned_items
 from robuststats.runs.progress import DiskProgress
 from robuststats.runs.spec import StudySpec
 from robuststats.runs.workers import run_pool
