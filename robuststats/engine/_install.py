@@ -46,7 +46,8 @@ from torch import nn
 from robuststats.engine._autograd import BackwardNoise
 from robuststats.engine._model_map import ModelMap
 from robuststats.engine._products import own_products_hidden, product_forward, watcher_forward
-from robuststats.engine._session import NoiseSession, in_backward
+from robuststats.engine._session import NoiseSession
+from robuststats.engine._streams import in_backward
 
 __all__ = ["Installation", "acquire", "release"]
 

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from robuststats.engine._formats import QUANT_FORMATS, check_format
 from robuststats.engine._quantize import _fake_quantize
 from robuststats.engine._rng import NoiseStream, mix64
+from robuststats.engine._streams import in_backward
 from robuststats.errors import InputError
 
 if TYPE_CHECKING:
@@ -88,8 +89,6 @@ class OperandNoise:
 
     def run(self, op: str, layer: int, name: str, fn: Callable[..., torch.Tensor],
             tensors: tuple[Any, ...], scale: float) -> torch.Tensor:
-        from robuststats.engine._session import in_backward
-
         if op == "linear":
             if len(tensors) < 2:
                 raise InputError(
@@ -141,7 +140,6 @@ class OperandNoise:
         defines (:data:`_PRODUCT_OPERANDS`); ``is_weight`` tells the module's weights (and
         views, slices or copies of them) from activations."""
         from robuststats.engine._products import _name
-        from robuststats.engine._session import in_backward
 
         fname = _name(func)
         entry = _PRODUCT_OPERANDS.get(fname)
