@@ -6,15 +6,19 @@
   always comes from the data, never from a default;
 * inference-noise levels in percent (``5%``).
 
+:func:`render_table` lays records out in fixed columns and :func:`to_jsonable` turns results
+into plain JSON types, for the command line and for the reports a library module writes.
 Kept free of numpy and pandas so that ``robuststats power`` starts instantly.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["fmt_ci", "fmt_level", "fmt_noise", "fmt_p", "fmt_pct", "fmt_value", "is_missing"]
+__all__ = ["fmt_ci", "fmt_level", "fmt_noise", "fmt_p", "fmt_pct", "fmt_value", "is_missing",
+           "render_table", "to_jsonable"]
 
 
 def is_missing(value: Any) -> bool:
@@ -83,3 +87,56 @@ def fmt_value(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+def render_table(records: Sequence[Mapping[str, Any]], columns: Sequence[str], *,
+                 formats: Mapping[str, Callable[[Any], str]] | None = None,
+                 headers: Mapping[str, str] | None = None) -> str:
+    """Fixed columns, left-aligned text and right-aligned numbers; ``(no rows)`` if empty."""
+    if not records:
+        return "(no rows)"
+    formats = formats or {}
+    headers = headers or {}
+    cells = [[formats.get(c, fmt_value)(r.get(c)) for c in columns] for r in records]
+    head = [headers.get(c, c) for c in columns]
+    widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(head)]
+    numeric = [all(_looks_numeric(row[i]) for row in cells) for i in range(len(columns))]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(values, widths, numeric)).rstrip()
+
+    return "\n".join([line(head), *(line(row) for row in cells)])
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text.replace("%", ""))
+    except ValueError:
+        return text == "-"
+    return True
+
+
+def to_jsonable(value: Any) -> Any:
+    """Plain JSON types from numpy scalars, DataFrames, dataclasses, paths and NaN or
+    pandas' NA (-> null)."""
+    import dataclasses
+    import os
+
+    if hasattr(value, "to_dict") and hasattr(value, "columns"):  # a DataFrame
+        return [to_jsonable(r) for r in value.to_dict(orient="records")]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_jsonable(dataclasses.asdict(value))
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [to_jsonable(v) for v in value]
+    if hasattr(value, "tolist"):  # numpy scalars and arrays
+        return to_jsonable(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if type(value).__name__ == "NAType":  # pandas.NA, without importing pandas
+        return None
+    return value

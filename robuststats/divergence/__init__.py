@@ -12,7 +12,7 @@ from robuststats.divergence import compare_runs
 div = compare_runs(model, tokenizer, texts, reference="fp32", candidate="bf16")
 div.modules    # per module: MAPE, rel RMS, cosine with intervals over items
 div.depth      # the residual stream by layer: accumulated, local, predictions
-div.fit        # growth per layer and the accumulation verdict
+div.fit        # GrowthFit: growth per layer and the accumulation verdict
 ```
 
 Two machines: ``capture_run(model, tok, texts, "gpu.npz", condition="bf16+cuda")`` on one,
@@ -38,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "Site": "robuststats.divergence._sites",
     "find_sites": "robuststats.divergence._sites",
     "Divergence": "robuststats.divergence._runner",
+    "GrowthFit": "robuststats.divergence._fit",
     "compare_runs": "robuststats.divergence._runner",
     "CaptureInfo": "robuststats.divergence._capture",
     "capture_run": "robuststats.divergence._capture",
@@ -62,6 +63,7 @@ if TYPE_CHECKING:  # static analysers see the real names
     from robuststats.divergence._capfile import CaptureReader  # noqa: F401
     from robuststats.divergence._capture import CaptureInfo, capture_run  # noqa: F401
     from robuststats.divergence._conditions import DTYPES, Condition, parse_condition  # noqa: F401
+    from robuststats.divergence._fit import GrowthFit  # noqa: F401
     from robuststats.divergence._fromcaptures import compare_captures  # noqa: F401
     from robuststats.divergence._metrics import (  # noqa: F401
         DEFAULT_EPS,

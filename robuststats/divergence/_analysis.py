@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from robuststats.divergence._fit import Accumulation, GrowthFit, LayerGrowth
 from robuststats.divergence._metrics import METRICS, RunningStats
 from robuststats.divergence._sites import RESIDUAL
 
@@ -188,7 +189,7 @@ def _slopes(measured: pd.DataFrame) -> np.ndarray:
 
 
 def growth_fit(items: pd.DataFrame, *, confidence_level: float = 0.95, n_layers: int = 0
-               ) -> dict[str, Any]:
+               ) -> GrowthFit:
     """Per-layer growth of the residual stream's divergence and the accumulation verdict.
 
     ``slope``: the mean over items of each item's OLS slope of log(rel RMS) on the layer
@@ -202,12 +203,10 @@ def growth_fit(items: pd.DataFrame, *, confidence_level: float = 0.95, n_layers:
     """
     notes: list[str] = []
     measured = _residual_arrays(items, "accumulated", "rel_rms")
-    fit: dict[str, Any] = {"n_layers": n_layers, "confidence_level": confidence_level}
     if measured.shape[1] < 2:
         notes.append("growth fit: fewer than 2 decoder layers compared")
-        fit.update(slope=math.nan, slope_ci_low=math.nan, slope_ci_high=math.nan,
-                   verdict=None, notes=notes)
-        return fit
+        return GrowthFit(n_layers, confidence_level, math.nan, math.nan, math.nan,
+                         notes=tuple(notes))
     slopes = _slopes(measured)
     if slopes.size == 0:
         notes.append("growth fit: no item diverges in two or more layers (identical runs?)")
@@ -215,35 +214,39 @@ def growth_fit(items: pd.DataFrame, *, confidence_level: float = 0.95, n_layers:
         notes.append(f"growth fit: {measured.shape[0] - slopes.size} item(s) without "
                      "divergence in two or more layers left out")
     slope, low, high = mean_interval(slopes, confidence_level=confidence_level)
-    fit.update(n_items_fit=int(slopes.size), slope=slope, slope_ci_low=low, slope_ci_high=high,
-               growth_per_layer=math.exp(slope) - 1 if math.isfinite(slope) else math.nan,
-               growth_per_layer_ci_low=math.exp(low) - 1 if math.isfinite(low) else math.nan,
-               growth_per_layer_ci_high=math.exp(high) - 1 if math.isfinite(high) else math.nan)
     last = measured.columns[-1]
     first = measured.columns[0]
     m_last, lo, hi = mean_interval(measured[last].to_numpy(), confidence_level=confidence_level)
-    fit.update(first_layer=int(first), last_layer=int(last), first_rel_rms=float(
-        np.nanmean(measured[first])), last_rel_rms=m_last, last_rel_rms_ci_low=lo,
-        last_rel_rms_ci_high=hi)
+    growth = LayerGrowth(
+        n_items_fit=int(slopes.size), growth_per_layer=_growth(slope),
+        growth_per_layer_ci_low=_growth(low), growth_per_layer_ci_high=_growth(high),
+        first_layer=int(first), last_layer=int(last),
+        first_rel_rms=float(np.nanmean(measured[first])), last_rel_rms=m_last,
+        last_rel_rms_ci_low=lo, last_rel_rms_ci_high=hi)
     pred = _predictions(items)
-    verdict = None
+    accumulation, verdict = None, None
     if pred is not None:
-        for key in ("local", "additive", "quadrature", "seed004", "compounding"):
-            fit[f"{key}_last"] = float(np.nanmean(pred[key][last]))
-        fit["mean_local_per_layer"] = float(np.nanmean(pred["local"].to_numpy()))
+        at_last = {f"{key}_last": float(np.nanmean(pred[key][last]))
+                   for key in ("local", "additive", "quadrature", "seed004", "compounding")}
+        mean_local = float(np.nanmean(pred["local"].to_numpy()))
         amp = mean_interval(pred["amplification"][last].to_numpy(),
                             confidence_level=confidence_level)
         vq = mean_interval(pred["vs_quadrature"][last].to_numpy(),
                            confidence_level=confidence_level)
-        fit.update(amplification=amp[0], amplification_ci_low=amp[1],
-                   amplification_ci_high=amp[2], vs_quadrature=vq[0],
-                   vs_quadrature_ci_low=vq[1], vs_quadrature_ci_high=vq[2])
+        accumulation = Accumulation(
+            **at_last, mean_local_per_layer=mean_local, amplification=amp[0],
+            amplification_ci_low=amp[1], amplification_ci_high=amp[2], vs_quadrature=vq[0],
+            vs_quadrature_ci_low=vq[1], vs_quadrature_ci_high=vq[2])
         verdict = _verdict(amp, vq)
     else:
         notes.append("accumulation verdict needs the local pass (local=True)")
-    fit["verdict"] = verdict
-    fit["notes"] = notes
-    return fit
+    return GrowthFit(n_layers, confidence_level, slope, low, high, growth=growth,
+                     accumulation=accumulation, verdict=verdict, notes=tuple(notes))
+
+
+def _growth(slope: float) -> float:
+    """``exp(slope) − 1``; NaN for a slope (or bound) that is not finite."""
+    return math.exp(slope) - 1 if math.isfinite(slope) else math.nan
 
 
 def _verdict(amp: tuple[float, float, float], vq: tuple[float, float, float]) -> str | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -238,8 +239,8 @@ def compare_captures(reference: str | Path, candidate: str | Path, *,
     n_layers = ha["model"].get("n_layers")
     n_layers = n_layers if isinstance(n_layers, int) else 0
     fit = growth_fit(items, confidence_level=confidence_level, n_layers=n_layers)
-    fit["verdict_note"] = "captures have no local pass"
-    fit_notes = [n for n in fit.pop("notes", []) if "needs the local pass" not in n]
+    fit_notes = [n for n in fit.notes if "needs the local pass" not in n]
+    fit = replace(fit, verdict_note="captures have no local pass", notes=tuple(fit_notes))
     notes += fit_notes
     notes.append("compared from two captures: no local pass (each layer fed the reference's "
                  "input needs both runs in one process), so no accumulation verdict; each "

@@ -19,6 +19,7 @@ import pandas as pd
 
 from robuststats._format import fmt_level, is_missing
 from robuststats.divergence._analysis import exceeding_table
+from robuststats.divergence._fit import GrowthFit
 from robuststats.divergence._sites import RESIDUAL
 
 __all__ = ["depth_figure", "summary", "write_divergence"]
@@ -47,7 +48,7 @@ def summary(div: Any, *, max_mape: float,
     """The plain-JSON summary the CLI prints and ``report.json`` holds."""
     exceed = exceeding_table(div.modules, max_mape, sensitivity=sensitivity)
     fit = {k: (_num(v) if isinstance(v, (float, np.floating)) else v)
-           for k, v in div.fit.items()}
+           for k, v in div.fit.to_dict().items()}
     return {"reference": div.reference.to_dict(), "candidate": div.candidate.to_dict(),
             "n_items": div.n_items, "n_layers": div.n_layers, "settings": div.settings,
             "max_mape": max_mape, "fit": fit, "notes": list(div.notes),
@@ -118,31 +119,32 @@ def _md_table(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def verdict_text(fit: dict[str, Any]) -> str:
+def verdict_text(fit: GrowthFit) -> str:
     """One sentence on how the residual stream's divergence accumulated."""
-    if fit.get("verdict") is None:
+    grown, acc = fit.growth, fit.accumulation
+    lvl = fmt_level(fit.confidence_level)
+    if fit.verdict is None or grown is None or acc is None:
+        last = None if grown is None else grown.last_rel_rms
         text = "accumulation: not assessed (" + (
-            "no divergence" if not _num(fit.get("last_rel_rms")) else
-            fit.get("verdict_note") or "needs the local pass and two layers") + ")"
-        if _num(fit.get("growth_per_layer")) is not None and _num(fit.get("last_rel_rms")):
-            lvl = fmt_level(fit["confidence_level"])
-            text += (f"; after layer {fit['last_layer']} the residual stream's rel RMS is "
-                     f"{_g(fit['last_rel_rms'])}; growth per layer "
-                     f"{_g(100 * fit['growth_per_layer'], 3)} % "
-                     f"[{_g(100 * fit['growth_per_layer_ci_low'], 3)}, "
-                     f"{_g(100 * fit['growth_per_layer_ci_high'], 3)}] {lvl}")
+            "no divergence" if not _num(last) else
+            fit.verdict_note or "needs the local pass and two layers") + ")"
+        if grown is not None and _num(grown.growth_per_layer) is not None and _num(last):
+            text += (f"; after layer {grown.last_layer} the residual stream's rel RMS is "
+                     f"{_g(grown.last_rel_rms)}; growth per layer "
+                     f"{_g(100 * grown.growth_per_layer, 3)} % "
+                     f"[{_g(100 * grown.growth_per_layer_ci_low, 3)}, "
+                     f"{_g(100 * grown.growth_per_layer_ci_high, 3)}] {lvl}")
         return text
-    lvl = fmt_level(fit["confidence_level"])
-    return (f"accumulation: {fit['verdict']} — after layer {fit['last_layer']} the residual "
-            f"stream's rel RMS is {_g(fit['last_rel_rms'])}; the layers' own errors would "
-            f"add to {_g(fit['additive_last'])} (quadrature {_g(fit['quadrature_last'])}, "
-            f"seed 004's sum of per-layer relative errors {_g(fit['seed004_last'])}); "
-            f"measured / additive = {_g(fit['amplification'], 3)} "
-            f"[{_g(fit['amplification_ci_low'], 3)}, {_g(fit['amplification_ci_high'], 3)}] "
+    return (f"accumulation: {fit.verdict} — after layer {grown.last_layer} the residual "
+            f"stream's rel RMS is {_g(grown.last_rel_rms)}; the layers' own errors would "
+            f"add to {_g(acc.additive_last)} (quadrature {_g(acc.quadrature_last)}, "
+            f"seed 004's sum of per-layer relative errors {_g(acc.seed004_last)}); "
+            f"measured / additive = {_g(acc.amplification, 3)} "
+            f"[{_g(acc.amplification_ci_low, 3)}, {_g(acc.amplification_ci_high, 3)}] "
             f"{lvl}; "
-            f"growth per layer {_g(100 * fit['growth_per_layer'], 3)} % "
-            f"[{_g(100 * fit['growth_per_layer_ci_low'], 3)}, "
-            f"{_g(100 * fit['growth_per_layer_ci_high'], 3)}] {lvl}")
+            f"growth per layer {_g(100 * grown.growth_per_layer, 3)} % "
+            f"[{_g(100 * grown.growth_per_layer_ci_low, 3)}, "
+            f"{_g(100 * grown.growth_per_layer_ci_high, 3)}] {lvl}")
 
 
 def _capture_lines(settings: dict[str, Any]) -> list[str]:

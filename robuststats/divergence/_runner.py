@@ -27,6 +27,7 @@ from typing import Any
 import pandas as pd
 
 from robuststats.divergence._conditions import Condition, parse_condition
+from robuststats.divergence._fit import GrowthFit
 from robuststats.divergence._metrics import DEFAULT_EPS, METRICS, RunningStats, item_metrics
 from robuststats.divergence._sites import (
     Site,
@@ -51,7 +52,8 @@ class Divergence:
     ``modules``: per (mode, site) the mean of each metric over items with its interval;
     ``depth``: per decoder layer, the residual stream's accumulated and local divergence and
     the additive, quadrature and compounding predictions; ``fit``: the per-layer growth
-    rate and the accumulation verdict; ``injections``: the engine's counts per pass.
+    rate and the accumulation verdict (:class:`GrowthFit`; its notes are among ``notes``);
+    ``injections``: the engine's counts per pass.
     """
 
     reference: Condition
@@ -59,7 +61,7 @@ class Divergence:
     items: pd.DataFrame
     modules: pd.DataFrame
     depth: pd.DataFrame
-    fit: dict[str, Any]
+    fit: GrowthFit
     injections: pd.DataFrame
     running: dict[tuple[str, str, str], RunningStats] = field(repr=False)
     n_layers: int = 0
@@ -368,7 +370,7 @@ def compare_runs(model: Any, tokenizer: Any, texts: Sequence[str], *,
     depth = depth_table(items, confidence_level=confidence_level, interval=interval,
                         n_resamples=n_resamples, rng=rng)
     fit = growth_fit(items, confidence_level=confidence_level, n_layers=mm.n_layers)
-    notes += fit.pop("notes", [])
+    notes += fit.notes
     return Divergence(ref, cand, items, table, depth, fit,
                       pd.DataFrame(counts, columns=["pass", "batch", "injections",
                                                     "rms_noise_ratio"]),

@@ -196,8 +196,7 @@ def gate_test(clean_c: Any, noisy_c: Any, clean_b: Any, noisy_b: Any, *,
     zc, zb = np.atleast_2d(np.asarray(noisy_c, float)), np.atleast_2d(np.asarray(noisy_b, float))
     cc = None if clean_c is None else np.atleast_2d(np.asarray(clean_c, float))
     cb = None if clean_b is None else np.atleast_2d(np.asarray(clean_b, float))
-    if metric == "retention" and (cc is None or cb is None):
-        raise InputError("`metric` 'retention' needs the clean outcomes of both sides.")
+    clean = _retention_clean(cc, cb, metric)
     shapes = {a.shape for a in (zc, cc) if a is not None}, {a.shape for a in (zb, cb)
                                                            if a is not None}
     if len(shapes[0]) != 1 or len(shapes[1]) != 1 or zc.shape[1] != zb.shape[1]:
@@ -213,13 +212,13 @@ def gate_test(clean_c: Any, noisy_c: Any, clean_b: Any, noisy_b: Any, *,
     common = dict(eval_noise=float(eval_noise), metric=metric, margin_type=margin_type,
                   max_degradation=m, alpha=alpha, n_seeds_candidate=kc, n_seeds_baseline=kb,
                   n_items=n)
-    if metric == "retention" and float(cb.mean()) == 0.0:  # type: ignore[union-attr]
+    if clean is not None and float(clean[1].mean()) == 0.0:
         raise InputError("the baseline's clean accuracy is 0: its retention is undefined.")
-    theta_b_raw = float(zb.mean()) / (float(cb.mean()) if metric == "retention" else 1.0)  # type: ignore[union-attr]
+    theta_b_raw = float(zb.mean()) / (float(clean[1].mean()) if clean is not None else 1.0)
     if relative and theta_b_raw == 0.0:
         raise InputError(f"the baseline's {metric} at eval_noise {eval_noise:g} is 0: a "
                          "relative margin is undefined; use `margin_type` 'absolute'.")
-    lost = _lost(cc, zc, metric, theta_b_raw, relative, common)
+    lost = _lost(clean, zc, theta_b_raw, relative, common)
     if lost is not None:
         return lost
     theta_c, lc = _metric(cc, zc, metric, relative)
@@ -241,8 +240,8 @@ def gate_test(clean_c: Any, noisy_c: Any, clean_b: Any, noisy_b: Any, *,
                       stacklevel=2)
         z = float(special.ndtri(1.0 - alpha))
         h0 = z * z / (n + z * z)
-        scales = [zc.mean(), zb.mean()] + ([cc.mean(), cb.mean()]  # type: ignore[union-attr]
-                                           if metric == "retention" else [])
+        scales = [zc.mean(), zb.mean()] + ([clean[0].mean(), clean[1].mean()]
+                                           if clean is not None else [])
         se = h0 * math.sqrt(sum(1.0 / max(s, 1e-12) ** 2 for s in scales)) / z
         dof, method, ref = math.inf, "score-type bound (no spread)", None
     statistic = (est - bound) / se
@@ -270,6 +269,17 @@ def gate_test(clean_c: Any, noisy_c: Any, clean_b: Any, noisy_b: Any, *,
                     method=method, detectable_degradation=detect_shown,
                     power_at_margin=float(power_at), var_seed=cv.var_seed,
                     var_item=cv.var_item, var_resid=cv.var_resid, reason=reason, **common)
+
+
+def _retention_clean(cc: np.ndarray | None, cb: np.ndarray | None,
+                     metric: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Both sides' clean outcomes ``(candidate, baseline)`` when the metric is retention,
+    None for noisy accuracy (which does not read them)."""
+    if metric != "retention":
+        return None
+    if cc is None or cb is None:
+        raise InputError("`metric` 'retention' needs the clean outcomes of both sides.")
+    return cc, cb
 
 
 def _binary(*mats: np.ndarray) -> bool:
@@ -308,11 +318,12 @@ def _tango_test(zc: np.ndarray, zb: np.ndarray, cv: ContrastVariance, m: float,
                     reason=reason, **common)
 
 
-def _lost(cc: np.ndarray | None, zc: np.ndarray, metric: str, theta_b: float, relative: bool,
-          common: dict[str, Any]) -> GateTest | None:
-    """A candidate without a correct clean answer, or (relative) without a correct noisy
-    one, fails outright: its metric is undefined or its log-ratio is −∞."""
-    if metric == "retention" and float(cc.mean()) == 0.0:  # type: ignore[union-attr]
+def _lost(clean: tuple[np.ndarray, np.ndarray] | None, zc: np.ndarray, theta_b: float,
+          relative: bool, common: dict[str, Any]) -> GateTest | None:
+    """A candidate without a correct clean answer (``clean``: both sides' clean outcomes,
+    for a retention), or (relative) without a correct noisy one, fails outright: its metric
+    is undefined or its log-ratio is −∞."""
+    if clean is not None and float(clean[0].mean()) == 0.0:
         why, theta = "the candidate's clean accuracy is 0: its retention is undefined", math.nan
     elif relative and float(zc.mean()) == 0.0:
         why, theta = "the candidate answers no item correctly under noise", 0.0

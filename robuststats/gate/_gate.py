@@ -20,7 +20,7 @@ from robuststats._validation import check_choice, check_int, check_number
 from robuststats.errors import InputError
 from robuststats.gate._contrast import GateTest, _check, gate_test
 from robuststats.gate._protocol import Protocol, protocol_differences
-from robuststats.gate._sources import Side, load_baseline, load_candidate
+from robuststats.gate._sources import Baseline, Checkpoint, Side, load_baseline, load_candidate
 from robuststats.glossary import TABLE_COLUMNS
 
 if TYPE_CHECKING:
@@ -59,10 +59,10 @@ class GateResult:
     seeds_baseline: tuple[Any, ...]
     n_items: int
     notes: tuple[str, ...]
+    outcomes: pd.DataFrame = field(repr=False)
     spec: dict[str, Any] | None = field(default=None, repr=False)
     spec_condition: str | None = None
     evaluation: dict[str, Any] | None = field(default=None, repr=False)
-    outcomes: pd.DataFrame | None = field(default=None, repr=False)
     injections: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
@@ -94,8 +94,8 @@ class GateResult:
                 "evaluation": self.evaluation}
 
 
-def _levels(base: Side, metric: str, eval_noise: Sequence[float] | None) -> list[float]:
-    have = base.protocol.noise_levels  # type: ignore[union-attr]
+def _levels(base: Baseline, metric: str, eval_noise: Sequence[float] | None) -> list[float]:
+    have = base.protocol.noise_levels
     if metric == "retention" and 0.0 not in have:
         raise InputError(f"`--metric` retention needs clean outcomes, and the baseline "
                          f"{base.label} has no eval_noise 0 (levels: "
@@ -167,7 +167,7 @@ def _matrices(side: Side, levels: list[float], metric: str
     from robuststats.outcomes import align_series
 
     wanted = ([0.0] if metric == "retention" else []) + levels
-    aligned = align_series(side.outcomes, [(side.condition, lv) for lv in wanted],  # type: ignore[arg-type]
+    aligned = align_series(side.outcomes, [(side.condition, lv) for lv in wanted],
                            by="seed", holes="raise")
     return aligned.rows, {lv: aligned.values[(side.condition, lv)] for lv in wanted}, \
         aligned.item_ids
@@ -221,64 +221,62 @@ def run_gate(candidate: str, baseline: str, *, max_degradation: float,
     base = load_baseline(baseline, condition=baseline_condition, root=root)
     levels = _levels(base, metric, eval_noise)
     wanted = sorted(({0.0} if metric == "retention" else set()) | set(levels))
-    cand = load_candidate(candidate, condition=candidate_condition, root=root)
+    source = load_candidate(candidate, condition=candidate_condition, root=root)
     notes: list[str] = []
-    base_rows = base.outcomes[base.outcomes["eval_noise"].isin(wanted)]  # type: ignore[index]
+    base_rows = base.outcomes[base.outcomes["eval_noise"].isin(wanted)]
     evaluation = injections = None
-    if cand.kind == "checkpoint":
+    if isinstance(source, Checkpoint):
         from robuststats.gate._checkpoint import candidate_spec, evaluate_checkpoint
 
-        templated = "{seed" in (cand.checkpoint or "")
+        templated = "{seed" in source.pattern
         if seed_list is None:
             seed_list = [int(s) for s in base.seeds] if templated else [0]
         elif not templated and len(seed_list) > 1:
-            raise InputError(f"`--seeds`: CANDIDATE {cand.label!r} is one checkpoint "
+            raise InputError(f"`--seeds`: CANDIDATE {source.pattern!r} is one checkpoint "
                              "directory, one model; name several with a template such as "
                              "ckpts/seed{seed}.")
         if base.spec is None:
             raise InputError(f"`--baseline` {base.label} records no study spec to evaluate "
                              "the checkpoint under.")
         spec_condition = _spec_condition(base)
-        spec = candidate_spec(base.spec, spec_condition, cand.checkpoint,  # type: ignore[arg-type]
-                              seed_list, levels)
+        spec = candidate_spec(base.spec, spec_condition, source.pattern, seed_list, levels)
         outcomes, injections, evaluation = evaluate_checkpoint(
             spec, runs=runs, workers=workers, progress=progress)
         outcomes = outcomes.assign(condition="candidate")
-        cand = Side("candidate", "checkpoint", cand.label, "candidate", outcomes,
-                    base.protocol, None, cand.checkpoint)
+        cand = Side("candidate", "checkpoint", source.pattern, "candidate", outcomes,
+                    base.protocol, None)
     else:
-        if cand.protocol is not None:
-            diffs = protocol_differences(base.protocol, cand.protocol, wanted)  # type: ignore[arg-type]
+        if source.protocol is not None:
+            diffs = protocol_differences(base.protocol, source.protocol, wanted)
             if diffs:
                 raise InputError(f"protocol mismatch between the baseline ({base.describe()}) "
-                                 f"and the candidate ({cand.describe()}): "
+                                 f"and the candidate ({source.describe()}): "
                                  + "; ".join(diffs) + ".")
         else:
-            present = sorted({float(v) for v in cand.outcomes["eval_noise"]})  # type: ignore[index]
+            present = sorted({float(v) for v in source.outcomes["eval_noise"]})
             lacking = [lv for lv in wanted if not any(math.isclose(lv, p, abs_tol=1e-12)
                                                       for p in present)]
             if lacking:
-                raise InputError(f"protocol mismatch: the candidate ({cand.describe()}) has no "
+                raise InputError(f"protocol mismatch: the candidate ({source.describe()}) has no "
                                  f"outcomes at eval_noise {', '.join(f'{v:g}' for v in lacking)} "
                                  f"(its levels: {', '.join(f'{v:g}' for v in present)}).")
-            notes.append(f"the candidate {cand.label} is an outcomes file, which records no "
+            notes.append(f"the candidate {source.label} is an outcomes file, which records no "
                          f"protocol: the gate trusts that it was evaluated like the baseline "
-                         f"({base.protocol.task}, {base.protocol.error_model}); its items "  # type: ignore[union-attr]
+                         f"({base.protocol.task}, {base.protocol.error_model}); its items "
                          "and noise levels were checked.")
-            drawn = _noise_seeds(cand.outcomes[cand.outcomes["eval_noise"].isin(levels)])  # type: ignore[index]
-            if drawn != list(base.protocol.noise_seeds):  # type: ignore[union-attr]
-                notes.append(f"noise seeds differ (baseline {list(base.protocol.noise_seeds)}, "  # type: ignore[union-attr]
+            drawn = _noise_seeds(source.outcomes[source.outcomes["eval_noise"].isin(levels)])
+            if drawn != list(base.protocol.noise_seeds):
+                notes.append(f"noise seeds differ (baseline {list(base.protocol.noise_seeds)}, "
                              f"candidate {drawn}): each side's items are averaged over its own.")
-        rows = cand.outcomes[cand.outcomes["eval_noise"].isin(wanted)]  # type: ignore[index]
+        rows = source.outcomes[source.outcomes["eval_noise"].isin(wanted)]
         if seed_list is not None:
             absent = sorted(set(seed_list) - set(rows["seed"]))
             if absent:
                 raise InputError(f"`--seeds` {absent} not among the candidate's seeds "
                                  f"{sorted(set(rows['seed']))}.")
             rows = rows[rows["seed"].isin(seed_list)]
-        cand = Side("candidate", cand.kind, cand.label, cand.condition,
-                    rows.reset_index(drop=True), cand.protocol, cand.spec)
-    cand_rows = cand.outcomes[cand.outcomes["eval_noise"].isin(wanted)]  # type: ignore[index]
+        cand = replace(source, outcomes=rows.reset_index(drop=True))
+    cand_rows = cand.outcomes[cand.outcomes["eval_noise"].isin(wanted)]
     _item_check(base_rows, cand_rows, cand.label)
     _cell_check(base_rows, levels, f"the baseline ({base.describe()})")
     _cell_check(cand_rows, levels, f"the candidate ({cand.describe()})")
@@ -305,7 +303,7 @@ def run_gate(candidate: str, baseline: str, *, max_degradation: float,
         passed=all(t.passed for t in tests), tests=tuple(tests), metric=metric,
         margin_type=margin_type, max_degradation=m, alpha=alpha, pairing=resolved,
         baseline=base.describe(), candidate=cand.describe(), baseline_kind=base.kind,
-        candidate_kind=cand.kind, protocol=base.protocol,  # type: ignore[arg-type]
+        candidate_kind=cand.kind, protocol=base.protocol,
         seeds_candidate=tuple(c_seeds), seeds_baseline=tuple(b_seeds),
         n_items=len(b_items), notes=tuple(notes), spec=base.spec,
         spec_condition=_spec_condition(base), evaluation=evaluation, outcomes=both,

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from robuststats._format import fmt_noise, fmt_p
+from robuststats._format import fmt_noise, fmt_p, render_table, to_jsonable
 
 if TYPE_CHECKING:
     from robuststats.gate._gate import GateResult
@@ -80,8 +80,6 @@ def _closing(result: GateResult) -> str:
 
 def gate_text(result: GateResult) -> str:
     """The report for a terminal or a CI log."""
-    from robuststats.cli._output import render_table
-
     rows = _rows(result)
     table = render_table(rows, list(rows[0]), formats={k: str for k in rows[0]})
     lines = [*_head(result), "", *("  " + ln for ln in table.splitlines()), ""]
@@ -124,23 +122,17 @@ def write_gate(result: GateResult, out: str | Path) -> ResultVersion:
     def writer(path: Path, number: int) -> None:
         table.to_parquet(path / "gate.parquet", index=False)
         table.to_csv(path / "gate.csv", index=False)
-        (path / "gate.json").write_text(json.dumps(_jsonable(record), indent=2,
+        (path / "gate.json").write_text(json.dumps(to_jsonable(record), indent=2,
                                                    allow_nan=False) + "\n")
-        outcomes.to_parquet(path / "outcomes.parquet", index=False)  # type: ignore[union-attr]
+        outcomes.to_parquet(path / "outcomes.parquet", index=False)
         if result.injections is not None:
             result.injections.to_parquet(path / "injections.parquet", index=False)
         (path / "report.md").write_text(f"# {study} v{number}\n\n" + gate_markdown(result))
 
     manifest = {"kind": "gate", "decision": result.decision,
-                "gate": {**_jsonable(record), "spec_condition": result.spec_condition},
+                "gate": {**to_jsonable(record), "spec_condition": result.spec_condition},
                 "spec": result.spec, "n_items": result.n_items,
                 "alpha": result.alpha, "confidence_level": 1.0 - result.alpha,
-                "row_counts": {"gate": len(table), "outcomes": len(outcomes)},  # type: ignore[arg-type]
+                "row_counts": {"gate": len(table), "outcomes": len(outcomes)},
                 "environment": environment(), "cells": cell_digests(outcomes)}
     return ResultStore(out).publish(study, writer, manifest)
-
-
-def _jsonable(value: Any) -> Any:
-    from robuststats.cli._output import to_jsonable
-
-    return to_jsonable(value)

@@ -20,7 +20,8 @@ from robuststats.gate._protocol import Protocol
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["GATE_CONDITIONS", "Side", "is_checkpoint", "load_baseline", "load_candidate"]
+__all__ = ["GATE_CONDITIONS", "Baseline", "Checkpoint", "Side", "is_checkpoint",
+           "load_baseline", "load_candidate"]
 
 #: condition names of the two sides in a gate version's outcomes
 GATE_CONDITIONS = ("candidate", "baseline")
@@ -29,34 +30,46 @@ _GLOB = set("*?[")
 
 @dataclass(frozen=True)
 class Side:
-    """One side of the gate.
+    """One side of the gate, with its outcomes (read, or evaluated from a checkpoint).
 
     ``outcomes`` holds this side's rows only (its own condition name in ``condition``);
     ``protocol`` is None for a bare outcomes file (nothing records how it was made);
-    ``spec`` is the resolved study spec when there is one; ``checkpoint`` the pattern of a
-    candidate still to be evaluated.
+    ``spec`` is the resolved study spec when there is one.
     """
 
     role: str
     kind: str
     label: str
-    condition: str | None
-    outcomes: pd.DataFrame | None
+    condition: str
+    outcomes: pd.DataFrame
     protocol: Protocol | None
     spec: dict[str, Any] | None
-    checkpoint: str | None = None
     #: the condition's name in ``spec`` (a gate result stores its baseline's)
     spec_condition: str | None = None
 
     @property
     def seeds(self) -> list[Any]:
-        if self.outcomes is None:
-            return []
         return sorted(set(self.outcomes["seed"]))
 
     def describe(self) -> str:
         cond = f", condition {self.condition}" if self.condition else ""
         return f"{self.kind} {self.label}{cond}"
+
+
+@dataclass(frozen=True)
+class Baseline(Side):
+    """The baseline: a side whose protocol is known (a study's or a gate's result version),
+    the protocol the candidate is held to."""
+
+    protocol: Protocol
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A candidate still to be evaluated: a checkpoint directory, or a ``{seed}`` template or
+    glob naming one directory per seed (``pattern``)."""
+
+    pattern: str
 
 
 def is_checkpoint(text: str) -> bool:
@@ -122,7 +135,7 @@ def _version_side(version: Any, role: str, condition: str | None, flag: str) -> 
     outcomes = read_outcomes(version.path)
     if manifest.get("kind") == "gate":
         gate = manifest.get("gate") if isinstance(manifest.get("gate"), dict) else {}
-        protocol = Protocol.from_dict(gate.get("protocol"), where=where)
+        recorded = Protocol.from_dict(gate.get("protocol"), where=where)
         if condition not in (None, "candidate"):
             raise InputError(f"`{flag}`: {where} is a gate result; its reference is its "
                              "candidate (omit the flag).")
@@ -130,7 +143,7 @@ def _version_side(version: Any, role: str, condition: str | None, flag: str) -> 
         if rows.empty:
             raise InputError(f"{where}: the gate result holds no candidate outcomes.")
         return Side(role, "gate result", where, "candidate", rows.reset_index(drop=True),
-                    _observed(protocol, rows), _plain_spec(manifest.get("spec"), where),
+                    _observed(recorded, rows), _plain_spec(manifest.get("spec"), where),
                     spec_condition=gate.get("spec_condition"))
     spec = _plain_spec(manifest.get("spec"), where)
     chosen = _pick(sorted(set(outcomes["condition"])), condition, flag, where)
@@ -142,7 +155,7 @@ def _version_side(version: Any, role: str, condition: str | None, flag: str) -> 
 
 
 def load_baseline(ref: str, *, condition: str | None = None,
-                  root: str | Path = "results") -> Side:
+                  root: str | Path = "results") -> Baseline:
     """The baseline: a study's result version (one condition) or an earlier gate's result.
 
     ``ref`` is a version directory, or ``STUDY``/``STUDY/vN`` under ``root``.
@@ -154,12 +167,15 @@ def load_baseline(ref: str, *, condition: str | None = None,
     if side.protocol is None:
         raise InputError(f"`--baseline` {version.label} records no study spec: its noise "
                          "protocol is unknown, so nothing could be evaluated under it.")
-    return side
+    return Baseline(side.role, side.kind, side.label, side.condition, side.outcomes,
+                    side.protocol, side.spec, side.spec_condition)
 
 
 def load_candidate(source: str, *, condition: str | None = None,
-                   root: str | Path = "results") -> Side:
-    """The candidate: a checkpoint (pattern), a result version, a run directory or a file."""
+                   root: str | Path = "results") -> Side | Checkpoint:
+    """The candidate: a checkpoint (pattern), a result version, a run directory or a file;
+    a checkpoint comes back as a :class:`Checkpoint`, to be evaluated under the baseline's
+    protocol."""
     from robuststats.outcomes import read_outcomes
     from robuststats.results import MANIFEST, ResultVersion
 
@@ -168,7 +184,7 @@ def load_candidate(source: str, *, condition: str | None = None,
         if condition is not None:
             raise InputError("`--candidate-condition` applies to outcomes, not to a "
                              "checkpoint.")
-        return Side("candidate", "checkpoint", text, None, None, None, None, checkpoint=text)
+        return Checkpoint(text)
     path = Path(text)
     if not path.exists():
         raise InputError(f"CANDIDATE {text!r} does not exist (a checkpoint directory, a "

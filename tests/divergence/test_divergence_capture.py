@@ -146,8 +146,13 @@ def test_agrees_with_the_in_process_comparison_within_the_stated_error(qwen, tmp
         half = (t[f"{metric}_ci_high"] - t[f"{metric}_ci_low"]) / 2
         assert (t[f"{metric}_sketch_se"] <= half + 1e-15).all(), metric
     assert cap.depth["layer"].tolist() == [0, 1, 2]
-    assert cap.depth["local_rel_rms"].isna().all() and cap.fit["verdict"] is None
-    assert math.isfinite(cap.fit["slope"])
+    assert cap.depth["local_rel_rms"].isna().all() and cap.fit.verdict is None
+    assert math.isfinite(cap.fit.slope)
+    # no local pass: no accumulation keys in the record, and the reason after the verdict
+    record = cap.fit.to_dict()
+    assert cap.fit.accumulation is None and "amplification" not in record
+    assert list(record)[-2:] == ["verdict", "verdict_note"]
+    assert record["verdict_note"] == "captures have no local pass"
 
 
 def test_captures_from_two_processes(tmp_path):

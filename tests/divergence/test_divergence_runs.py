@@ -29,7 +29,7 @@ def test_identical_conditions_give_zero_divergence_exactly(qwen):
     for metric in ("mape", "mdape", "wape", "rel_rms", "err_norm"):
         assert (div.items[metric] == 0).all(), metric
     assert (div.items["cosine"] == 1).all()
-    assert div.fit["verdict"] is None
+    assert div.fit.verdict is None
     assert any("no item diverges" in n for n in div.notes)
 
 
@@ -78,8 +78,8 @@ def test_other_architectures_bf16_and_nvfp4(arch):
     assert (rn["rel_rms_ci_low"] <= rn["rel_rms"]).all()
     assert (rn["rel_rms"] <= rn["rel_rms_ci_high"]).all()
     assert (nv.injections["injections"] > 0).all()
-    assert nv.fit["verdict"] in ("amplifying", "additive", "sub-additive", "independent",
-                                 "damped")
+    assert nv.fit.verdict in ("amplifying", "additive", "sub-additive", "independent",
+                              "damped")
 
 
 def test_depth_predictions_are_consistent(qwen):
@@ -95,7 +95,17 @@ def test_depth_predictions_are_consistent(qwen):
     assert row["amplification"] == pytest.approx(1.0)
     # quadrature <= additive (triangle inequality on the summed norms)
     assert (d["quadrature"] <= d["additive"] + 1e-12).all()
-    assert np.isfinite(div.fit["slope"]) and div.fit["slope_ci_low"] <= div.fit["slope"]
+    assert np.isfinite(div.fit.slope) and div.fit.slope_ci_low <= div.fit.slope
+    # the plain record (JSON output, report.json): every part, in its fixed order
+    assert list(div.fit.to_dict()) == [
+        "n_layers", "confidence_level", "n_items_fit", "slope", "slope_ci_low",
+        "slope_ci_high", "growth_per_layer", "growth_per_layer_ci_low",
+        "growth_per_layer_ci_high", "first_layer", "last_layer", "first_rel_rms",
+        "last_rel_rms", "last_rel_rms_ci_low", "last_rel_rms_ci_high", "local_last",
+        "additive_last", "quadrature_last", "seed004_last", "compounding_last",
+        "mean_local_per_layer", "amplification", "amplification_ci_low",
+        "amplification_ci_high", "vs_quadrature", "vs_quadrature_ci_low",
+        "vs_quadrature_ci_high", "verdict"]
 
 
 def test_unknown_module_pattern_and_condition(qwen):
@@ -115,4 +125,4 @@ def test_modules_filter_keeps_residual_only(qwen):
                        local=False)
     assert set(div.modules["module_type"]) == {"residual"}
     assert set(div.modules["mode"]) == {"accumulated"}
-    assert div.fit["verdict"] is None
+    assert div.fit.verdict is None
