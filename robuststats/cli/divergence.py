@@ -169,7 +169,7 @@ def _resolve(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from robuststats.divergence._capfile import is_capture
+    from robuststats.divergence import is_capture
 
     if is_capture(args.source) or (args.source.lower().endswith(".npz")
                                    and args.capture is None):
@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _checked_source(args: argparse.Namespace) -> tuple[str, Any]:
     """SOURCE's kind and the texts file, checked before anything is loaded."""
-    from robuststats.divergence._sources import check_source, read_texts
+    from robuststats.divergence import check_source, read_texts
     from robuststats.runs import check_output_dir
 
     kind = check_source(args.source)
@@ -201,7 +201,7 @@ def _checked_source(args: argparse.Namespace) -> tuple[str, Any]:
 
 
 def _load(args: argparse.Namespace, kind: str) -> Any:
-    from robuststats.divergence._sources import load_source
+    from robuststats.divergence import load_source
 
     n_items = args.items if args.items is not None else (64 if kind == "model" else None)
     return load_source(args.source, n_items=n_items, texts=args.texts,
@@ -209,10 +209,8 @@ def _load(args: argparse.Namespace, kind: str) -> Any:
 
 
 def _run_in_process(args: argparse.Namespace) -> int:
-    from robuststats.divergence import parse_condition
-    from robuststats.divergence._runner import check_device
-    from robuststats.divergence._sensitivity import read_layer_sensitivity
-    from robuststats.divergence._sources import check_source
+    from robuststats.config.sensitivity import read_layer_sensitivity
+    from robuststats.divergence import check_device, check_source, parse_condition
     from robuststats.runs import check_output_dir
 
     # every input is checked before a model is loaded or anything is computed
@@ -243,8 +241,7 @@ def _run_capture(args: argparse.Namespace) -> int:
     """``SOURCE --capture FILE``: one run of one condition, written as a capture."""
     from pathlib import Path
 
-    from robuststats.divergence import capture_run, parse_condition
-    from robuststats.divergence._runner import check_device
+    from robuststats.divergence import capture_run, check_device, parse_condition
     from robuststats.runs import progress_bar
 
     _refuse(args, _COMPARE_ONLY, "applies when comparing; a capture holds one run (give it "
@@ -312,9 +309,8 @@ def _run_captures(args: argparse.Namespace) -> int:
     """``CAPTURE --candidate CAPTURE``: compare two captures."""
     from pathlib import Path
 
-    from robuststats.divergence import CaptureReader, compare_captures
-    from robuststats.divergence._report import store_name
-    from robuststats.divergence._sensitivity import read_layer_sensitivity
+    from robuststats.config.sensitivity import read_layer_sensitivity
+    from robuststats.divergence import CaptureReader, compare_captures, store_name
     from robuststats.runs import check_output_dir, progress_bar
 
     why = "SOURCE is a capture: the items, batches and sketch were fixed when it was captured"
@@ -383,7 +379,7 @@ def _compare(args: argparse.Namespace, src: Any, ref: Any, cand: Any, candidate_
 
 def _publish(args: argparse.Namespace, div: Any, name: str, sensitivity: Any,
              source: dict[str, Any]) -> int:
-    from robuststats.divergence._report import summary, verdict_text, write_divergence
+    from robuststats.divergence import summary, verdict_text, write_divergence
 
     version = write_divergence(div, out=args.out, name=name, max_mape=args.max_mape,
                                sensitivity=sensitivity, source=source)

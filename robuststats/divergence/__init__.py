@@ -28,6 +28,15 @@ from typing import TYPE_CHECKING
 from robuststats._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
+    "is_capture": "robuststats.divergence._capfile",
+    "store_name": "robuststats.divergence._report",
+    "summary": "robuststats.divergence._report",
+    "verdict_text": "robuststats.divergence._report",
+    "write_divergence": "robuststats.divergence._report",
+    "check_device": "robuststats.divergence._runner",
+    "check_source": "robuststats.divergence._sources",
+    "load_source": "robuststats.divergence._sources",
+    "read_texts": "robuststats.divergence._sources",
     "DTYPES": "robuststats.divergence._conditions",
     "Condition": "robuststats.divergence._conditions",
     "parse_condition": "robuststats.divergence._conditions",

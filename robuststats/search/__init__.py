@@ -30,7 +30,7 @@ _EXPORTS: dict[str, str] = {
     "SearchSpace": "robuststats.search._space",
     "Place": "robuststats.search._space",
     "budget": "robuststats.search._space",
-    "read_sensitivity": "robuststats.search._sensitivity",
+    "read_sensitivity": "robuststats.config.sensitivity",
     "heuristic_multipliers": "robuststats.search._sensitivity",
     "SearchRun": "robuststats.search._runner",
     "run_search": "robuststats.search._runner",
@@ -41,13 +41,11 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:
+    from robuststats.config.sensitivity import read_sensitivity  # noqa: F401
     from robuststats.search._reevaluate import REEVALUATION_COLUMNS  # noqa: F401
     from robuststats.search._report import TRIAL_COLUMNS  # noqa: F401
     from robuststats.search._runner import SearchRun, run_search  # noqa: F401
-    from robuststats.search._sensitivity import (  # noqa: F401
-        heuristic_multipliers,
-        read_sensitivity,
-    )
+    from robuststats.search._sensitivity import heuristic_multipliers  # noqa: F401
     from robuststats.search._space import Place, SearchSpace, budget  # noqa: F401
     from robuststats.search._spec import (  # noqa: F401
         MAX_TRIALS,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from robuststats.config.sensitivity import read_sensitivity
 from robuststats.errors import InputError
 from robuststats.search._objective import (
     SearchContext,
@@ -20,7 +21,7 @@ from robuststats.search._objective import (
     outcomes,
     summarise,
 )
-from robuststats.search._sensitivity import heuristic_multipliers, read_sensitivity
+from robuststats.search._sensitivity import heuristic_multipliers
 from robuststats.search._space import SearchSpace, budget
 from robuststats.search._storage import ATTR, heartbeat
 

@@ -8,8 +8,8 @@ import math
 import pandas as pd
 import pytest
 
+from robuststats.config.sensitivity import read_layer_sensitivity
 from robuststats.divergence import exceeding_table, parse_condition
-from robuststats.divergence._sensitivity import read_layer_sensitivity
 from robuststats.errors import InputError
 
 
