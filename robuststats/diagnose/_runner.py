@@ -443,101 +443,88 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
     evaluates in that many processes first (:mod:`robuststats.diagnose._pool`); the result
     is the same as with one.
     """
-    from robuststats.runs import (
-        RunLedger,
-        TrainJob,
-        check_output_dir,
-        one_torch_thread,
-        planned_items,
-        preflight,
-        progress_bar,
-        run_hash,
-    )
+    from robuststats.runs import Run, TrainJob, one_torch_thread, planned_items, preflight, run_hash
 
     if plan is None:
         plan, ledger_spec = resolve_plan(spec)
     ledger_spec = ledger_spec or spec
-    if write:
-        check_output_dir(out, "`out`")
-    check_output_dir(runs, "`runs`")
-    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    t0 = time.perf_counter()
-    task = preflight(ledger_spec)
-    _check_window_early(spec, plan)
-    items = planned_items(replace_items(ledger_spec, plan.n_items), task)
-    calibration = list(task.items("train"))[: plan.calibration_items] \
-        if "channel" in plan.levels else None
-    if calibration is not None and not calibration:
-        calibration = items
-    models: dict[int, Any] = {}
-    trained_now = 0
-    # the run directory stays locked while the probe runs: a concurrent `study --fresh`
-    # cannot delete the models or the stored evaluations under it
-    with RunLedger.open(Path(runs) / spec.name, ledger_spec) as ledger:
-        for seed in plan.seeds:
-            models[seed], fresh = _trained_model(ledger, ledger_spec,
-                                                 TrainJob(plan.condition, seed), task)
-            trained_now += int(fresh)
-            if not (hasattr(models[seed], "model") and hasattr(models[seed], "tokenizer")):
-                raise InputError(
-                    f"`trainer`: diagnose needs a torch model and its tokenizer (attributes "
-                    f"`model` and `tokenizer`); trainer {spec.trainer.name!r} returned a "
-                    f"{type(models[seed]).__name__} without them.")
-        run_dir = str(ledger.root)
-        # the targets depend on the architecture: read it from the first model
-        first = models[plan.seeds[0]]
-        n_layers = model_layers(first.model)
-        layer_prefix = _layer_prefix(first.model)
-        ops_here = present_ops(first.model, first.tokenizer, items[0].prompt, kind=plan.kind)
-        targets, notes = build_targets(plan, n_layers, ops_here)
-        store = ProbeStore(ledger.root / "diagnose", probe_key(
-            run_hash=run_hash(ledger_spec), condition=plan.condition, scale=plan.scale,
-            kind=plan.kind, ops=plan.ops, batch_size=plan.batch_size,
-            item_ids=[str(it.item_id) for it in items]))
-        if not reuse and store.root.exists():
-            import shutil
+    with Run.start(out=out if write else None, runs=runs, signals=False) as run:
+        task = preflight(ledger_spec)
+        _check_window_early(spec, plan)
+        items = planned_items(replace_items(ledger_spec, plan.n_items), task)
+        calibration = list(task.items("train"))[: plan.calibration_items] \
+            if "channel" in plan.levels else None
+        if calibration is not None and not calibration:
+            calibration = items
+        models: dict[int, Any] = {}
+        trained_now = 0
+        # the run directory stays locked while the probe runs: a concurrent `study --fresh`
+        # cannot delete the models or the stored evaluations under it
+        with run.ledger(ledger_spec, root=Path(runs) / spec.name) as ledger:
+            for seed in plan.seeds:
+                models[seed], fresh = _trained_model(ledger, ledger_spec,
+                                                     TrainJob(plan.condition, seed), task)
+                trained_now += int(fresh)
+                if not (hasattr(models[seed], "model")
+                        and hasattr(models[seed], "tokenizer")):
+                    raise InputError(
+                        f"`trainer`: diagnose needs a torch model and its tokenizer "
+                        f"(attributes `model` and `tokenizer`); trainer "
+                        f"{spec.trainer.name!r} returned a {type(models[seed]).__name__} "
+                        "without them.")
+            run_dir = str(ledger.root)
+            # the targets depend on the architecture: read it from the first model
+            first = models[plan.seeds[0]]
+            n_layers = model_layers(first.model)
+            layer_prefix = _layer_prefix(first.model)
+            ops_here = present_ops(first.model, first.tokenizer, items[0].prompt,
+                                   kind=plan.kind)
+            targets, notes = build_targets(plan, n_layers, ops_here)
+            store = ProbeStore(ledger.root / "diagnose", probe_key(
+                run_hash=run_hash(ledger_spec), condition=plan.condition, scale=plan.scale,
+                kind=plan.kind, ops=plan.ops, batch_size=plan.batch_size,
+                item_ids=[str(it.item_id) for it in items]))
+            if not reuse and store.root.exists():
+                import shutil
 
-            shutil.rmtree(store.root)
-        per_seed = 1 + len(targets) * len(plan.noise_seeds) + int("channel" in plan.levels)
-        total = per_seed * len(plan.seeds)
-        pool_errors: list[str] = []
-        units = []
-        if workers > 1:
-            from robuststats.diagnose._pool import evaluate_in_pool, pending_units
+                shutil.rmtree(store.root)
+            per_seed = 1 + len(targets) * len(plan.noise_seeds) + int("channel" in plan.levels)
+            total = per_seed * len(plan.seeds)
+            pool_errors: list[str] = []
+            units = []
+            if workers > 1:
+                from robuststats.diagnose._pool import evaluate_in_pool, pending_units
 
-            units = pending_units(store, plan.seeds, targets, plan.noise_seeds)
-        first_done = total - len(units) - int("channel" in plan.levels) * len(plan.seeds) \
-            if units else 0
-        bar = progress_bar(False if progress is None else progress, total, first_done)
-        probes = []
-        try:
-            if units:
-                pool_errors = evaluate_in_pool(
-                    run_dir=run_dir, spec=ledger_spec, plan=plan, targets=targets,
-                    store=store, units=units, workers=workers, progress=bar)
-            with one_torch_thread():
-                for seed in plan.seeds:
-                    probes.append(probe_model(models[seed], task, items, plan, seed=seed,
-                                              calibration=calibration, targets=targets,
-                                              progress=bar, store=store,
-                                              count_reused=not units))
-        finally:
-            if bar is not None:
-                bar.close()
-        if pool_errors:
-            ledger.log_event({"event": "diagnose_worker_failed", "errors": pool_errors})
-        if store.damaged:
-            ledger.log_event({"event": "diagnose_damaged_evaluations",
-                              "files": store.damaged})
+                units = pending_units(store, plan.seeds, targets, plan.noise_seeds)
+            first_done = total - len(units) - int("channel" in plan.levels) * len(plan.seeds) \
+                if units else 0
+            probes = []
+            with run.progress(False if progress is None else progress, total,
+                              first_done) as bar:
+                if units:
+                    pool_errors = evaluate_in_pool(
+                        run_dir=run_dir, spec=ledger_spec, plan=plan, targets=targets,
+                        store=store, units=units, workers=workers, progress=bar)
+                with one_torch_thread():
+                    for seed in plan.seeds:
+                        probes.append(probe_model(models[seed], task, items, plan, seed=seed,
+                                                  calibration=calibration, targets=targets,
+                                                  progress=bar, store=store,
+                                                  count_reused=not units))
+            if pool_errors:
+                ledger.log_event({"event": "diagnose_worker_failed", "errors": pool_errors})
+            if store.damaged:
+                ledger.log_event({"event": "diagnose_damaged_evaluations",
+                                  "files": store.damaged})
     probes[0] = replace(probes[0], notes=tuple(notes))
     meta = {"spec": spec.resolved(), "spec_hash": spec.spec_hash(),
             "run_hash": run_hash(ledger_spec), "run_dir": run_dir, "plan": plan.to_dict(),
             "n_items": len(items), "n_calibration_items": len(calibration or []),
-            "models_trained": trained_now, "started": started, "layer_prefix": layer_prefix,
+            "models_trained": trained_now, "started": run.started, "layer_prefix": layer_prefix,
             "evaluations_reused": store.reused, "evaluations_damaged": len(store.damaged),
             "workers": workers, "evaluations_in_workers": len(units),
             "evaluations_dir": str(store.root)}
-    diagnosis = analyse(plan, probes, seconds=time.perf_counter() - t0, meta=meta)
+    diagnosis = analyse(plan, probes, seconds=run.seconds, meta=meta)
     if not write:
         return diagnosis
     from robuststats.diagnose._report import write_diagnosis

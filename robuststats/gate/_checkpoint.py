@@ -64,6 +64,7 @@ def evaluate_checkpoint(spec: StudySpec, *, runs: str | Path | None = None, work
     cell and the last line of its error: a gate never decides on part of its protocol.
     """
     from robuststats.runs import (
+        Run,
         RunLedger,
         check_checkpoints,
         execute,
@@ -71,7 +72,6 @@ def evaluate_checkpoint(spec: StudySpec, *, runs: str | Path | None = None, work
         plan,
         planned_items,
         preflight,
-        progress_bar,
     )
 
     task = preflight(spec)
@@ -81,12 +81,8 @@ def evaluate_checkpoint(spec: StudySpec, *, runs: str | Path | None = None, work
         root = Path(runs) / spec.name if runs is not None else Path(tmp) / spec.name
         with RunLedger.open(root, spec, fresh=True) as ledger:
             cells = plan(spec)
-            bar = progress_bar(progress, len(cells), 0, desc="candidate")
-            try:
+            with Run.progress(progress, len(cells), 0, desc="candidate") as bar:
                 report = execute(ledger, spec, cells, workers=workers, progress=bar)
-            finally:
-                if bar is not None:
-                    bar.close()
             outcomes = ledger.outcomes(cells, items=items)
             failures = ledger.failures()
             injections = ledger.injections(cells)

@@ -52,6 +52,8 @@ _LAZY = {
     "run_pool": "robuststats.runs.workers",
     "stop_processes": "robuststats.runs.workers",
     "worker_init": "robuststats.runs.workers",
+    "Run": "robuststats.runs.run",
+    "utc_now": "robuststats.runs.run",
 }
 
 __all__ = [

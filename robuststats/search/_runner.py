@@ -144,25 +144,17 @@ def run_search(spec: SearchSpec, *, storage: str | None = None, workers: int = 1
     ``workers``: processes running trials against it (1: this process). Stale trials of
     killed workers are recovered first (:func:`~robuststats.search._storage.recover_stale`).
     """
-    from robuststats.runs import (
-        check_output_dir,
-        one_torch_thread,
-        progress_bar,
-        signals_as_interrupts,
-    )
+    from robuststats.runs import Run, one_torch_thread
     from robuststats.search._reevaluate import choose, reevaluate
     from robuststats.search._report import write_search_version
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise InputError(f"`workers` must be a positive integer, got {workers!r}.")
-    t0 = time.perf_counter()
-    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    check_output_dir(out, "`out`")
-    check_output_dir(runs, "`runs`")
-    url = check_storage(normalise_url(storage) if storage else default_storage(runs, spec.name))
-    run_dir = Path(runs) / spec.name
-    target = spec.search.trials
-    with signals_as_interrupts():
+    with Run.start(out=out, runs=runs) as run:
+        url = check_storage(normalise_url(storage) if storage
+                            else default_storage(runs, spec.name))
+        run_dir = run.run_dir(spec.name)
+        target = spec.search.trials
         if fresh:
             _discard(spec, url, run_dir)
         # tracebacks of earlier runs' workers are not this run's failures
@@ -178,18 +170,14 @@ def run_search(spec: SearchSpec, *, storage: str | None = None, workers: int = 1
                 log(f"recovered {len(recovered)} interrupted trial(s): "
                     + ", ".join(f"#{r['trial']} ({r['reason']})" for r in recovered))
             done0 = _finished(study)
-            bar = progress_bar(progress, target, min(done0, target), unit="trial",
-                               desc="trials")
             failures: list[str] = []
-            try:
+            with run.progress(progress, target, min(done0, target), unit="trial",
+                              desc="trials") as bar:
                 if workers == 1:
                     run_worker(ctx, url, 0, target,
                                on_trial=(lambda: bar(1)) if bar is not None else None)
                 else:
                     failures = _run_processes(spec, run_dir, url, workers, target, study, bar)
-            finally:
-                if bar is not None:
-                    bar.close()
             trials_now = _finished(study) - done0
             chosen = choose(study, spec)
             re_table, re_meta = reevaluate(ctx, study, chosen, log=log)
@@ -197,12 +185,12 @@ def run_search(spec: SearchSpec, *, storage: str | None = None, workers: int = 1
 
         S = optuna.trial.TrialState
         n_failed = len(study.get_trials(deepcopy=False, states=(S.FAIL,)))
-        meta = {"started": started, "workers": workers, "storage": url,
+        meta = {"started": run.started, "workers": workers, "storage": url,
                 "study_name": spec.name, "trials_target": target,
                 "trials_run_now": trials_now, "recovered": recovered,
                 "worker_failures": failures, **re_meta}
         version = write_search_version(out, spec, ctx, study, chosen, re_table, meta,
-                                       seconds=time.perf_counter() - t0)
+                                       seconds=run.seconds)
     return SearchRun(version=version, study_name=spec.name, storage=url, trials_target=target,
                      trials_finished=_finished(study), trials_run_now=trials_now,
                      trials_failed=n_failed, recovered=recovered,
@@ -210,7 +198,7 @@ def run_search(spec: SearchSpec, *, storage: str | None = None, workers: int = 1
                                                          "params": dict(chosen.params),
                                                          "values": list(chosen.values)},
                      reevaluation=re_table, run_dir=run_dir,
-                     seconds=time.perf_counter() - t0, worker_failures=failures)
+                     seconds=run.seconds, worker_failures=failures)
 
 
 def _discard(spec: SearchSpec, url: str, run_dir: Path) -> None:

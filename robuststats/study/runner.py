@@ -13,7 +13,6 @@ second or two, keeping every finished cell (:class:`Interrupted`).
 from __future__ import annotations
 
 import functools
-import time
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,15 +27,14 @@ from robuststats.runs import (
     ExecutionReport,
     Interrupted,
     ProgressArg,
+    Run,
     RunLedger,
-    check_output_dir,
     device,
     environment,
     errno_hint,
     last_line,
-    progress_bar,
     run_hash,
-    signals_as_interrupts,
+    utc_now,
 )
 from robuststats.runs.plan import Cell, plan
 from robuststats.runs.spec import StudySpec
@@ -124,20 +122,15 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
     # another executor (Ray) runs the same jobs against the same ledger
     execute = functools.partial(execute_local, executor=executor)
 
-    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    t0 = time.perf_counter()
-    check_output_dir(out, "`out`")
-    check_output_dir(runs, "`runs`")
-    with signals_as_interrupts():
+    with Run.start(out=out, runs=runs) as run:
         task = preflight(spec)
         items = [str(it.item_id) for it in planned_items(spec, task)]
         _warn_if_fewer_items(spec, len(items))
-        with RunLedger.open(Path(runs) / spec.name, spec, fresh=fresh) as ledger:
+        with run.ledger(spec, fresh=fresh) as ledger:
             cells = plan(spec)
             done = ledger.finished(cells, items=items)
             pending = [c for c in cells if c not in done]
-            bar = progress_bar(progress, len(cells), len(done))
-            try:
+            with run.progress(progress, len(cells), len(done)) as bar:
                 report = execute(ledger, spec, pending, workers=workers, progress=bar)
                 if spec.sweep is not None and spec.sweep.adaptive is not None:
                     # a dose-response sweep adds levels around each fitted threshold
@@ -147,9 +140,6 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
                                                    workers=workers, execute=execute)
                     report = ExecutionReport.combined([report, *rounds])
                     done = done | reused
-            finally:
-                if bar is not None:
-                    bar.close()
             outcomes = ledger.outcomes(cells, items=items)
             failures = ledger.failures()
             injections = ledger.injections(cells)
@@ -176,11 +166,11 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
             "cells_run": report.cells_run, "cells_failed": report.cells_failed,
             "models_trained": report.models_trained, "run_dir": str(ledger.root),
             "cells_without_injection_counts": without_counts,
-            "device": device(), "workers": workers, "started": started,
+            "device": device(), "workers": workers, "started": run.started,
             **({"executor": getattr(executor, "name", type(executor).__name__)}
                if executor is not None else {}),
-            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "seconds": round(time.perf_counter() - t0, 1), "alpha": spec.analysis.alpha,
+            "finished": utc_now(), "seconds": round(run.seconds, 1),
+            "alpha": spec.analysis.alpha,
             "confidence_level": spec.analysis.confidence_level,
             "multiplicity": spec.analysis.multiplicity,
         }
@@ -195,7 +185,7 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
                 f"{str(ledger.root)!r}: rerun the same command to publish them without "
                 "recomputing.") from None
     return StudyRun(version, analysis, ledger.root, len(cells), len(done), report.cells_run,
-                    len(analysis.missing), report.models_trained, time.perf_counter() - t0)
+                    len(analysis.missing), report.models_trained, run.seconds)
 
 
 def _warn_if_fewer_items(spec: StudySpec, available: int) -> None:
