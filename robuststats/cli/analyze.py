@@ -91,6 +91,14 @@ def _stored_spec(source: Path) -> dict[str, Any] | None:
             if not isinstance(stored, dict):
                 raise InputError(f"{candidate}: a manifest must hold a JSON object, got "
                                  f"{type(stored).__name__}.")
+            if candidate.name == "manifest.json":
+                from robuststats.results import seal_problem
+
+                problem = seal_problem(stored)
+                if problem is not None:
+                    raise InputError(f"{candidate}: {problem}; `robuststats results verify` "
+                                     "lists every difference, and a changed version is not "
+                                     "analysed.")
             spec = stored.get("spec")
             if spec is not None and not isinstance(spec, dict):
                 raise InputError(f"{candidate}: `spec` must be a JSON object (the resolved "

@@ -206,7 +206,9 @@ def _verify(store: Any, args: argparse.Namespace) -> int:
                      "cells_missing": report.cells_missing,
                      "cells_unexpected": report.cells_extra, "run_dir": report.run_dir,
                      "run_cells_differ": report.run_cells_differ,
-                     "run_cells_gone": report.run_cells_gone, "run_note": report.run_note})
+                     "run_cells_gone": report.run_cells_gone, "run_note": report.run_note,
+                     "manifest_changed": report.manifest_changed,
+                     "spec_hash_changed": report.spec_hash_changed, "index": report.index})
 
     def text() -> str:
         lines = []
@@ -215,6 +217,19 @@ def _verify(store: Any, args: argparse.Namespace) -> int:
             if r["ok"]:
                 cells = f", {r['cells']} cells" if r["cells"] else ""
                 lines.append(f"{name}: OK ({r['files']} files{cells})")
+            if r["manifest_changed"]:
+                lines.append(f"{name}: changed: manifest.json (it no longer matches its seal)")
+            if r["spec_hash_changed"]:
+                lines.append(f"{name}: changed: the stored spec (spec_hash is not its hash)")
+            if r["index"] == "differs":
+                lines.append(f"{name}: changed: manifest.json (the store's index records "
+                             "another seal for this version)")
+            elif r["manifest_changed"] is None:
+                lines.append(f"{name}: sealed before manifests carried a seal: its files, "
+                             "cells and spec hash are checked, manifest.json itself is not")
+            elif r["index"] == "absent":
+                lines.append(f"{name}: not in the store's index (copied from another "
+                             "store?): checked against its own seal only")
             for kind in ("changed", "missing", "unexpected"):
                 lines += [f"{name}: {kind}: {f}" for f in r[kind]]
             for kind in ("changed", "missing", "unexpected"):

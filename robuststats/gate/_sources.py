@@ -119,7 +119,9 @@ def _check_sealed(version: Any, role: str) -> None:
 
     report = verify(version, trace_run=False)
     bad = (report.changed + report.missing + report.cells_changed + report.cells_missing
-           + report.cells_extra)
+           + report.cells_extra + (["manifest.json"] if report.manifest_changed
+                                   or report.index == "differs" else [])
+           + (["the stored spec"] if report.spec_hash_changed else []))
     if bad:
         shown = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
         raise InputError(f"{role} {version.label} changed since it was sealed ({shown}): "

@@ -7,15 +7,9 @@ from __future__ import annotations
 
 from robuststats.outcomes import cell_digest, cell_digests, cell_key
 from robuststats.results._diff import TABLE_KEYS, diff_versions
-from robuststats.results._store import (
-    MANIFEST,
-    ResultStore,
-    ResultVersion,
-    VerifyReport,
-    seal,
-    sha256_file,
-    verify,
-)
+from robuststats.results._seal import INDEX, seal_problem
+from robuststats.results._store import MANIFEST, ResultStore, ResultVersion, seal, sha256_file
+from robuststats.results._verify import VerifyReport, verify
 from robuststats.results._tables import (
     TABLES,
     confidence_level,
@@ -26,6 +20,7 @@ from robuststats.results._tables import (
 )
 
 __all__ = [
+    "INDEX",
     "MANIFEST",
     "TABLES",
     "TABLE_KEYS",
@@ -42,6 +37,7 @@ __all__ = [
     "read_table",
     "read_tables",
     "seal",
+    "seal_problem",
     "sha256_file",
     "verify",
 ]

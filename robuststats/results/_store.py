@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from robuststats.errors import InputError, closest_match
+from robuststats.results._seal import record_in_index, with_seal
 
-__all__ = ["ResultStore", "ResultVersion", "VerifyReport", "sha256_file", "verify"]
+__all__ = ["MANIFEST", "ResultStore", "ResultVersion", "seal", "sha256_file"]
 
 MANIFEST = "manifest.json"
 _VERSION_DIR = re.compile(r"^v(\d+)$")
@@ -153,7 +154,7 @@ class ResultStore:
             number = max((self.numbers(study) or [0])[-1], number) + 1
             with _Staging(base, number) as tmp:
                 writer(tmp, number)
-                sealed = seal(tmp, study, number, manifest)
+                sealed = seal(tmp, study, number, manifest, index=self.root)
                 final = base / f"v{number}"
                 if _claim(tmp, final):
                     return ResultVersion(study, number, final, sealed.manifest)
@@ -262,136 +263,22 @@ def sweep_temporaries(base: Path) -> list[Path]:
     return removed
 
 
-def seal(path: Path, study: str, number: int, manifest: dict[str, Any]) -> ResultVersion:
-    """Write ``manifest.json`` with file checksums and make the version read-only."""
+def seal(path: Path, study: str, number: int, manifest: dict[str, Any], *,
+         index: Path | None = None) -> ResultVersion:
+    """Write ``manifest.json`` with file checksums and its seal (:mod:`._seal`), record
+    the seal in the store's index at ``index`` (the store root) when given, and make the
+    version read-only."""
     files = {}
     for f in sorted(p for p in path.rglob("*") if p.is_file() and p.name != MANIFEST):
         rel = f.relative_to(path).as_posix()
         files[rel] = {"sha256": sha256_file(f), "bytes": f.stat().st_size}
-    full = {**manifest, "study": study, "version": number,
-            "sealed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "files": files}
+    sealed = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    full = with_seal({**manifest, "study": study, "version": number, "sealed": sealed,
+                      "files": files})
     (path / MANIFEST).write_text(json.dumps(full, indent=2, sort_keys=False, default=str) + "\n")
+    if index is not None:
+        record_in_index(index, study, number, full["seal"]["root"], sealed)
     for f in path.rglob("*"):
         if f.is_file():
             f.chmod(f.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
     return ResultVersion(study, number, path, full)
-
-
-@dataclass(frozen=True)
-class VerifyReport:
-    """Outcome of :func:`verify`.
-
-    Files: whose bytes changed, vanished or appeared since sealing. Cells (versions whose
-    manifest records ``cells``): cells of ``outcomes.parquet`` whose rows no longer match
-    their recorded SHA-256, recorded cells absent from it, and cells in it that the
-    manifest does not record. Run directory (when it still exists and holds the same run):
-    recorded cells whose file there differs from the version, or is gone.
-    """
-
-    version: str
-    changed: list[str]
-    missing: list[str]
-    extra: list[str]
-    cells: int = 0
-    cells_changed: list[str] = field(default_factory=list)
-    cells_missing: list[str] = field(default_factory=list)
-    cells_extra: list[str] = field(default_factory=list)
-    run_dir: str | None = None
-    run_cells_differ: list[str] = field(default_factory=list)
-    run_cells_gone: list[str] = field(default_factory=list)
-    run_note: str = ""
-
-    @property
-    def ok(self) -> bool:
-        """No file or cell of the version changed, and none differs from its run directory.
-
-        A cell gone from the run directory (deleted, or set aside) is reported, not failed:
-        the run directory is a cache."""
-        return not (self.changed or self.missing or self.extra or self.cells_changed
-                    or self.cells_missing or self.cells_extra or self.run_cells_differ)
-
-
-def verify(version: ResultVersion, *, run_dir: str | Path | None = None,
-           trace_run: bool = True) -> VerifyReport:
-    """Recompute every file's SHA-256 and every cell's digest and compare with the manifest.
-
-    With ``trace_run``, the cells are also compared with the run directory they came from:
-    ``run_dir``, or the manifest's ``run_dir`` (relative paths are read from the current
-    directory), when it exists and its ``spec.json`` records the version's run hash.
-    """
-    recorded: dict[str, Any] = version.manifest.get("files", {})
-    if not isinstance(recorded, dict):
-        raise InputError(f"{version.label}: the manifest's 'files' must be a mapping, got "
-                         f"{type(recorded).__name__}.")
-    changed, missing = [], []
-    for rel, meta in recorded.items():
-        f = version.path / rel
-        if not f.is_file():
-            missing.append(rel)
-        elif not isinstance(meta, dict) or sha256_file(f) != meta.get("sha256"):
-            changed.append(rel)
-    present = {p.relative_to(version.path).as_posix() for p in version.path.rglob("*")
-               if p.is_file() and p.name != MANIFEST}
-    extra = sorted(present - set(recorded))
-    cells = version.manifest.get("cells")
-    if not isinstance(cells, dict) or not cells:
-        return VerifyReport(version.label, sorted(changed), sorted(missing), extra)
-    found = _version_cells(version)
-    cells_changed = sorted(k for k, c in cells.items() if k in found
-                           and (not isinstance(c, dict) or found[k] != c.get("sha256")))
-    cells_missing = sorted(k for k in cells if k not in found)
-    cells_extra = sorted(k for k in found if k not in cells)
-    trace = _trace_run(version, cells, run_dir) if trace_run else (None, [], [], "")
-    return VerifyReport(version.label, sorted(changed), sorted(missing), extra, len(cells),
-                        cells_changed, cells_missing, cells_extra, *trace)
-
-
-def _version_cells(version: ResultVersion) -> dict[str, str]:
-    """Digest of every cell in the version's ``outcomes.parquet`` (empty when unreadable:
-    the file checks already name it)."""
-    import pandas as pd
-
-    from robuststats.outcomes import cell_digests
-
-    try:
-        outcomes = pd.read_parquet(version.path / "outcomes.parquet")
-        return {k: v["sha256"] for k, v in cell_digests(outcomes).items()}
-    except Exception:
-        return {}
-
-
-def _trace_run(version: ResultVersion, cells: dict[str, Any], run_dir: str | Path | None
-               ) -> tuple[str | None, list[str], list[str], str]:
-    import pandas as pd
-
-    from robuststats.outcomes import cell_digest
-
-    where = run_dir if run_dir is not None else version.manifest.get("run_dir")
-    if not where:
-        return None, [], [], "the manifest names no run directory"
-    root = Path(str(where))
-    spec_file = root / "spec.json"
-    if not spec_file.is_file():
-        return None, [], [], f"run directory {str(root)!r} is not there any more"
-    try:
-        run_hash = json.loads(spec_file.read_text()).get("run_hash")
-    except (OSError, ValueError, AttributeError):
-        run_hash = None
-    expected = version.manifest.get("run_hash")
-    if expected is None or run_hash != expected:
-        return None, [], [], (f"run directory {str(root)!r} now holds another run "
-                              f"(run hash {str(run_hash)[:12]}, the version's "
-                              f"{str(expected)[:12]})")
-    differ, gone = [], []
-    for key, meta in cells.items():
-        path = root / "cells" / f"{key}.parquet"
-        if not path.is_file():
-            gone.append(key)
-            continue
-        try:
-            digest = cell_digest(pd.read_parquet(path))
-        except Exception:
-            digest = None
-        if not isinstance(meta, dict) or digest != meta.get("sha256"):
-            differ.append(key)
-    return str(root), sorted(differ), sorted(gone), ""

@@ -126,7 +126,8 @@ def test_json_output(tmp_path: Path, capsys) -> None:
         {"version": "demo/v1", "ok": True, "files": 3, "changed": [], "missing": [],
          "unexpected": [], "cells": 0, "cells_changed": [], "cells_missing": [],
          "cells_unexpected": [], "run_dir": None, "run_cells_differ": [],
-         "run_cells_gone": [], "run_note": ""}]
+         "run_cells_gone": [], "run_note": "", "manifest_changed": False,
+         "spec_hash_changed": None, "index": "match"}]
     assert main(["results", "diff", "demo/v1", "demo/v2", *root]) == 1
     d = json.loads(capsys.readouterr().out)
     assert (d["a"], d["b"], d["identical"]) == ("demo/v1", "demo/v2", False)
