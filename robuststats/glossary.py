@@ -1,18 +1,24 @@
-"""One glossary of column names, and the declared column order of every table.
+"""One glossary of column names, and the registry of every table with its column order.
 
 Every table the package writes or prints uses these names with these meanings (documented
 in ``docs/glossary.md``). Sign rule: a difference is always *first minus second*, ``a − b``.
+
+:data:`REGISTRY` declares each table once: its name, its kind, its columns, whether
+``robuststats analyze`` and ``robuststats results show`` print it, and its place in the two
+orders (:data:`ORDERS`). Every list of table names in the package is a view of it
+(:func:`table_names`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["GLOSSARY", "TABLE_COLUMNS", "ordered"]
+__all__ = ["GLOSSARY", "ORDERS", "REGISTRY", "TABLE_COLUMNS", "Table", "ordered", "table_names"]
 
 #: column name -> meaning (one meaning per name, everywhere)
 GLOSSARY: Mapping[str, str] = {
@@ -146,45 +152,115 @@ GLOSSARY: Mapping[str, str] = {
     "var_resid": "residual (seed × item) variance component of the contrast's variance",
 }
 
-#: table -> declared column order (pingouin's ``col_order``)
-TABLE_COLUMNS: Mapping[str, tuple[str, ...]] = {
-    "summary": ("condition", "eval_noise", "n_seeds", "n_noise_seeds", "n_items", "accuracy",
-                "ci_low", "ci_high", "ci_level", "ci_method", "seed_sd", "seed_min",
-                "seed_max"),
-    "retention": ("condition", "eval_noise", "n_seeds", "n_items", "clean_accuracy",
-                  "noisy_accuracy", "retention", "ci_low", "ci_high", "ci_level", "ci_method",
-                  "seed_sd"),
-    "seeds": ("condition", "seed", "eval_noise", "accuracy", "retention"),
-    "omnibus": ("eval_noise", "n_conditions", "n_seeds", "n_items", "question", "test",
-                "statistic", "dof", "pvalue"),
-    "tests": ("eval_noise", "a", "b", "role", "n_seeds", "n_strata", "n_items", "n_a_only",
-              "n_b_only", "accuracy_a", "accuracy_b", "estimate", "ci_low", "ci_high",
-              "ci_level", "ci_method", "question", "test", "statistic", "dof", "pvalue",
-              "pvalue_adjusted", "multiplicity", "alpha", "reject"),
-    "hypotheses": ("id", "statement", "metric", "a", "b", "eval_noise", "relation", "margin",
-                   "estimate", "ci_low", "ci_high", "ci_level", "ci_method", "pvalue",
-                   "pvalue_adjusted", "multiplicity", "verdict", "reason"),
-    "missing": ("condition", "seed", "eval_noise", "noise_seed"),
-    "dropped": ("condition", "seed", "eval_noise", "noise_seed", "item_id", "reason"),
-    "power": ("design", "method", "discordance", "effect", "baseline", "n", "power",
-              "achieved_power", "n_evaluations", "n_effective", "repeats", "icc",
-              "design_effect", "alpha", "alternative", "solved_for", "pool_size",
-              "exceeds_pool", "min_repeats", "note"),
-    "power_seeds": ("n_seeds", "n_items", "n_evaluations", "power", "achieved_power",
-                    "max_power", "effect", "discordance", "seed_sd_difference", "icc", "dof",
-                    "standard_error", "method", "alpha", "alternative", "pool_size",
-                    "exceeds_pool", "note"),
-    "thresholds": ("condition", "model", "drop", "n_levels", "n_seeds", "n_items", "fitted_clean_accuracy", "estimate", "ci_low", "ci_high", "ci_level", "ci_method", "n_not_reached", "note"),
-    "dose_fits": ("condition", "model", "parameter", "estimate", "se_parameter", "fixed", "loglik", "aic"),
-    "dose_curves": ("condition", "eval_noise", "estimate", "ci_low", "ci_high", "ci_level",
-                    "ci_method"),
-    "dose_models": ("condition", "model", "loglik", "aic", "n_parameters", "converged"),
-    "gate": ("eval_noise", "metric", "margin_type", "max_degradation", "candidate", "baseline",
-             "estimate", "lower_bound", "alpha", "passed", "statistic", "dof", "pvalue",
-             "standard_error", "detectable_degradation", "power_at_margin", "underpowered",
-             "design", "n_seeds_candidate", "n_seeds_baseline", "n_items", "var_seed",
-             "var_item", "var_resid", "method", "reason"),
-}
+
+@dataclass(frozen=True)
+class Table:
+    """One table of the registry: its name (the file stem), what makes it, its declared
+    column order (pingouin's ``col_order``) and where it is shown.
+
+    ``kind``: ``analysis`` (:func:`robuststats.analysis.analyze_outcomes`), ``dose`` (a
+    sweep's dose-response fits), ``gate`` (``robuststats gate``) or ``power`` (``robuststats
+    power``, printed). ``stored``: written as ``<name>.parquet`` and ``<name>.csv`` in a
+    result version. ``analyze``: printed by ``robuststats analyze`` in table format;
+    ``show``: listed by ``robuststats results show``; ``optional``: a printed view leaves it
+    out when it has no rows. ``levels``: which interval levels the report's facts list for
+    it: ``analysis`` (the analysis' one level), ``adjusted`` (multiplicity-adjusted, row by
+    row) or empty (not listed). ``read_first``: the reading order puts it before the others
+    (the verdicts before the tables behind them).
+    """
+
+    name: str
+    kind: str
+    columns: tuple[str, ...]
+    stored: bool = True
+    analyze: bool = False
+    show: bool = False
+    optional: bool = False
+    levels: str = ""
+    read_first: bool = False
+
+
+#: every table a result version can hold or a command prints, in file order (see ORDERS)
+REGISTRY: tuple[Table, ...] = (
+    Table("summary", "analysis", analyze=True, show=True, levels="analysis", columns=(
+        "condition", "eval_noise", "n_seeds", "n_noise_seeds", "n_items", "accuracy",
+        "ci_low", "ci_high", "ci_level", "ci_method", "seed_sd", "seed_min", "seed_max")),
+    Table("retention", "analysis", analyze=True, show=True, levels="analysis", columns=(
+        "condition", "eval_noise", "n_seeds", "n_items", "clean_accuracy", "noisy_accuracy",
+        "retention", "ci_low", "ci_high", "ci_level", "ci_method", "seed_sd")),
+    Table("seeds", "analysis", columns=(
+        "condition", "seed", "eval_noise", "accuracy", "retention")),
+    Table("omnibus", "analysis", analyze=True, show=True, optional=True, columns=(
+        "eval_noise", "n_conditions", "n_seeds", "n_items", "question", "test", "statistic",
+        "dof", "pvalue")),
+    Table("tests", "analysis", analyze=True, levels="analysis", columns=(
+        "eval_noise", "a", "b", "role", "n_seeds", "n_strata", "n_items", "n_a_only",
+        "n_b_only", "accuracy_a", "accuracy_b", "estimate", "ci_low", "ci_high", "ci_level",
+        "ci_method", "question", "test", "statistic", "dof", "pvalue", "pvalue_adjusted",
+        "multiplicity", "alpha", "reject")),
+    Table("hypotheses", "analysis", analyze=True, show=True, levels="adjusted",
+          read_first=True, columns=(
+              "id", "statement", "metric", "a", "b", "eval_noise", "relation", "margin",
+              "estimate", "ci_low", "ci_high", "ci_level", "ci_method", "pvalue",
+              "pvalue_adjusted", "multiplicity", "verdict", "reason")),
+    Table("missing", "analysis", analyze=True, show=True, optional=True, columns=(
+        "condition", "seed", "eval_noise", "noise_seed")),
+    Table("dropped", "analysis", analyze=True, show=True, optional=True, columns=(
+        "condition", "seed", "eval_noise", "noise_seed", "item_id", "reason")),
+    Table("thresholds", "dose", columns=(
+        "condition", "model", "drop", "n_levels", "n_seeds", "n_items",
+        "fitted_clean_accuracy", "estimate", "ci_low", "ci_high", "ci_level", "ci_method",
+        "n_not_reached", "note")),
+    Table("dose_fits", "dose", columns=(
+        "condition", "model", "parameter", "estimate", "se_parameter", "fixed", "loglik",
+        "aic")),
+    Table("dose_models", "dose", columns=(
+        "condition", "model", "loglik", "aic", "n_parameters", "converged")),
+    Table("dose_curves", "dose", columns=(
+        "condition", "eval_noise", "estimate", "ci_low", "ci_high", "ci_level", "ci_method")),
+    Table("gate", "gate", columns=(
+        "eval_noise", "metric", "margin_type", "max_degradation", "candidate", "baseline",
+        "estimate", "lower_bound", "alpha", "passed", "statistic", "dof", "pvalue",
+        "standard_error", "detectable_degradation", "power_at_margin", "underpowered",
+        "design", "n_seeds_candidate", "n_seeds_baseline", "n_items", "var_seed", "var_item",
+        "var_resid", "method", "reason")),
+    Table("power", "power", stored=False, columns=(
+        "design", "method", "discordance", "effect", "baseline", "n", "power",
+        "achieved_power", "n_evaluations", "n_effective", "repeats", "icc", "design_effect",
+        "alpha", "alternative", "solved_for", "pool_size", "exceeds_pool", "min_repeats",
+        "note")),
+    Table("power_seeds", "power", stored=False, columns=(
+        "n_seeds", "n_items", "n_evaluations", "power", "achieved_power", "max_power",
+        "effect", "discordance", "seed_sd_difference", "icc", "dof", "standard_error",
+        "method", "alpha", "alternative", "pool_size", "exceeds_pool", "note")),
+)
+
+#: the two orders of the registry. ``file``: the order above, in which a version's tables
+#: are written, and the manifest's row counts and ``robuststats analyze`` (text and JSON)
+#: list them.
+#: ``reading``: the same with the ``read_first`` tables moved to the front, in which
+#: :func:`robuststats.results.read_tables` and ``robuststats results show`` list them.
+ORDERS = ("file", "reading")
+
+#: table -> declared column order (pingouin's ``col_order``), from :data:`REGISTRY`
+TABLE_COLUMNS: Mapping[str, tuple[str, ...]] = {t.name: t.columns for t in REGISTRY}
+
+
+def table_names(kind: str | None = None, *, order: str = "file", stored: bool | None = None,
+                analyze: bool | None = None, show: bool | None = None,
+                optional: bool | None = None, levels: str | None = None
+                ) -> tuple[str, ...]:
+    """Names of the registered tables of ``kind`` (every kind when None) whose fields equal
+    the ones given (None: any), in ``order`` (:data:`ORDERS`)."""
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {ORDERS}, got {order!r}")
+    wanted = {"kind": kind, "stored": stored, "analyze": analyze, "show": show,
+              "optional": optional, "levels": levels}
+    rows = [t for t in REGISTRY
+            if all(v is None or getattr(t, k) == v for k, v in wanted.items())]
+    if order == "reading":
+        rows.sort(key=lambda t: not t.read_first)  # stable: file order otherwise
+    return tuple(t.name for t in rows)
 
 
 def ordered(df: pd.DataFrame, table: str) -> pd.DataFrame:

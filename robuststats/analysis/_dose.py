@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from robuststats.glossary import ordered
+from robuststats.glossary import ordered, table_names
 from robuststats.stats import DegenerateDataWarning
 
 __all__ = ["DoseOptions", "condition_arrays", "dose_response_tables"]
 
-#: file stems of the dose-response tables, in report order
-DOSE_TABLES = ("thresholds", "dose_fits", "dose_models", "dose_curves")
+#: file stems of the dose-response tables, in the glossary's file order
+DOSE_TABLES = table_names("dose")
 #: points of the fitted curve per condition in ``dose_curves`` (log-spaced)
 CURVE_POINTS = 60
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from robuststats.analysis._options import AnalysisOptions
-from robuststats.glossary import ordered
+from robuststats.glossary import ordered, table_names
 from robuststats.outcomes import HOLE_POLICIES, complete, validate_outcomes
 
 if TYPE_CHECKING:
@@ -17,9 +17,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Analysis", "analyze_outcomes"]
 
-#: file stems of the tables, in the order reports show them
-TABLES = ("summary", "retention", "seeds", "omnibus", "tests", "hypotheses", "missing",
-          "dropped")
+#: file stems of the tables, in the glossary's file order (the fields of :class:`Analysis`)
+TABLES = table_names("analysis")
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from robuststats.cli._output import add_format_option, emit, fmt_ci, fmt_p, fmt_pct, render_table
+from robuststats.glossary import table_names
 
 __all__ = ["add_parser", "run"]
 
-#: tables printed in table format, in this order
-SHOWN = ("summary", "retention", "omnibus", "tests", "hypotheses", "missing", "dropped")
+#: tables printed in table format, in the glossary's file order
+SHOWN = table_names("analysis", analyze=True)
+#: tables left out of the text when they have no rows
+_OPTIONAL = table_names(optional=True)
 
 _PCT = ("accuracy", "clean_accuracy", "noisy_accuracy", "retention", "accuracy_a",
         "accuracy_b", "seed_sd", "seed_min", "seed_max", "margin")
@@ -241,7 +244,7 @@ def _text(tables: dict[str, Any]) -> str:
     blocks = []
     for name in SHOWN:
         df = tables[name]
-        if name in ("omnibus", "missing", "dropped") and df.empty:
+        if name in _OPTIONAL and df.empty:
             continue
         columns = [c for c in TABLE_COLUMNS[name] if c in df.columns
                    and c not in ("ci_low", "ci_high", "ci_level", "statement", "question",

@@ -13,6 +13,7 @@ from robuststats.cli._output import (
     render_table,
 )
 from robuststats.cli._types import non_negative_float
+from robuststats.glossary import table_names
 
 __all__ = ["add_parser", "run"]
 
@@ -20,6 +21,9 @@ __all__ = ["add_parser", "run"]
 _FACTS = ("sealed", "source", "spec_hash", "run_hash", "seeds", "noise_seeds", "n_items",
           "n_items_requested", "cells_planned", "cells_finished", "cells_failed", "device",
           "seconds", "alpha", "confidence_level", "multiplicity", "analysis")
+
+#: tables whose records ``results show`` gives, in the glossary's reading order
+_SHOWN = table_names("analysis", order="reading", show=True)
 
 _ROOT_HELP = "result store root (default results/)"
 
@@ -147,9 +151,8 @@ def _show(store: Any, args: argparse.Namespace) -> int:
         "version": v.label, "path": str(v.path), "analysis_only": is_analysis_only(m),
         **{k: m[k] for k in _FACTS if k in m},
         "package_version": env.get("package_version"), "git_commit": env.get("git_commit"),
-        "hypotheses": hyp,
-        **{name: records(tables.get(name)) for name in ("summary", "retention", "omnibus",
-                                                        "missing", "dropped")},
+        **{name: hyp if name == "hypotheses" else records(tables.get(name))
+           for name in _SHOWN},
     }
 
     def text() -> str:

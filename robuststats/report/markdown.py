@@ -23,6 +23,7 @@ from robuststats._format import (
     fmt_value,
     is_missing,
 )
+from robuststats.glossary import table_names
 from robuststats.report._injections import injection_section
 from robuststats.report._views import (
     HYPOTHESIS_HEADERS,
@@ -246,7 +247,7 @@ def _levels(t: Mapping[str, pd.DataFrame]) -> str | None:
         lo, hi = fmt_level(values[0]), fmt_level(values[-1])
         return lo if lo == hi else f"{lo}–{hi}"
 
-    tables, hyp = span(["summary", "retention", "tests"]), span(["hypotheses"])
+    tables, hyp = span(table_names(levels="analysis")), span(table_names(levels="adjusted"))
     if hyp and hyp != tables:
         return f"{tables or '-'} (hypotheses, multiplicity-adjusted: {hyp})"
     return tables or hyp

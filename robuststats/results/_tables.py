@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from robuststats.glossary import TABLE_COLUMNS
+from robuststats.glossary import TABLE_COLUMNS, table_names
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -21,9 +21,8 @@ if TYPE_CHECKING:
 __all__ = ["TABLES", "confidence_level", "is_analysis_only", "normalize_table", "read_table",
            "read_tables"]
 
-#: every table a version may hold, in the order people read them
-TABLES: tuple[str, ...] = ("hypotheses", "summary", "retention", "seeds", "omnibus", "tests",
-                           "missing", "dropped")
+#: the analysis tables a version may hold, in the glossary's reading order
+TABLES: tuple[str, ...] = table_names("analysis", order="reading")
 
 #: table -> {old column name: glossary name}, for versions written before the glossary
 _RENAMED: Mapping[str, Mapping[str, str]] = {
@@ -91,6 +90,6 @@ def read_table(version: ResultVersion, name: str) -> pd.DataFrame | None:
 
 
 def read_tables(version: ResultVersion) -> dict[str, pd.DataFrame]:
-    """Every table of ``version`` (see :data:`TABLES`) that it holds, normalized."""
+    """Every analysis table of ``version`` (see :data:`TABLES`) that it holds, normalized."""
     tables = {name: read_table(version, name) for name in TABLES}
     return {name: df for name, df in tables.items() if df is not None}
