@@ -411,7 +411,7 @@ def write_diagnosis(diagnosis: Any, *, out: str | Path = "results") -> Any:
     import yaml
 
     from robuststats.diagnose._channels import module_summary
-    from robuststats.results import ResultStore
+    from robuststats.results import Manifest, ResultStore
     from robuststats.runs import environment
 
     name = f"{diagnosis.plan.study}.diagnose"
@@ -460,13 +460,13 @@ def write_diagnosis(diagnosis: Any, *, out: str | Path = "results") -> Any:
         (path / "report.md").write_text(markdown(diagnosis, profile, entries, xref,
                                                  f"{name}/v{number}"))
 
-    manifest = {**{k: v for k, v in meta.items() if k != "figures"}, "kind": "diagnosis",
-                "seeds": list(diagnosis.plan.seeds),
-                "noise_seeds": list(diagnosis.plan.noise_seeds),
-                "targets": [t.target_id for t in diagnosis.targets],
-                "row_counts": {"outcomes": len(diagnosis.outcomes),
-                               **{k: len(v) for k, v in tables.items()}},
-                "seconds": round(diagnosis.seconds, 1), "environment": env}
+    manifest = Manifest("diagnosis", {
+        **{k: v for k, v in meta.items() if k != "figures"},
+        "seeds": list(diagnosis.plan.seeds), "noise_seeds": list(diagnosis.plan.noise_seeds),
+        "targets": [t.target_id for t in diagnosis.targets]},
+        row_counts={"outcomes": len(diagnosis.outcomes),
+                    **{k: len(v) for k, v in tables.items()}},
+        seconds=round(diagnosis.seconds, 1), environment=env)
     return ResultStore(out).publish(name, writer, manifest)
 
 

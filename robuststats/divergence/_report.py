@@ -221,7 +221,7 @@ def write_divergence(div: Any, *, out: str | Path = "results", name: str = "mode
                      sensitivity: dict[int, dict[str, Any]] | None = None,
                      source: dict[str, Any] | None = None) -> Any:
     """Publish ``div`` as ``<out>/<name>.divergence/v<N>/``; returns the version."""
-    from robuststats.results import ResultStore
+    from robuststats.results import Manifest, ResultStore
     from robuststats.runs import environment
 
     study = f"{store_name(name)}.divergence"
@@ -242,11 +242,12 @@ def write_divergence(div: Any, *, out: str | Path = "results", name: str = "mode
                                                      default=str) + "\n")
         (path / "report.md").write_text(markdown(div, data, exceed, f"{study}/v{number}"))
 
-    manifest = {"kind": "divergence", "source": source or {},
-                "reference": div.reference.to_dict(), "candidate": div.candidate.to_dict(),
-                "settings": div.settings, "max_mape": max_mape, "n_items": div.n_items,
-                "n_layers": div.n_layers, "sensitivity": None if sensitivity is None
-                else {str(k): v for k, v in sensitivity.items()},
-                "row_counts": {k: len(v) for k, v in tables.items()},
-                "seconds": round(div.seconds, 2), "environment": environment()}
+    manifest = Manifest("divergence", {
+        "source": source or {}, "reference": div.reference.to_dict(),
+        "candidate": div.candidate.to_dict(), "settings": div.settings,
+        "max_mape": max_mape, "n_items": div.n_items, "n_layers": div.n_layers,
+        "sensitivity": None if sensitivity is None
+        else {str(k): v for k, v in sensitivity.items()}},
+        row_counts={k: len(v) for k, v in tables.items()},
+        seconds=round(div.seconds, 2), environment=environment())
     return ResultStore(out).publish(study, writer, manifest)

@@ -109,7 +109,7 @@ def gate_markdown(result: GateResult) -> str:
 
 def write_gate(result: GateResult, out: str | Path) -> ResultVersion:
     """Publish the gate as a new version ``<out>/<baseline study>.gate/v<N>/``."""
-    from robuststats.results import ResultStore, cell_digests
+    from robuststats.results import Manifest, ResultStore, cell_digests
     from robuststats.runs import environment
 
     study = f"{(result.spec or {}).get('name') or 'baseline'}.gate"
@@ -129,10 +129,11 @@ def write_gate(result: GateResult, out: str | Path) -> ResultVersion:
             result.injections.to_parquet(path / "injections.parquet", index=False)
         (path / "report.md").write_text(f"# {study} v{number}\n\n" + gate_markdown(result))
 
-    manifest = {"kind": "gate", "decision": result.decision,
-                "gate": {**to_jsonable(record), "spec_condition": result.spec_condition},
-                "spec": result.spec, "n_items": result.n_items,
-                "alpha": result.alpha, "confidence_level": 1.0 - result.alpha,
-                "row_counts": {"gate": len(table), "outcomes": len(outcomes)},
-                "environment": environment(), "cells": cell_digests(outcomes)}
+    manifest = Manifest("gate", {
+        "decision": result.decision,
+        "gate": {**to_jsonable(record), "spec_condition": result.spec_condition},
+        "spec": result.spec, "n_items": result.n_items, "alpha": result.alpha,
+        "confidence_level": 1.0 - result.alpha},
+        row_counts={"gate": len(table), "outcomes": len(outcomes)},
+        environment=environment(), cells=cell_digests(outcomes))
     return ResultStore(out).publish(study, writer, manifest)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from robuststats.outcomes import cell_digest, cell_digests, cell_key
 from robuststats.results._diff import TABLE_KEYS, diff_versions
+from robuststats.results._manifest import Manifest
 from robuststats.results._seal import INDEX, seal_problem
 from robuststats.results._store import MANIFEST, ResultStore, ResultVersion, seal, sha256_file
 from robuststats.results._verify import VerifyReport, verify
@@ -22,6 +23,7 @@ from robuststats.results._tables import (
 __all__ = [
     "INDEX",
     "MANIFEST",
+    "Manifest",
     "TABLES",
     "TABLE_KEYS",
     "ResultStore",

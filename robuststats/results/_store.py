@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from robuststats.errors import InputError, closest_match
+from robuststats.results._manifest import Manifest
 from robuststats.results._seal import record_in_index, with_seal
 
 __all__ = ["MANIFEST", "ResultStore", "ResultVersion", "seal", "sha256_file"]
@@ -136,7 +137,7 @@ class ResultStore:
                          f"{', '.join(f'v{n}' for n in sealed)}.")
 
     def publish(self, study: str, writer: Callable[[Path, int], None],
-                manifest: dict[str, Any]) -> ResultVersion:
+                manifest: Manifest | dict[str, Any]) -> ResultVersion:
         """Write a complete version and publish it as the next free ``v<N>``.
 
         ``writer(path, number)`` fills a private temporary directory for version
@@ -145,6 +146,8 @@ class ResultStore:
         another process publishes ``v<N>`` first, the version is written again as the next
         number.
         """
+        if isinstance(manifest, Manifest):
+            manifest = manifest.to_dict()
         base = self.root / study
         base.mkdir(parents=True, exist_ok=True)
         sweep_temporaries(base)
@@ -162,7 +165,7 @@ class ResultStore:
                                     f"{_MAX_PUBLISH_ATTEMPTS} attempts")
 
     def write(self, study: str, writer: Callable[[Path], None],
-              manifest: dict[str, Any]) -> ResultVersion:
+              manifest: Manifest | dict[str, Any]) -> ResultVersion:
         """:meth:`publish` with a writer that needs only the directory."""
         return self.publish(study, lambda path, _number: writer(path), manifest)
 

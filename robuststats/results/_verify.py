@@ -3,6 +3,7 @@ back to the run directory they came from."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

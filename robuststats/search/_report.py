@@ -121,7 +121,7 @@ def write_search_version(out: str | Path, spec: SearchSpec, ctx: SearchContext,
     """Publish ``<out>/<name>/v<N>/`` (atomic, sealed with checksums)."""
     import yaml
 
-    from robuststats.results import ResultStore
+    from robuststats.results import Manifest, ResultStore
     from robuststats.runs import environment
     from robuststats.search._study import stored_sensitivity
 
@@ -137,15 +137,15 @@ def write_search_version(out: str | Path, spec: SearchSpec, ctx: SearchContext,
                   "git_commit": env.get("git_commit"),
                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     config = None if chosen is None else config_document(ctx, chosen, re_table, provenance)
-    manifest = {"kind": "search", "spec": spec.resolved(), "spec_hash": spec.spec_hash(),
-                "run_hash": spec.run_hash(), "description": spec.description,
-                **meta, "trials": {k: int(v) for k, v in counts.items()},
-                "chosen_trial": None if chosen is None else chosen.number,
-                "seconds": round(seconds, 1),
-                "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "environment": env, "seeds": spec.seed_list(),
-                "noise_seeds": spec.search_noise_seeds(),
-                "n_items": len(ctx.search_items)}
+    manifest = Manifest("search", {
+        "spec": spec.resolved(), "spec_hash": spec.spec_hash(), "run_hash": spec.run_hash(),
+        "description": spec.description, **meta,
+        "trials": {k: int(v) for k, v in counts.items()},
+        "chosen_trial": None if chosen is None else chosen.number,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "seeds": spec.seed_list(), "noise_seeds": spec.search_noise_seeds(),
+        "n_items": len(ctx.search_items)},
+        seconds=round(seconds, 1), environment=env)
 
     def writer(path: Path, number: int) -> None:
         from robuststats.search._figures import write_figures

@@ -22,7 +22,7 @@ import pandas as pd
 
 from robuststats.analysis import Analysis, analyze_outcomes
 from robuststats.errors import InputError, RobuststatsWarning
-from robuststats.results import ResultStore, ResultVersion, cell_digests
+from robuststats.results import Manifest, ResultStore, ResultVersion, cell_digests
 from robuststats.runs import (
     ExecutionReport,
     Interrupted,
@@ -94,8 +94,8 @@ def write_version(out: str | Path, study: str, outcomes: pd.DataFrame, analysis:
             df.to_csv(path / f"{name}.csv", index=False)
         write_report(path, tables, {**meta, **env, "study": study, "label": f"v{number}"})
 
-    manifest = {**meta, "row_counts": counts, "environment": env,
-                "cells": cell_digests(outcomes)}
+    manifest = Manifest(None, meta, row_counts=counts, environment=env,
+                        cells=cell_digests(outcomes))
     return store.publish(study, writer, manifest)
 
 
