@@ -54,7 +54,8 @@ def _shares(units: list[Unit], workers: int) -> list[list[Unit]]:
 def _worker(run_dir: str, spec: Any, plan: Any, targets: Sequence[Any], store_root: str,
             store_key: str, units: list[Unit]) -> int:
     """Evaluate ``units`` (one seed) and store each; returns how many were stored."""
-    from robuststats.diagnose._runner import _evaluate, replace_items, spec_task
+    from robuststats.diagnose._probe import _evaluate
+    from robuststats.diagnose._runner import replace_items, spec_task
     from robuststats.diagnose._statistics import CLEAN
     from robuststats.diagnose._store import ProbeStore
     from robuststats.runs import RunLedger, TrainJob, load_or_train, one_torch_thread, planned_items

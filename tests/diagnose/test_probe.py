@@ -8,7 +8,8 @@ import pytest
 from probe_models import agreement_setup, plant_cancellation
 
 from robuststats.diagnose import DiagnosisPlan, probe_model
-from robuststats.diagnose._runner import analyse, build_targets, present_ops
+from robuststats.diagnose._probe import build_targets, present_ops
+from robuststats.diagnose._runner import analyse
 from robuststats.errors import InputError
 
 PLANTED = 2

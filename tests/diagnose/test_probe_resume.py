@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from robuststats.diagnose import _runner, resolve_plan, run_diagnosis
+from robuststats.diagnose import _probe, resolve_plan, run_diagnosis
 from robuststats.runs.spec import StudySpec
 
 STUDY = """\
@@ -48,13 +48,13 @@ def _spec(tmp_path: Path) -> StudySpec:
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    real = _runner._evaluate
+    real = _probe._evaluate
 
     def counted(*args, **kwargs):
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_runner, "_evaluate", counted)
+    monkeypatch.setattr(_probe, "_evaluate", counted)
     return calls
 
 
