@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from robuststats._format import fmt_ci, fmt_level, fmt_p, fmt_pct, is_missing
+from robuststats._format import fmt_ci, fmt_p, fmt_pct, is_missing
+from robuststats.diagnose._markdown import fmt_s, level_rows, markdown
 
 __all__ = ["SENSITIVITY_FORMAT", "cross_reference", "protection_plan", "sensitivity_profile",
            "write_diagnosis"]
@@ -34,11 +35,6 @@ def _num(value: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _level_rows(diagnosis: Any, level: str) -> pd.DataFrame:
-    t = diagnosis.table
-    return t[t["level"] == level].reset_index(drop=True)
-
-
 def cross_reference(diagnosis: Any) -> pd.DataFrame:
     """One row per layer: its layer-level rank and drop beside its channel outliers.
 
@@ -46,7 +42,7 @@ def cross_reference(diagnosis: Any) -> pd.DataFrame:
     flagged channels in the layer's watched modules per seed, ``max_channel_ratio`` the
     largest seen.
     """
-    layers = _level_rows(diagnosis, "layer")
+    layers = level_rows(diagnosis, "layer")
     rows = []
     for i in range(diagnosis.n_layers):
         r = layers[layers["target"] == f"layer:{i}"]
@@ -92,17 +88,13 @@ def _evidence(row: Any, alpha_level: float) -> str:
     text = (f"drop {fmt_pct(row['estimate'], signed=True)} pp "
             f"{fmt_ci(row['ci_low'], row['ci_high'], row['ci_level'])}, relative degradation "
             f"{fmt_pct(row['relative_degradation'])} %, sensitivity "
-            f"{_fmt_s(row['sensitivity'])} "
-            f"[{_fmt_s(row['sensitivity_ci_low'])}, {_fmt_s(row['sensitivity_ci_high'])}], "
+            f"{fmt_s(row['sensitivity'])} "
+            f"[{fmt_s(row['sensitivity_ci_low'])}, {fmt_s(row['sensitivity_ci_high'])}], "
             f"p_adj {fmt_p(row['pvalue_adjusted'])} ({row['multiplicity']}, rank "
             f"{int(row['rank'])} of its level)")
     if row.get("seed004_label"):
         text += f"; seed 004 label: {row['seed004_label']}"
     return text
-
-
-def _fmt_s(v: Any) -> str:
-    return "-" if is_missing(v) or not math.isfinite(float(v)) else f"{float(v):.2f}"
 
 
 def protection_plan(diagnosis: Any) -> list[dict[str, Any]]:
@@ -117,7 +109,7 @@ def protection_plan(diagnosis: Any) -> list[dict[str, Any]]:
     alpha = 1.0 - plan.confidence_level
     entries: list[dict[str, Any]] = []
     for level, kind in (("operator", "op"), ("layer", "layer")):
-        rows = _level_rows(diagnosis, level)
+        rows = level_rows(diagnosis, level)
         for _, r in rows[(rows["significant"]) & (rows["estimate"] > 0)].iterrows():
             entries.append({"kind": kind, "target": r["target"], "label": r["label"],
                             "layers": r["layers"], "estimate": float(r["estimate"]),
@@ -206,7 +198,7 @@ def sensitivity_profile(diagnosis: Any) -> dict[str, Any]:
                 "outlier_channels": flagged, "max_ratio": _num(g["ratio"].max()),
                 "max_channel_ratio": _num(g["channel_ratio"].max())}
     operators = {}
-    for _, t in _level_rows(diagnosis, "operator").iterrows():
+    for _, t in level_rows(diagnosis, "operator").iterrows():
         operators[str(t["label"])] = {k: _num(t[k]) for k in (
             "estimate", "ci_low", "ci_high", "sensitivity", "sensitivity_ci_low",
             "sensitivity_ci_high", "pvalue_adjusted")} | {"rank": int(t["rank"]),
@@ -271,131 +263,6 @@ def heatmap(diagnosis: Any, path: Path) -> Path | None:
     return path
 
 
-# ---------------------------------------------------------------------- markdown
-def _md_table(rows: list[list[str]], head: list[str]) -> str:
-    if not rows:
-        return "(no rows)"
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def _target_rows(rows: pd.DataFrame, labels: bool) -> tuple[list[list[str]], list[str]]:
-    head = ["rank", "target", "drop (pp)", "interval", "relative degradation (%)",
-            "sensitivity", "p", "p_adj"] + (["seed 004 label"] if labels else [])
-    out = []
-    for _, r in rows.iterrows():
-        cells = [str(int(r["rank"])), str(r["label"]), fmt_pct(r["estimate"], signed=True),
-                 fmt_ci(r["ci_low"], r["ci_high"], r["ci_level"]),
-                 f"{fmt_pct(r['relative_degradation'])} "
-                 f"{fmt_ci(r['relative_degradation_ci_low'], r['relative_degradation_ci_high'], None)}",
-                 f"{_fmt_s(r['sensitivity'])} [{_fmt_s(r['sensitivity_ci_low'])}, "
-                 f"{_fmt_s(r['sensitivity_ci_high'])}]",
-                 fmt_p(r["pvalue"]), fmt_p(r["pvalue_adjusted"])]
-        if labels:
-            cells.append(str(r["seed004_label"]) or "-")
-        out.append(cells)
-    return out, head
-
-
-def markdown(diagnosis: Any, profile: dict[str, Any], plan_entries: list[dict[str, Any]],
-             xref: pd.DataFrame, label: str) -> str:
-    p = diagnosis.plan
-    meta = diagnosis.meta
-    level = fmt_level(p.confidence_level)
-    lines = [
-        f"# Diagnosis of {p.study} ({label}), condition {p.condition}", "",
-        f"Noise: {p.kind} at scale {p.scale:g}, forward only; operator level on one op type "
-        f"at a time in the whole model; layer and window levels on `{p.ops}` in the chosen "
-        f"layers. Training seeds {list(p.seeds)}, noise seeds {list(p.noise_seeds)}, "
-        f"{meta.get('n_items')} items; the clean evaluation ran once per seed and is shared "
-        f"by every target.",
-        "",
-        f"Every drop is clean − noisy accuracy in percentage points with its {level} "
-        f"interval: {str(diagnosis.table['ci_method'].iloc[0]) if len(diagnosis.table) else '-'}."
-        f" p-values test drop = 0 and are adjusted within each level ({p.multiplicity}); "
-        "findings are ranked by the drop, not by a fixed threshold.",
-        "",
-    ]
-    if diagnosis.notes:
-        lines += ["Notes:", *[f"- {n}" for n in diagnosis.notes], ""]
-    for level_name, title in (("operator", "Operator level"), ("layer", "Layer level"),
-                              ("window", "Windows of consecutive layers")):
-        rows = _level_rows(diagnosis, level_name)
-        if rows.empty:
-            continue
-        rows_md, head = _target_rows(rows, p.labels)
-        lines += [f"## {title}", "", _md_table(rows_md, head), ""]
-    if diagnosis.avalanche is not None:
-        lines += ["## Avalanche: interaction of each window", "",
-                  "Interaction = window drop − sum of its single layers' drops, per seed and "
-                  "item on the same outcomes. A window is an avalanche when the interaction is "
-                  "positive and its adjusted p-value is below "
-                  f"{1 - p.confidence_level:g}.", ""]
-        rows = [[str(int(a["rank"])), str(a["label"]), fmt_pct(a["window_drop"], signed=True),
-                 fmt_pct(a["sum_single_drops"], signed=True),
-                 fmt_pct(a["estimate"], signed=True),
-                 fmt_ci(a["ci_low"], a["ci_high"], a["ci_level"]), fmt_p(a["pvalue_adjusted"]),
-                 "yes" if a["avalanche"] else "no"]
-                for _, a in diagnosis.avalanche.iterrows()]
-        lines += [_md_table(rows, ["rank", "window", "window drop", "sum of layers",
-                                   "interaction", "interval", "p_adj", "avalanche"]), ""]
-    lines += ["![accuracy drop per layer and window](figures/heatmap.png)", ""] \
-        if (Path("figures") / "heatmap.png").as_posix() in meta.get("figures", []) else []
-    if diagnosis.channels is not None:
-        from robuststats.diagnose._channels import module_summary
-
-        s = module_summary(diagnosis.channels)
-        lines += ["## Channel outliers", "",
-                  f"Inputs of {', '.join(f'`{m}`' for m in p.modules)} on "
-                  f"{meta.get('n_calibration_items')} calibration items (teacher-forced). "
-                  f"`channel ratio` = a channel's max |x| / the median channel's max |x| "
-                  f"(outlier above {p.channel_threshold:g}); `ratio` = a channel's max |x| / "
-                  "its own median |x|.", ""]
-        rows = [[str(int(r["seed"])), str(r["module"]), str(int(r["n_channels"])),
-                 str(int(r["n_outliers"])), f"{r['max_channel_ratio']:.1f}",
-                 f"{r['max_ratio']:.1f}", str(r["top_channels"])] for _, r in s.iterrows()]
-        lines += [_md_table(rows, ["seed", "module", "channels", "outliers",
-                                   "max channel ratio", "max ratio", "top channels"]), ""]
-        if "n_outlier_channels" in xref:
-            lines += ["Layers: layer-level rank beside channel outliers.", ""]
-            rows = [[str(int(r["layer"])),
-                     "-" if is_missing(r.get("rank")) else str(int(r["rank"])),
-                     fmt_pct(r.get("estimate"), signed=True),
-                     fmt_p(r.get("pvalue_adjusted")),
-                     "-" if is_missing(r.get("n_outlier_channels"))
-                     else f"{r['n_outlier_channels']:g}",
-                     "-" if is_missing(r.get("max_channel_ratio"))
-                     else f"{r['max_channel_ratio']:.1f}"] for _, r in xref.iterrows()]
-            lines += [_md_table(rows, ["layer", "rank", "drop (pp)", "p_adj",
-                                       "outlier channels", "max channel ratio"]), ""]
-            corr = meta.get("correlation")
-            if corr:
-                lines += [f"Spearman's ρ between layer drop and max channel ratio: "
-                          f"{corr['spearman_rho']:.2f} (p {fmt_p(corr['pvalue'])}, "
-                          f"{corr['n_layers']} layers; descriptive).", ""]
-    lines += ["## Protection plan", ""]
-    if not plan_entries:
-        lines += [f"Nothing to protect on this evidence: no op or layer has a drop whose "
-                  f"adjusted p-value is below {1 - p.confidence_level:g}, no window an "
-                  "avalanche, no module an outlier channel. With more items or seeds smaller "
-                  "drops become detectable; the intervals above bound what was missed.", ""]
-    for k, e in enumerate(plan_entries, start=1):
-        lines.append(f"{k}. **{e['label']}** ({e['kind']}): {e['action']}. Evidence: "
-                     f"{e['evidence']}.")
-    if plan_entries:
-        lines += ["", "As engine `layer_scales` (noise-free protected layers): "
-                  f"`{json.dumps(profile['layer_scales'])}`."]
-    timing = meta.get("timing")
-    if timing:
-        lines += ["", "## Time", "",
-                  f"{timing['evaluations']} evaluations in {timing['seconds_probe']:.1f} s "
-                  f"({timing['seconds_per_target']:.2f} s per target evaluation, "
-                  f"clean {timing['seconds_clean']:.2f} s); total {diagnosis.seconds:.1f} s "
-                  "including models."]
-    return "\n".join(lines) + "\n"
-
-
 def _timing(diagnosis: Any) -> dict[str, Any]:
     tm = diagnosis.timings
     evals = tm[~tm["level"].isin(["clean", "channel"])]
@@ -420,7 +287,7 @@ def write_diagnosis(diagnosis: Any, *, out: str | Path = "results") -> Any:
     meta["correlation"] = _correlation(xref)
     meta["timing"] = _timing(diagnosis)
     meta["figures"] = ["figures/heatmap.png"] if (diagnosis.n_layers and not
-                                                  _level_rows(diagnosis, "layer").empty) else []
+                                                  level_rows(diagnosis, "layer").empty) else []
     diagnosis = _with_meta(diagnosis, meta)
     profile = sensitivity_profile(diagnosis)
     entries = protection_plan(diagnosis)
