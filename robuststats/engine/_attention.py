@@ -28,6 +28,10 @@ Variants the eager path does not know are refused: :func:`check_supported` at
 ``inject()``, from the signature of the model's ``eager_attention_forward``, and once per
 attention class and call signature, a comparison with that function on a slice of the
 real inputs (:class:`UnsupportedAttentionError` when they differ).
+
+Longer than 400 lines on purpose: the interception, its per-model equivalence check and the
+backends' products must change together; apart, a change to one would silently stop
+matching the others.
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ A spec says *what* to perturb (ops, layers, phases), *how* (error model ``kind``
 ``scale``) and *with which randomness* (``seed``). It knows nothing about a model; the
 layer indices and module names it mentions are checked against the model by
 :func:`robuststats.engine.inject`.
+
+Longer than 400 lines on purpose: one frozen dataclass whose every field is validated
+here, with its messages, so that a spec cannot exist in an invalid state; splitting the
+checks from the fields would let them drift apart.
 """
 
 from __future__ import annotations

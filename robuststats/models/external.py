@@ -30,6 +30,10 @@ each such phase ran in some process (:func:`check_injection_log`). Then a comple
 (``.robuststats-complete.json``, listing the checkpoint's files and sizes) is written in
 the output directory; a later run with the same settings finds it and does not run the
 command again. A directory without the marker is never taken for a checkpoint.
+
+Longer than 400 lines on purpose: the command trainer's whole contract with an outside
+process (templates, environment, timeout, kill of its process group, marker, injection
+log) is one protocol, read and tested as one.
 """
 
 from __future__ import annotations

@@ -31,6 +31,10 @@ What the run directory is for: :func:`run_hash`, the hash of the part of the spe
 determines outcomes (task, model, trainer, conditions, evaluation, seeds). Hypotheses,
 analysis options and descriptions are outside it: changing them re-analyses the cells
 without training or evaluating anything.
+
+Longer than 400 lines on purpose: :class:`RunLedger` is the only code that builds paths
+inside a run directory (a test checks it), so every file of a run is written, checked
+and set aside in one place.
 """
 
 from __future__ import annotations
