@@ -58,12 +58,13 @@ from robuststats.config.fields import (
 from robuststats.config.fields import (
     seed_list as _seeds_of,
 )
-from robuststats.config.sweep import AdaptiveSpec, SweepSpec, sweep_levels
+from robuststats.config.sweep import SweepSpec, sweep_levels
 from robuststats.config.yaml_lines import (
     KeyedError,
     KeyPath,
     check_document,
     component_key,
+    field_hints,
     line_for,
     load_yaml_with_lines,
     location,
@@ -71,7 +72,7 @@ from robuststats.config.yaml_lines import (
     validate_keyed,
 )
 from robuststats.engine import NoiseSpec
-from robuststats.errors import InputError, closest_match, did_you_mean
+from robuststats.errors import InputError, did_you_mean
 from robuststats.runs.sections import (
     AnalysisSpec,
     ConditionSpec,
@@ -239,7 +240,7 @@ class StudySpec(Strict):
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None,
                   lines: Mapping[KeyPath, int] | None = None) -> StudySpec:
         """Validate a mapping; errors name the key path (and line, when ``lines`` is given)."""
-        return validate_keyed(cls, data, source=source, lines=lines, suggest=_suggest,
+        return validate_keyed(cls, data, source=source, lines=lines, suggest=field_hints(cls),
                               what="study")
 
     @classmethod
@@ -342,22 +343,3 @@ class StudySpec(Strict):
             path = component_key(section, message)
             raise InputError(f"{location(self._source, path, self._lines)}: {message}") \
                 from None
-
-
-def _suggest(path: KeyPath) -> str:
-    fields: dict[KeyPath, Any] = {
-        (): StudySpec.model_fields, ("evaluation",): EvaluationSpec.model_fields,
-        ("analysis",): AnalysisSpec.model_fields, ("task",): NamedParams.model_fields,
-        ("trainer",): NamedParams.model_fields, ("sweep",): SweepSpec.model_fields,
-        ("sweep", "grid"): SweepSpec.model_fields["grid"].annotation.model_fields,
-        ("sweep", "adaptive"): AdaptiveSpec.model_fields,
-        ("diagnose",): DiagnoseSpec.model_fields,
-        ("resources",): ResourcesSpec.model_fields,
-    }
-    parent, key = path[:-1], path[-1] if path else ""
-    if len(parent) == 2 and parent[0] == "conditions":
-        known = ConditionSpec.model_fields
-    else:
-        known = fields.get(parent, {})
-    close = closest_match(key, known)
-    return f"; did you mean {close!r}?" if close else f"; allowed keys: {sorted(known)}."

@@ -70,11 +70,7 @@ def _history(directory: Path, spec: SearchSpec, done: pd.DataFrame) -> str:
     ax.set_ylabel(label)
     ax.set_title(f"{spec.name}: optimisation history (search values are optimistic)",
                  fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(directory / "history.png", dpi=_DPI)
-    plt.close(fig)
-    return "history.png"
+    return _save(plt, fig, ax, directory, "history.png")
 
 
 def _profile(directory: Path, spec: SearchSpec, profile: pd.DataFrame) -> str:
@@ -94,11 +90,7 @@ def _profile(directory: Path, spec: SearchSpec, profile: pd.DataFrame) -> str:
                   if len(params) > 6 else "center", fontsize=8)
     ax.set_ylabel("scale multiplier (log)")
     ax.set_title(f"{spec.name}: per-{spec.search.space} noise scale profile", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(directory / "layer_profile.png", dpi=_DPI)
-    plt.close(fig)
-    return "layer_profile.png"
+    return _save(plt, fig, ax, directory, "layer_profile.png")
 
 
 def _pareto(directory: Path, spec: SearchSpec, done: pd.DataFrame) -> str:
@@ -115,8 +107,13 @@ def _pareto(directory: Path, spec: SearchSpec, done: pd.DataFrame) -> str:
     metric = "accuracy" if spec.search.objective == "tolerance" else spec.search.metric
     ax.set_ylabel(f"noisy {metric} (search items, optimistic)")
     ax.set_title(f"{spec.name}: {metric} vs noise budget", fontsize=10)
+    return _save(plt, fig, ax, directory, "pareto.png")
+
+
+def _save(plt: Any, fig: Any, ax: Any, directory: Path, name: str) -> str:
+    """Legend, layout, ``directory/name`` at the figures' resolution; the figure closed."""
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(directory / "pareto.png", dpi=_DPI)
+    fig.savefig(directory / name, dpi=_DPI)
     plt.close(fig)
-    return "pareto.png"
+    return name

@@ -37,6 +37,7 @@ from robuststats.config.yaml_lines import (
     KeyedError,
     KeyPath,
     check_document,
+    field_hints,
     line_for,
     load_yaml_with_lines,
     location,
@@ -44,7 +45,7 @@ from robuststats.config.yaml_lines import (
     validate_keyed,
 )
 from robuststats.engine.eval_kinds import check_kind
-from robuststats.errors import InputError, closest_match
+from robuststats.errors import InputError
 from robuststats.runs.spec import EvaluationSpec, NamedParams
 
 __all__ = ["MAX_TRIALS", "HeuristicSpec", "ReevaluationSpec", "SearchSection", "SearchSpec"]
@@ -258,7 +259,7 @@ class SearchSpec(Strict):
     def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None,
                   lines: Mapping[KeyPath, int] | None = None) -> SearchSpec:
         """Validate a mapping; errors name the key path (and line, when ``lines`` is given)."""
-        return validate_keyed(cls, data, source=source, lines=lines, suggest=_suggest,
+        return validate_keyed(cls, data, source=source, lines=lines, suggest=field_hints(cls),
                               what="search")
 
     @classmethod
@@ -345,19 +346,3 @@ class SearchSpec(Strict):
     @property
     def source(self) -> str | None:
         return self._source
-
-
-def _suggest(path: KeyPath) -> str:
-    from robuststats.runs.spec import EvaluationSpec as _Eval
-
-    fields: dict[KeyPath, Any] = {
-        (): SearchSpec.model_fields, ("evaluation",): _Eval.model_fields,
-        ("task",): NamedParams.model_fields, ("trainer",): NamedParams.model_fields,
-        ("search",): SearchSection.model_fields,
-        ("search", "reevaluation"): ReevaluationSpec.model_fields,
-        ("search", "heuristic"): HeuristicSpec.model_fields,
-    }
-    parent, key = path[:-1], path[-1] if path else ""
-    known = fields.get(parent, {})
-    close = closest_match(str(key), known)
-    return f"; did you mean {close!r}?" if close else f"; allowed keys: {sorted(known)}."
