@@ -29,7 +29,7 @@ from robuststats.stats._common import (
     DegenerateDataWarning,
     PairEstimate,
 )
-from robuststats.stats._power_formulas import z_upper
+from robuststats.stats.power import z_upper
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -10,20 +10,34 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
-from robuststats._validation import check_int, check_number, check_probability
+from robuststats._validation import check_choice, check_int, check_number, check_probability
 from robuststats.errors import InputError, RobuststatsWarning
 
 __all__ = [
+    "ALTERNATIVES",
+    "MAX_ITEMS",
     "PairedDesign",
     "PoolSizeWarning",
+    "check_power",
+    "check_test_settings",
     "design_effect",
     "discordance_from_correlation",
+    "effect_upper_bound",
+    "exactly_one_none",
     "fewest_repeats",
     "paired_design",
     "pool_check",
+    "rounded_n",
+    "smallest_int",
     "unpaired_accuracies",
 ]
+
+
+ALTERNATIVES = ("two-sided", "greater", "less")
+#: largest number of items a solved n may reach; past it the effect is undetectable
+MAX_ITEMS = 10**12
 
 
 class PoolSizeWarning(RobuststatsWarning):
@@ -222,3 +236,93 @@ def pool_check(n: int, n_effective: float, pool: int | None, icc: float) -> tupl
         stacklevel=3,
     )
     return True, m_min
+
+
+# ------------------------------------------------------------ what every planner checks
+def exactly_one_none(**values: object) -> str:
+    """Name of the single argument left ``None`` (pingouin's solve-for-the-missing pattern)."""
+    missing = [name for name, value in values.items() if value is None]
+    if len(missing) != 1:
+        names = ", ".join(f"`{name}`" for name in values)
+        raise InputError(
+            f"Exactly one of {names} must be None (it is solved for); got {len(missing)} None."
+        )
+    return missing[0]
+
+
+def check_test_settings(alpha: object, alternative: object, method: object,
+                        methods: tuple[str, ...]) -> tuple[float, str, int, str]:
+    alpha_ = check_probability(alpha, "alpha")
+    alternative_ = check_choice(alternative, "alternative", ALTERNATIVES)
+    method_ = check_choice(method, "method", methods)
+    return alpha_, alternative_, 2 if alternative_ == "two-sided" else 1, method_
+
+
+def check_power(power: object, alpha: float, sides: int) -> float:
+    p = check_probability(power, "power")
+    if p <= alpha / sides:
+        raise InputError(
+            f"`power` must exceed the test's size alpha/sides = {alpha / sides:g}, got {power!r}."
+        )
+    return p
+
+
+def rounded_n(n_unrounded: float, effect: float) -> int:
+    """Round a solved n up; an n beyond :data:`MAX_ITEMS` means the effect is undetectable."""
+    if not n_unrounded <= MAX_ITEMS:
+        raise InputError(
+            f"`effect` = {effect:g} is too small to detect: it needs more than "
+            f"{MAX_ITEMS:.0e} items."
+        )
+    # 1e-9 guards against 520.0000000001 from floating point becoming 521
+    return max(1, math.ceil(n_unrounded - 1e-9))
+
+
+def effect_upper_bound(
+    baseline: object, discordance: object, correlation: object, alternative: str
+) -> float:
+    """Largest δ worth searching when solving for the effect; validates the other inputs."""
+    if discordance is None and correlation is None:
+        raise InputError(
+            "`discordance` (π_D) or `correlation` is required to solve for the effect."
+        )
+    upper = 1.0
+    if baseline is not None:
+        p_b = check_probability(baseline, "baseline")
+        upper = p_b if alternative == "less" else 1.0 - p_b
+    elif correlation is not None:
+        raise InputError("`correlation` needs `baseline` (π_D follows from both accuracies).")
+    if discordance is not None:
+        upper = min(upper, check_probability(discordance, "discordance"))
+    return upper
+
+
+def smallest_int(reaches: Any, low: int, high: int, start: int | None = None) -> int | None:
+    """Smallest integer in [low, high] where the increasing predicate ``reaches`` holds.
+
+    ``start`` is a guess: the bracket grows from it by factors of 1.5 either way, then
+    bisection closes it, so a good guess needs few evaluations.
+    """
+    guess = low if start is None else min(max(int(start), low), high)
+    if reaches(guess):
+        hi = guess
+        lo = guess
+        while lo > low:
+            lo = max(low, int(lo / 1.5))
+            if not reaches(lo):
+                break
+            hi = lo
+        else:
+            return hi
+    else:
+        lo = hi = guess
+        while True:
+            if hi >= high:
+                return None
+            lo, hi = hi, min(high, max(hi + 1, int(hi * 1.5)))
+            if reaches(hi):
+                break
+    while hi - lo > 1:  # invariant: not reaches(lo), reaches(hi)
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if reaches(mid) else (mid, hi)
+    return hi

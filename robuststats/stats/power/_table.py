@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from robuststats._validation import check_int, check_probability
 from robuststats.errors import InputError
 from robuststats.glossary import TABLE_COLUMNS
-from robuststats.stats._power import power_mcnemar, power_two_proportions
-from robuststats.stats._power_design import check_effect
+from robuststats.stats.power._design import check_effect
+from robuststats.stats.power._mcnemar import power_mcnemar, power_two_proportions
 
 if TYPE_CHECKING:
     import pandas as pd
