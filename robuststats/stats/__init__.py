@@ -39,6 +39,7 @@ _EXPORTS: dict[str, str] = {
     "mcnemar": "robuststats.stats._mcnemar",
     "McNemarResult": "robuststats.stats._mcnemar",
     "mcnemar_stratified": "robuststats.stats._mcnemar_stratified",
+    "ParameterError": "robuststats.stats._parameters",
     "adjust_pvalues": "robuststats.stats._multiplicity",
     "MULTIPLICITY_METHODS": "robuststats.stats._multiplicity",
     "cochran_q": "robuststats.stats._omnibus",
@@ -65,6 +66,7 @@ _EXPORTS: dict[str, str] = {
     "critical_threshold": "robuststats.stats.dose._threshold",
     "ThresholdResult": "robuststats.stats.dose._threshold",
     "PoolSizeWarning": "robuststats.stats.power._design",
+    "UnreachablePowerError": "robuststats.stats.power._design",
     "GatePowerResult": "robuststats.stats.power._gate",
     "power_gate": "robuststats.stats.power._gate",
     "estimate_gate_components": "robuststats.stats.power._gate_components",
@@ -119,6 +121,7 @@ if TYPE_CHECKING:  # static analysers see the real names
     from robuststats.stats._mcnemar_stratified import mcnemar_stratified  # noqa: F401
     from robuststats.stats._multiplicity import MULTIPLICITY_METHODS, adjust_pvalues  # noqa: F401
     from robuststats.stats._omnibus import CochranQResult, cochran_q  # noqa: F401
+    from robuststats.stats._parameters import ParameterError  # noqa: F401
     from robuststats.stats._seed_components import (  # noqa: F401
         SeedComponents,
         estimate_seed_components,
@@ -143,7 +146,10 @@ if TYPE_CHECKING:  # static analysers see the real names
         select_dose_response,
     )
     from robuststats.stats.dose._threshold import ThresholdResult, critical_threshold  # noqa: F401
-    from robuststats.stats.power._design import PoolSizeWarning  # noqa: F401
+    from robuststats.stats.power._design import (  # noqa: F401
+        PoolSizeWarning,
+        UnreachablePowerError,
+    )
     from robuststats.stats.power._gate import GatePowerResult, power_gate  # noqa: F401
     from robuststats.stats.power._gate_components import (  # noqa: F401
         GateComponents,

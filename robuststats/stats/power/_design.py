@@ -9,17 +9,25 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from robuststats._validation import check_choice, check_int, check_number, check_probability
-from robuststats.errors import InputError, RobuststatsWarning
+from robuststats.errors import RobuststatsWarning
+from robuststats.stats._parameters import (
+    ParameterError,
+    check_choice,
+    check_int,
+    check_number,
+    check_probability,
+)
 
 __all__ = [
     "ALTERNATIVES",
     "MAX_ITEMS",
     "PairedDesign",
     "PoolSizeWarning",
+    "UnreachablePowerError",
     "check_power",
     "check_test_settings",
     "design_effect",
@@ -52,10 +60,9 @@ def check_effect(effect: object) -> float:
     """δ as a float in (0, 1): the *size* of the accuracy difference."""
     value = check_number(effect, "effect")
     if value <= 0:
-        raise InputError(
-            f"`effect` must be > 0 (the size of the accuracy difference; its direction is "
-            f"set by `alternative`), got {effect!r}."
-        )
+        raise ParameterError(
+            "{effect} must be > 0 (the size of the accuracy difference; its direction is "
+            "set by {alternative}), got {given!r}.", ["effect", "alternative"], given=effect)
     return check_number(effect, "effect", low=0.0, high=1.0, low_open=True, high_open=True)
 
 
@@ -95,15 +102,15 @@ def discordance_from_correlation(p_a: float, p_b: float, correlation: float) -> 
     tol = 1e-12
     if spread == 0.0 or not lo - tol <= p11 <= hi + tol:
         if spread == 0.0:
-            raise InputError(
-                f"impossible: accuracies {p_a:.4g} and {p_b:.4g} leave no variance, so the "
-                f"`correlation` of their outcomes is undefined."
-            )
+            raise ParameterError(
+                "impossible: accuracies {p_a:.4g} and {p_b:.4g} leave no variance, so the "
+                "{correlation} of their outcomes is undefined.", ["correlation"], p_a=p_a,
+                p_b=p_b)
         phi_lo, phi_hi = (lo - p_a * p_b) / spread, (hi - p_a * p_b) / spread
-        raise InputError(
-            f"impossible: `correlation` = {correlation} is outside the range "
-            f"[{phi_lo:.4f}, {phi_hi:.4f}] that accuracies {p_a:.4g} and {p_b:.4g} allow."
-        )
+        raise ParameterError(
+            "impossible: {correlation} = {given} is outside the range "
+            "[{phi_lo:.4f}, {phi_hi:.4f}] that accuracies {p_a:.4g} and {p_b:.4g} allow.",
+            ["correlation"], given=correlation, phi_lo=phi_lo, phi_hi=phi_hi, p_a=p_a, p_b=p_b)
     return p_a + p_b - 2.0 * min(max(p11, lo), hi)
 
 
@@ -137,33 +144,34 @@ def paired_design(
         p_a = accuracy_of_a(p_b, delta, alternative)
         if not 0.0 <= p_a <= 1.0:
             sign = "−" if alternative == "less" else "+"
-            raise InputError(
-                f"impossible: `baseline` {sign} `effect` = {p_b:g} {sign} {delta:g} = "
-                f"{p_a:g} is not an accuracy in [0, 1] (acc(a) = acc(b) {sign} δ)."
-            )
+            raise ParameterError(
+                "impossible: {baseline} {sign} {effect} = {p_b:g} {sign} {delta:g} = "
+                "{p_a:g} is not an accuracy in [0, 1] (acc(a) = acc(b) {sign} δ).",
+                ["baseline", "effect"], sign=sign, p_b=p_b, delta=delta, p_a=p_a)
     if discordance is not None and correlation is not None:
-        raise InputError("Pass either `discordance` or `correlation`, not both.")
+        raise ParameterError("Pass either {discordance} or {correlation}, not both.",
+                             ["discordance", "correlation"])
     if correlation is not None:
         phi = check_number(correlation, "correlation", low=-1.0, high=1.0)
         if p_a is None or p_b is None:
-            raise InputError("`correlation` needs `baseline` (π_D follows from both accuracies).")
+            raise _correlation_needs_baseline()
         pi_d = discordance_from_correlation(p_a, p_b, phi)
         if not 0.0 < pi_d < 1.0 or pi_d < delta:
-            raise InputError(
-                f"impossible: `correlation` = {correlation} gives a discordance of {pi_d:g}."
-            )
+            raise ParameterError(
+                "impossible: {correlation} = {given} gives a discordance of {pi_d:g}.",
+                ["correlation"], given=correlation, pi_d=pi_d)
         return PairedDesign(delta, pi_d, p_b, phi)
     if discordance is None:
-        raise InputError(
-            "`discordance` (π_D, the share of items on which the two conditions disagree) or "
-            "`correlation` is required: McNemar's power depends on it as much as on the effect."
-        )
+        raise ParameterError(
+            "{discordance} (π_D, the share of items on which the two conditions disagree) or "
+            "{correlation} is required: McNemar's power depends on it as much as on the effect.",
+            ["discordance", "correlation"])
     pi_d = check_probability(discordance, "discordance")
     if pi_d < delta:
-        raise InputError(
-            f"impossible: π_D must be ≥ |δ|: `discordance` = {pi_d:g} is below `effect` = "
-            f"{delta:g} (a difference of δ needs at least δ of the items to be discordant)."
-        )
+        raise ParameterError(
+            "impossible: π_D must be ≥ |δ|: {discordance} = {pi_d:g} is below {effect} = "
+            "{delta:g} (a difference of δ needs at least δ of the items to be discordant).",
+            ["discordance", "effect"], pi_d=pi_d, delta=delta)
     if p_a is not None and p_b is not None:
         # each condition's wins over the other must fit in the margins:
         # p10 = P(a right, b wrong) ≤ min(acc(a), 1 − acc(b)), p01 likewise
@@ -171,11 +179,12 @@ def paired_design(
         p01 = pi_d - p10
         tol = 1e-12
         if p10 > min(p_a, 1.0 - p_b) + tol or p01 > min(p_b, 1.0 - p_a) + tol:
-            raise InputError(
-                f"impossible: `discordance` = {pi_d:g} with `baseline` = {p_b:g} and `effect` = "
-                f"{delta:g} needs P(a correct, b wrong) = {p10:g} ≤ {min(p_a, 1 - p_b):g} and "
-                f"P(a wrong, b correct) = {p01:g} ≤ {min(p_b, 1 - p_a):g}."
-            )
+            raise ParameterError(
+                "impossible: {discordance} = {pi_d:g} with {baseline} = {p_b:g} and {effect} = "
+                "{delta:g} needs P(a correct, b wrong) = {p10:g} ≤ {max10:g} and "
+                "P(a wrong, b correct) = {p01:g} ≤ {max01:g}.",
+                ["discordance", "baseline", "effect"], pi_d=pi_d, p_b=p_b, delta=delta, p10=p10,
+                max10=min(p_a, 1 - p_b), p01=p01, max01=min(p_b, 1 - p_a))
     return PairedDesign(delta, pi_d, p_b, None)
 
 
@@ -192,9 +201,9 @@ def unpaired_accuracies(
         return (low, high) if alternative == "less" else (high, low)
     p_a = accuracy_of_a(baseline, effect, alternative)
     if not 0.0 <= p_a <= 1.0:
-        raise InputError(
-            f"impossible: `baseline` ± `effect` = {p_a:g} is not an accuracy in [0, 1]."
-        )
+        raise ParameterError(
+            "impossible: {baseline} ± {effect} = {p_a:g} is not an accuracy in [0, 1].",
+            ["baseline", "effect"], p_a=p_a)
     return p_a, baseline
 
 
@@ -239,14 +248,35 @@ def pool_check(n: int, n_effective: float, pool: int | None, icc: float) -> tupl
 
 
 # ------------------------------------------------------------ what every planner checks
+class UnreachablePowerError(ParameterError):
+    """No design of the size asked for reaches the target power: a part held fixed (the
+    seeds, the items, the candidate's own seed variation) caps it.
+
+    ``reason`` says what caps it, in one clause without parameters (a table's note); it is
+    also a field of the template. By default it is the whole message.
+    """
+
+    def __init__(self, template: str, parameters: Iterable[str] = (), /, *,
+                 reason: str | None = None, **values: Any) -> None:
+        if reason is not None:
+            values["reason"] = reason
+        super().__init__(template, parameters, **values)
+        self.reason = str(self) if reason is None else reason
+
+
+def _correlation_needs_baseline() -> ParameterError:
+    return ParameterError("{correlation} needs {baseline} (π_D follows from both accuracies).",
+                          ["correlation", "baseline"])
+
+
 def exactly_one_none(**values: object) -> str:
     """Name of the single argument left ``None`` (pingouin's solve-for-the-missing pattern)."""
     missing = [name for name, value in values.items() if value is None]
     if len(missing) != 1:
-        names = ", ".join(f"`{name}`" for name in values)
-        raise InputError(
-            f"Exactly one of {names} must be None (it is solved for); got {len(missing)} None."
-        )
+        names = ", ".join("{" + name + "}" for name in values)
+        raise ParameterError(
+            "Exactly one of " + names + " must be None (it is solved for); got {count} None.",
+            list(values), count=len(missing))
     return missing[0]
 
 
@@ -261,19 +291,18 @@ def check_test_settings(alpha: object, alternative: object, method: object,
 def check_power(power: object, alpha: float, sides: int) -> float:
     p = check_probability(power, "power")
     if p <= alpha / sides:
-        raise InputError(
-            f"`power` must exceed the test's size alpha/sides = {alpha / sides:g}, got {power!r}."
-        )
+        raise ParameterError(
+            "{power} must exceed the test's size alpha/sides = {size:g}, got {given!r}.",
+            ["power"], size=alpha / sides, given=power)
     return p
 
 
 def rounded_n(n_unrounded: float, effect: float) -> int:
     """Round a solved n up; an n beyond :data:`MAX_ITEMS` means the effect is undetectable."""
     if not n_unrounded <= MAX_ITEMS:
-        raise InputError(
-            f"`effect` = {effect:g} is too small to detect: it needs more than "
-            f"{MAX_ITEMS:.0e} items."
-        )
+        raise ParameterError(
+            "{effect} = {value:g} is too small to detect: it needs more than "
+            "{limit:.0e} items.", ["effect"], value=effect, limit=MAX_ITEMS)
     # 1e-9 guards against 520.0000000001 from floating point becoming 521
     return max(1, math.ceil(n_unrounded - 1e-9))
 
@@ -283,15 +312,15 @@ def effect_upper_bound(
 ) -> float:
     """Largest δ worth searching when solving for the effect; validates the other inputs."""
     if discordance is None and correlation is None:
-        raise InputError(
-            "`discordance` (π_D) or `correlation` is required to solve for the effect."
-        )
+        raise ParameterError(
+            "{discordance} (π_D) or {correlation} is required to solve for the effect.",
+            ["discordance", "correlation"])
     upper = 1.0
     if baseline is not None:
         p_b = check_probability(baseline, "baseline")
         upper = p_b if alternative == "less" else 1.0 - p_b
     elif correlation is not None:
-        raise InputError("`correlation` needs `baseline` (π_D follows from both accuracies).")
+        raise _correlation_needs_baseline()
     if discordance is not None:
         upper = min(upper, check_probability(discordance, "discordance"))
     return upper

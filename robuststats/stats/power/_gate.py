@@ -40,9 +40,14 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from robuststats._validation import check_choice, check_int, check_number, check_probability
-from robuststats.errors import InputError
-from robuststats.stats.power._design import exactly_one_none, smallest_int
+from robuststats.stats._parameters import (
+    ParameterError,
+    check_choice,
+    check_int,
+    check_number,
+    check_probability,
+)
+from robuststats.stats.power._design import UnreachablePowerError, exactly_one_none, smallest_int
 from robuststats.stats.power._seeds import MAX_SEEDS
 from robuststats.stats.power._seeds_formulas import (
     _NODES,
@@ -230,8 +235,9 @@ def power_gate(
     sds = {k: check_number(v, k, low=0.0) for k, v in
            (("seed_sd", seed_sd), ("item_sd", item_sd), ("resid_sd", resid_sd))}
     if sds["item_sd"] == 0.0 and sds["resid_sd"] == 0.0 and sds["seed_sd"] == 0.0:
-        raise InputError("`seed_sd`, `item_sd` and `resid_sd` are all 0: the metric would "
-                         "have no variance; give at least one.")
+        raise ParameterError("{seed_sd}, {item_sd} and {resid_sd} are all 0: the metric would "
+                             "have no variance; give at least one.",
+                             ["seed_sd", "item_sd", "resid_sd"])
     delta = check_number(true_difference, "true_difference")
     m = None if margin is None else check_number(
         margin, "margin", low=0.0, high=1.0 if mt == "relative" else None, low_open=True,
@@ -244,9 +250,9 @@ def power_gate(
     target = None if power is None else check_number(power, "power", low=a, high=1.0,
                                                      low_open=True, high_open=True)
     if kb == 1 and kc == 1:
-        raise InputError("`n_seeds_baseline` 1 with one candidate model: the gate cannot "
-                         "estimate seed variation (it compares two models, not recipes); "
-                         "plan at least 2 baseline seeds.")
+        raise ParameterError("{n_seeds_baseline} 1 with one candidate model: the gate cannot "
+                             "estimate seed variation (it compares two models, not recipes); "
+                             "plan at least 2 baseline seeds.", ["n_seeds_baseline"])
 
     def at(n_: int, kb_: int, effect: float) -> float:
         return gate_power_at(n_, kb_, kc, effect, sds["seed_sd"], sds["item_sd"],
@@ -262,22 +268,24 @@ def power_gate(
         while f(high) < 0:
             high *= 2.0
             if high > 1e6:
-                raise InputError(f"no margin reaches power {target:g} with {n} items and "
-                                 f"{kb} baseline seeds (at most {limit:.3f}).")
+                raise UnreachablePowerError(
+                    "no margin reaches power {target:g} with {n} items and {kb} baseline seeds "
+                    "(at most {limit:.3f}).", target=target, n=n, kb=kb, limit=limit)
         effect = float(optimize.brentq(f, 0.0, high, xtol=1e-10))
         shift = effect - delta
         if shift <= 0:
-            raise InputError(f"`true_difference` {delta:g} alone exceeds what is needed: any "
-                             "margin > 0 reaches the power.")
+            raise ParameterError("{true_difference} {delta:g} alone exceeds what is needed: "
+                                 "any margin > 0 reaches the power.", ["true_difference"],
+                                 delta=delta)
         m = -math.expm1(-shift) if mt == "relative" else shift
         achieved = target
     else:
         assert m is not None
         effect = _shift(m, mt) + delta
         if effect <= 0:
-            raise InputError(f"`true_difference` {delta:g} lies at or below −margin: the "
-                             "gate should fail that candidate; its pass rate is at most "
-                             "alpha.")
+            raise ParameterError("{true_difference} {delta:g} lies at or below −margin: the "
+                                 "gate should fail that candidate; its pass rate is at most "
+                                 "alpha.", ["true_difference"], delta=delta)
         if solve == "power":
             assert n is not None and kb is not None
             achieved = target = at(n, kb, effect)
@@ -289,25 +297,31 @@ def power_gate(
                     lambda k_: _max_power(k_, kc, effect, sds["seed_sd"], a) >= target,
                     2, MAX_SEEDS, start=kb + 1)
                 limit = _max_power(MAX_SEEDS, kc, effect, sds["seed_sd"], a)
-                raise InputError(
-                    f"with {kb} baseline seeds the gate passes a good candidate with "
-                    f"probability at most {ceiling:.3f} however many items; "
-                    + (f"{fewest} baseline seeds reach {target:g}." if fewest else
-                       f"a candidate of {kc} model(s) varies by its own seed SD, which "
-                       f"limits the power to {limit:.3f} however many baseline seeds: "
-                       "evaluate more candidate seeds (`n_seeds_candidate`)."))
+                reason = (f"with {kb} baseline seeds the gate passes a good candidate with "
+                          f"probability at most {ceiling:.3f} however many items")
+                if fewest:
+                    raise UnreachablePowerError("{reason}; {fewest} baseline seeds reach "
+                                                "{target:g}.", reason=reason, fewest=fewest,
+                                                target=target)
+                raise UnreachablePowerError(
+                    "{reason}; a candidate of {kc} model(s) varies by its own seed SD, which "
+                    "limits the power to {limit:.3f} however many baseline seeds: evaluate "
+                    "more candidate seeds ({n_seeds_candidate}).", ["n_seeds_candidate"],
+                    reason=reason, kc=kc, limit=limit)
             n = smallest_int(lambda n_: at(n_, kb, effect) >= target, 2, MAX_GATE_ITEMS,
-                              start=100)
+                             start=100)
             if n is None:
-                raise InputError(f"more than {MAX_GATE_ITEMS:,} items would be needed.")
+                raise UnreachablePowerError("more than {limit:,} items would be needed.",
+                                            limit=MAX_GATE_ITEMS)
             achieved = at(n, kb, effect)
         else:
             assert n is not None and target is not None
             kb = smallest_int(lambda k_: at(n, k_, effect) >= target, 2, MAX_SEEDS,
-                               start=5)
+                              start=5)
             if kb is None:
-                raise InputError(f"no number of baseline seeds up to {MAX_SEEDS} reaches "
-                                 f"power {target:g} with {n} items.")
+                raise UnreachablePowerError("no number of baseline seeds up to {limit} reaches "
+                                            "power {target:g} with {n} items.",
+                                            limit=MAX_SEEDS, target=target, n=n)
             achieved = at(n, kb, effect)
     assert n is not None and kb is not None and m is not None
     k, df_s, df_e, df_low = _dfs(kc, kb, n, sds["seed_sd"] ** 2, sds["resid_sd"] ** 2)

@@ -14,8 +14,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from robuststats._validation import check_choice, check_number
 from robuststats.errors import InputError
+from robuststats.stats._parameters import ParameterError, check_choice, check_number
 
 __all__ = ["GateComponents", "estimate_gate_components", "gate_influence"]
 
@@ -82,20 +82,24 @@ def estimate_gate_components(source: Any, *, condition: str | None = None,
     conditions = sorted(set(out["condition"]))
     if condition is None:
         if len(conditions) != 1:
-            raise InputError(f"the outcomes have {len(conditions)} conditions "
-                             f"({', '.join(conditions)}): pass `condition`.")
+            raise ParameterError("the outcomes have {count} conditions ({listed}): pass "
+                                 "{condition}.", ["condition"], count=len(conditions),
+                                 listed=", ".join(conditions))
         condition = conditions[0]
     elif condition not in conditions:
-        raise InputError(f"`condition` {condition!r} is not in the outcomes"
-                         f"{did_you_mean(condition, conditions)}; conditions: "
-                         f"{', '.join(conditions)}.")
+        raise ParameterError("{condition} {given!r} is not in the outcomes{hint}; conditions: "
+                             "{listed}.", ["condition"], given=condition,
+                             hint=did_you_mean(condition, conditions),
+                             listed=", ".join(conditions))
     rows = out[out["condition"] == condition]
     noisy = sorted({float(v) for v in rows["eval_noise"] if v > 0})
     if eval_noise is not None:
         level = check_number(eval_noise, "eval_noise", low=0.0, low_open=True)
         if not any(math.isclose(level, v, abs_tol=1e-12) for v in noisy):
-            raise InputError(f"`eval_noise` {level:g} is not a noisy level of {condition} "
-                             f"(levels: {', '.join(f'{v:g}' for v in noisy) or 'none'}).")
+            raise ParameterError("{eval_noise} {level:g} is not a noisy level of {name} "
+                                 "(levels: {levels}).", ["eval_noise"], level=level,
+                                 name=condition,
+                                 levels=", ".join(f"{v:g}" for v in noisy) or "none")
     elif noisy:
         level = noisy[-1]
     else:
@@ -107,8 +111,9 @@ def estimate_gate_components(source: Any, *, condition: str | None = None,
                                    margin_type == "relative")
     k, n = values.shape
     if k < 2:
-        raise InputError(f"condition {condition} has one training seed: its seed SD cannot be "
-                         "estimated; give `seed_sd`.")
+        raise ParameterError("condition {name} has one training seed: its seed SD "
+                             "cannot be estimated; give {seed_sd}.", ["seed_sd"],
+                             name=condition)
     cv = crossed_variance(values)
     return GateComponents(condition, level, metric, margin_type, float(theta),
                           math.sqrt(cv.var_seed), math.sqrt(cv.ms_resid), cv.ms_seed,

@@ -13,8 +13,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from robuststats._validation import check_int, check_probability
-from robuststats.errors import InputError
+from robuststats.stats._parameters import ParameterError, check_int, check_probability
 from robuststats.stats.power._design import (
     PairedDesign,
     PoolSizeWarning,
@@ -246,10 +245,10 @@ def power_mcnemar(
                                  correlation=correlation, alpha=alpha, alternative=alternative,
                                  method="connor", repeats=repeats, icc=icc,
                                  pool_size=pool_size)
-        raise InputError(
-            f"`n` = {n_items} is worth {n_items * m / deff:.3g} independent pairs, more than "
-            f"the exact computation handles ({MAX_EXACT_N:.0e}); use method='connor'."
-        )
+        raise ParameterError(
+            "{n} = {value} is worth {pairs:.3g} independent pairs, more than the exact "
+            "computation handles ({limit:.0e}); use method='connor'.", ["n"], value=n_items,
+            pairs=n_items * m / deff, limit=MAX_EXACT_N)
 
     def design_for(delta: float) -> PairedDesign:
         return paired_design(delta, baseline=baseline, discordance=discordance,
@@ -275,11 +274,10 @@ def power_mcnemar(
                                      alpha=alpha, alternative=alternative, method="connor",
                                      repeats=repeats, icc=icc, pool_size=pool_size)
             if found is None:
-                raise InputError(
-                    f"`effect` = {design.effect:g} needs more than {MAX_EXACT_N:.0e} "
-                    f"independent pairs, more than the exact computation handles; use "
-                    f"method='connor' (exact enough at that size)."
-                )
+                raise ParameterError(
+                    "{effect} = {value:g} needs more than {limit:.0e} independent pairs, more "
+                    "than the exact computation handles; use method='connor' (exact enough "
+                    "at that size).", ["effect"], value=design.effect, limit=MAX_EXACT_N)
             n_eff_needed = float(found)
         n_unrounded = n_eff_needed * deff / m
         n_items = rounded_n(n_unrounded, design.effect)

@@ -24,12 +24,18 @@ import warnings
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from robuststats._validation import check_choice, check_int, check_number, check_probability
-from robuststats.errors import InputError
+from robuststats.stats._parameters import (
+    ParameterError,
+    check_choice,
+    check_int,
+    check_number,
+    check_probability,
+)
 from robuststats.stats.power._design import (
     ALTERNATIVES,
     MAX_ITEMS,
     PoolSizeWarning,
+    UnreachablePowerError,
     check_power,
     effect_upper_bound,
     exactly_one_none,
@@ -145,7 +151,7 @@ class _Components:
     var_resid: float
 
 
-class TooFewSeedsError(InputError):
+class TooFewSeedsError(UnreachablePowerError):
     """No number of items reaches the target power with these seeds (the message says the
     most they reach and the fewest seeds that would do)."""
 
@@ -159,11 +165,11 @@ def _components(effect: object, *, baseline: object, discordance: object,
     total = design.discordance - design.effect**2
     within = total - seed_sd**2
     if not within > 0.0:
-        raise InputError(
-            f"impossible: `seed_sd` = {seed_sd:g} needs a seed variance {seed_sd**2:.4g} "
-            f"larger than the whole variance of the per-item difference, π_D − δ² = "
-            f"{design.discordance:g} − {design.effect:g}² = {total:.4g}."
-        )
+        raise ParameterError(
+            "impossible: {seed_sd} = {sd:g} needs a seed variance {var:.4g} larger than the "
+            "whole variance of the per-item difference, π_D − δ² = {pi_d:g} − {delta:g}² = "
+            "{total:.4g}.", ["seed_sd"], sd=seed_sd, var=seed_sd**2, pi_d=design.discordance,
+            delta=design.effect, total=total)
     return _Components(design.effect, design.discordance, design.baseline,
                        design.correlation, seed_sd**2, icc * within, (1.0 - icc) * within)
 
@@ -273,10 +279,10 @@ def power_seeds(
         found = smallest_int(
             lambda kk: _power_at(comp, kk, n, alpha_, sides, method_) >= target, 2, MAX_SEEDS)
         if found is None:
-            raise InputError(
-                f"`effect` = {comp.effect:g} needs more than {MAX_SEEDS} seeds with "
-                f"{n} items to reach power {target:g}."
-            )
+            raise UnreachablePowerError(
+                "{effect} = {value:g} needs more than {limit} seeds with {n} items to reach "
+                "power {target:g}.", ["effect"], value=comp.effect, limit=MAX_SEEDS, n=n,
+                target=target)
         k = found
     assert n is not None and k is not None
     achieved = _power_at(comp, k, n, alpha_, sides, method_)
@@ -305,12 +311,11 @@ def power_seeds(
 def check_seeds(value: object, name: str = "n_seeds") -> int:
     k = check_int(value, name, low=1)
     if k < 2:
-        raise InputError(
-            f"`{name}` must be ≥ 2, got 1: one seed cannot tell procedures from trained "
-            "models (plan one seed with power_mcnemar, the exact McNemar test)."
-        )
+        raise ParameterError.about(
+            name, " must be ≥ 2, got 1: one seed cannot tell procedures from trained models "
+            "(plan one seed with power_mcnemar, the exact McNemar test).")
     if k > MAX_SEEDS:
-        raise InputError(f"`{name}` must be at most {MAX_SEEDS}, got {k}.")
+        raise ParameterError.about(name, f" must be at most {MAX_SEEDS}, got {k}.")
     return k
 
 
@@ -345,16 +350,18 @@ def _solve_items(c: _Components, k: int, target: float, alpha: float, sides: int
             where = ("however many items" if ceiling >= powers[best] - 1e-4
                      else f"(the most, at about {int(grid[best])} items)")
             raise TooFewSeedsError(
-                f"with `seed_sd` = {math.sqrt(c.var_seed):g}, {k} seeds reach at most power "
-                f"{max(ceiling, float(powers[best])):.3f} {where}: more items cannot make "
-                f"up for too few seeds; {advice} for power {target:g}."
-            )
+                "with {seed_sd} = {sd:g}, {k} seeds reach at most power {most:.3f} {where}: "
+                "more items cannot make up for too few seeds; {advice} for power {target:g}.",
+                ["seed_sd"], sd=math.sqrt(c.var_seed), k=k,
+                most=max(ceiling, float(powers[best])), where=where, advice=advice,
+                target=target)
         j = int(reached[0])  # bisect on the rising side, between grid[j − 1] and grid[j]
         return smallest_int(reaches, int(grid[j - 1]) if j > 0 else 2, int(grid[j]),
-                             int(grid[j]))
+                            int(grid[j]))
     found = smallest_int(reaches, 2, MAX_ITEMS, _normal_items(c, k, target, alpha, sides))
     if found is None:  # pragma: no cover - the ceiling above already reaches the target
-        raise InputError(f"`effect` = {c.effect:g} needs more than {MAX_ITEMS:.0e} items.")
+        raise ParameterError("{effect} = {value:g} needs more than {limit:.0e} items.",
+                             ["effect"], value=c.effect, limit=MAX_ITEMS)
     return found
 
 

@@ -13,9 +13,8 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from robuststats._validation import check_int
-from robuststats.errors import InputError
 from robuststats.glossary import TABLE_COLUMNS
+from robuststats.stats._parameters import ParameterError, check_int
 from robuststats.stats.power._design import PoolSizeWarning
 from robuststats.stats.power._seeds import (
     SeedPowerResult,
@@ -62,9 +61,10 @@ def power_seeds_table(
     try:
         counts = [check_seeds(v, "seeds") for v in seeds]
     except TypeError:
-        raise InputError(f"`seeds` must be a sequence of seed counts, got {seeds!r:.60}.") from None
+        raise ParameterError("{seeds} must be a sequence of seed counts, got {given!r:.60}.",
+                             ["seeds"], given=seeds) from None
     if not counts:
-        raise InputError("`seeds` must hold at least one seed count, got none.")
+        raise ParameterError("{seeds} must hold at least one seed count, got none.", ["seeds"])
     rows = []
     settings = dict(discordance=discordance, seed_sd=seed_sd, icc=icc, baseline=baseline,
                     correlation=correlation, alpha=alpha, alternative=alternative,
@@ -118,11 +118,11 @@ def power_seeds_curve(
 
     for name, values in (("seeds", seeds), ("n_values", n_values)):
         if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-            raise InputError(f"`{name}` must be a sequence of integers, got {values!r:.60}.")
+            raise ParameterError.about(name, f" must be a sequence of integers, got {values!r:.60}.")
     counts = [check_seeds(v, "seeds") for v in seeds]
     ns = [check_int(v, "n_values", low=2) for v in n_values]
     if not counts or not ns:
-        raise InputError("`seeds` and `n_values` must not be empty.")
+        raise ParameterError("{seeds} and {n_values} must not be empty.", ["seeds", "n_values"])
     rows = [
         {"n_seeds": k, "n_items": n,
          "power": power_seeds(effect, n, k, None, discordance=discordance, seed_sd=seed_sd,
