@@ -44,10 +44,10 @@ from robuststats.stats import (  # noqa: E402
     bootstrap_retention,
     bootstrap_retention_difference,
 )
-from robuststats.stats._bootstrap import _gradient  # noqa: E402
-from robuststats.stats._bootstrap_ci import BootstrapFit, acceleration  # noqa: E402
-from robuststats.stats._resample import crossed_variance_ratio, jackknife_influence  # noqa: E402
 from robuststats.stats._simulate import seed_model, simulate_matrices  # noqa: E402
+from robuststats.stats.resampling._bootstrap import _gradient  # noqa: E402
+from robuststats.stats.resampling._bootstrap_ci import BootstrapFit, acceleration  # noqa: E402
+from robuststats.stats.resampling._resample import crossed_variance_ratio, jackknife_influence  # noqa: E402
 
 N_ITEMS, N_SEEDS, B, REPEATS = 1319, 5, 10_000, 3
 CLOCK = time.process_time

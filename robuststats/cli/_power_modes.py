@@ -1,10 +1,10 @@
 """The plans ``robuststats power`` prints: one seed (McNemar) and several seeds.
 
-Part of :mod:`robuststats.cli.power`, which parses, checks and dispatches here. One seed:
-the π_D sweep (``table_mode``) or one design (``single_mode``); several training seeds:
-the seed-random t test's plan with its (seeds, items) table (``seeds_mode``); and the
-power plot of each. Every number comes from :mod:`robuststats.stats`; the figure from
-:mod:`robuststats.report.power`.
+Part of :mod:`robuststats.cli.power`, which parses, checks and dispatches here (the gate's
+plan is :mod:`robuststats.cli._power_gate`). One seed: the π_D sweep (``table_mode``) or
+one design (``single_mode``); several training seeds: the seed-random t test's plan with
+its (seeds, items) table (``seeds_mode``); and the power plot of each. Every number comes
+from :mod:`robuststats.stats`; the figure from :mod:`robuststats.report.power`.
 """
 
 from __future__ import annotations
@@ -15,18 +15,14 @@ import warnings
 from typing import Any
 
 from robuststats.cli._output import fmt_ci, fmt_pct, render_table
-from robuststats.cli.power import (
-    TABLE_SEEDS,
-    _describe,
-    _flags,
-    _names,
-    _pilot_line,
-    _settings,
-)
+from robuststats.cli._power_common import describe, names, pilot_line, settings, spelled
 from robuststats.errors import InputError
 
 __all__ = ["neighbours", "plot_one_seed", "plot_seeds", "seeds_mode", "single_mode",
            "table_mode"]
+
+#: seed counts of the (seeds, items) table; --seeds K is added
+TABLE_SEEDS = (2, 3, 4, 5, 6, 8, 10, 15, 20)
 
 
 # ------------------------------------------------------------------------------ one seed
@@ -65,10 +61,10 @@ def table_mode(args: argparse.Namespace) -> tuple[dict[str, Any], list[str], lis
         )
     solve_n = args.n is None
     rows = power_table(args.effect, args.n, args.power if solve_n else None,
-                       **_settings(args), as_frame=False)
+                       **settings(args), as_frame=False)
     paired = [r for r in rows if r["design"] == "paired"]
     unpaired = [r for r in rows if r["design"] == "unpaired"]
-    lines = [f"McNemar power analysis: {_describe(args, None, paired[0]['method'])}"]
+    lines = [f"McNemar power analysis: {describe(args, None, paired[0]['method'])}"]
     if solve_n:
         lines.append(f"effect δ = {args.effect:g}, power {args.power:g}; π_D unknown, so the "
                      "required number of items by discordance rate π_D:")
@@ -112,12 +108,12 @@ def single_mode(args: argparse.Namespace, discordance: float | None,
         warnings.simplefilter("always")
         r = power_mcnemar(args.effect, args.n, None if both_given else args.power,
                           discordance=discordance, correlation=args.correlation,
-                          **_settings(args))
+                          **settings(args))
     for w in caught:
         print(f"robuststats power: warning: {w.message}", file=sys.stderr)
-    lines = [f"McNemar power analysis: {_describe(args, pilot, r.method)}"]
+    lines = [f"McNemar power analysis: {describe(args, pilot, r.method)}"]
     if pilot is not None:
-        lines.append(_pilot_line(pilot[0], pilot[1]))
+        lines.append(pilot_line(pilot[0], pilot[1]))
     design = f"π_D = {r.discordance:.4g}"
     if r.correlation is not None:
         design += f" (from correlation {r.correlation:g} at baseline {r.baseline:g})"
@@ -181,7 +177,7 @@ def _n_range(args: argparse.Namespace, est: Any) -> dict[str, int | None]:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 out[key] = power_mcnemar(args.effect, None, args.power, discordance=pi_d,
-                                         **_settings(args)).n
+                                         **settings(args)).n
         except InputError:
             out[key] = None  # π_D at this bound is below δ: impossible design
     return out
@@ -210,12 +206,16 @@ def neighbours(pi_d: float, effect: float) -> list[float]:
     return [round(v, 6) for v in (pi_d * 0.5, pi_d * 1.5, pi_d * 2) if effect <= v < 1]
 
 
-
 # ------------------------------------------------------------------------------ seeds
 def seeds_mode(args: argparse.Namespace, discordance: float | None,
                 pilot: Any) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """Several training seeds: the seed-random t test (``power_seeds``)."""
-    from robuststats.stats import POWER_METHODS, power_seeds, power_seeds_table
+    from robuststats.stats import (
+        POWER_METHODS,
+        UnreachablePowerError,
+        power_seeds,
+        power_seeds_table,
+    )
 
     comps = None if pilot is None else pilot[2]
     if discordance is None and args.correlation is None:
@@ -248,10 +248,10 @@ def seeds_mode(args: argparse.Namespace, discordance: float | None,
             return power_seeds(args.effect, n_items, args.seeds, None if both else args.power,
                                seed_sd=sd, pool_size=pool, **plan)
 
-    a, b = _names(pilot)
-    lines = [f"Seed-random power analysis: {_describe(args, pilot, method)}"]
+    a, b = names(pilot)
+    lines = [f"Seed-random power analysis: {describe(args, pilot, method)}"]
     if pilot is not None:
-        lines.append(_pilot_line(pilot[0], pilot[1]))
+        lines.append(pilot_line(pilot[0], pilot[1]))
     payload: dict[str, Any] = {"design": "seeds", "method": method,
                                "method_description": POWER_METHODS[method]}
     if comps is not None:
@@ -265,12 +265,8 @@ def seeds_mode(args: argparse.Namespace, discordance: float | None,
     if n_items is not None or args.seeds is not None:
         try:
             result = solve(seed_sd)
-        except InputError as exc:
-            from robuststats.stats import TooFewSeedsError
-
-            if not isinstance(exc, TooFewSeedsError) and "seeds with" not in str(exc):
-                raise
-            unreachable = _flags(str(exc))
+        except UnreachablePowerError as exc:  # the seeds or items asked for cap the power
+            unreachable = spelled(exc)
     design = (f"π_D = {plan['discordance'] if discordance is not None else '?'}, seed SD "
               f"{seed_sd:.3g}, ICC {icc:.3g}")
     if result is not None:
@@ -364,94 +360,3 @@ def plot_seeds(args: argparse.Namespace, effect: float, info: dict[str, Any]) ->
                  target=args.power, pool_size=args.pool_size or None, in_use=args.seeds,
                  xlabel="items per seed", title=f"seed-random t, δ = {effect:g}, seed SD "
                  f"{info['seed_sd']:.3g}, α = {args.alpha:g} {args.alternative}")
-
-
-# ------------------------------------------------------------------------------ gate
-#: baseline seed counts of the gate's table (--seeds K is added)
-GATE_TABLE_SEEDS = (2, 3, 5, 8, 10, 20)
-
-
-def _gate_components(args: argparse.Namespace) -> dict[str, Any]:
-    """Variance components of the gate's linearized metric from the baseline's outcomes."""
-    from robuststats.stats import estimate_gate_components
-
-    return estimate_gate_components(
-        args.pilot, condition=args.gate_condition, eval_noise=args.eval_noise,
-        metric=args.metric, margin_type=args.margin_type).to_dict()
-
-
-def gate_mode(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
-    """Plan ``robuststats gate`` (``power_gate``): items, baseline seeds, margin or power."""
-    from robuststats.stats import power_gate
-
-    comps = _gate_components(args) if args.pilot is not None else None
-    seed_sd = args.seed_sd if args.seed_sd is not None else (
-        comps["seed_sd"] if comps else None)
-    resid_sd = args.resid_sd if args.resid_sd is not None else (
-        comps["resid_sd"] if comps else 0.0)
-    if seed_sd is None:
-        raise InputError("planning a gate needs the seed SD of the metric: pass --pilot "
-                         "(the baseline's outcomes) or --seed-sd S (and --resid-sd).")
-    item_sd = args.item_sd or 0.0
-    kb = args.seeds if args.seeds is not None else (comps["n_seeds"] if comps else None)
-    n = args.n if args.n is not None else (
-        None if args.max_degradation is not None else (comps["n_items"] if comps else None))
-    margin = args.max_degradation
-    if margin is None and (n is None or kb is None):
-        raise InputError("without --max-degradation the gate's smallest margin is solved "
-                         "for: pass --n and --seeds (or --pilot).")
-    if margin is not None and n is None and kb is None:
-        raise InputError("pass --seeds K (baseline seeds) to solve for items, or --n N to "
-                         "solve for seeds.")
-    both = margin is not None and n is not None and kb is not None
-    common = dict(n_seeds_candidate=args.candidate_seeds, seed_sd=seed_sd, item_sd=item_sd,
-                  resid_sd=resid_sd, margin_type=args.margin_type, alpha=args.alpha)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        r = power_gate(margin, n, kb, None if both else args.power, **common)
-    scale = "relative (log scale)" if args.margin_type == "relative" else "absolute"
-    lines = [f"Gate power analysis: one-sided non-inferiority t at alpha {args.alpha:g}, "
-             f"{scale} margin, candidate {r.n_seeds_candidate} model(s) vs baseline seeds, "
-             "seeds independent"]
-    if comps is not None:
-        lines.append(
-            f"pilot {args.pilot} ({comps['condition']}, {comps['metric']} "
-            f"{comps['value']:.3f} at eval_noise {comps['eval_noise']:g}, "
-            f"{comps['n_seeds']} seeds × {comps['n_items']} items): seed SD "
-            f"{comps['seed_sd']:.4g}, residual SD {comps['resid_sd']:.4g}")
-    lines.append(f"components: seed SD {r.seed_sd:.4g}, item × candidate SD {r.item_sd:.4g}, "
-                 f"residual SD {r.resid_sd:.4g}")
-    ceiling = (f"; with {r.n_seeds_baseline} baseline seeds the power cannot exceed "
-               f"{r.max_power:.3f}" if r.max_power < 0.9995 else "")
-    size = f"{r.n_seeds_baseline} baseline seeds × {r.n_items} items"
-    if r.solved_for == "power":
-        lines.append(f"margin {r.margin:g}, {size}: an equally good candidate passes with "
-                     f"probability {r.power:.4f}{ceiling}")
-    elif r.solved_for == "margin":
-        lines.append(f"{size}: smallest margin with power {r.power:g}: "
-                     f"{r.margin:.4g}{ceiling}")
-    else:
-        lines.append(f"margin {r.margin:g}, power {r.power:g}: {size} (achieved power "
-                     f"{r.achieved_power:.3f}){ceiling}")
-    payload: dict[str, Any] = {"design": "gate", **r.to_dict(), "pilot": comps}
-    if margin is not None and args.n is None and r.solved_for == "n_items":
-        rows = []
-        for k in sorted({*GATE_TABLE_SEEDS, r.n_seeds_baseline}):
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    row = power_gate(margin, None, k, args.power, **common)
-                rows.append({"n_seeds_baseline": k, "n_items": row.n_items,
-                             "max_power": row.max_power, "note": ""})
-            except InputError as exc:
-                rows.append({"n_seeds_baseline": k, "n_items": None, "max_power": None,
-                             "note": _flags(str(exc)).split(";")[0]})
-        payload["table"] = rows
-        table = render_table(rows, ["n_seeds_baseline", "n_items", "max_power", "note"],
-                             formats={"max_power": lambda v: "-" if v is None else f"{v:.3f}",
-                                      "note": str},
-                             headers={"n_seeds_baseline": "baseline seeds",
-                                      "n_items": "items", "max_power": "power with ∞ items"})
-        lines += ["", f"items for power {args.power:g} by baseline seeds:", "",
-                  *("  " + ln for ln in table.splitlines())]
-    return payload, lines

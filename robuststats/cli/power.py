@@ -3,21 +3,23 @@
 One seed: McNemar's test (exact by default, the test ``analyze`` runs). Several training
 seeds (``--seeds``, ``--seed-sd`` or a pilot with seeds): the seed-random t test of
 procedures, with a table of the (seeds, items) combinations that reach the target power.
-Parses, calls :mod:`robuststats.stats` (public names only) and prints through the one
-formatter. Imports nothing heavy at module level; the plain ``--effect`` table needs
-neither pandas nor ``scipy.stats``, so ``robuststats power`` starts in a fraction of a
-second.
+Parses, checks and dispatches: the plans are :mod:`robuststats.cli._power_modes` (one
+seed, several seeds) and :mod:`robuststats.cli._power_gate`, which share
+:mod:`robuststats.cli._power_common` with this module and import nothing from it. They
+call :mod:`robuststats.stats` (public names only) and print through the one formatter.
+Imports nothing heavy at module level; the plain ``--effect`` table needs neither pandas
+nor ``scipy.stats``, so ``robuststats power`` starts in a fraction of a second.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import warnings
 from typing import Any
 
-from robuststats.cli._output import add_format_option, emit, fmt_ci, fmt_pct
+from robuststats.cli._output import add_format_option, emit
+from robuststats.cli._power_common import settings, spelled
 from robuststats.errors import InputError
 
 __all__ = ["add_parser", "run"]
@@ -26,8 +28,6 @@ __all__ = ["add_parser", "run"]
 DEFAULT_POOL_SIZE = 1319
 ONE_SEED_METHODS = ("exact", "midp", "asymptotic", "asymptotic-cc", "connor")
 SEED_METHODS = ("seed-random", "noncentral-t")
-#: seed counts of the (seeds, items) table; --seeds K is added
-TABLE_SEEDS = (2, 3, 4, 5, 6, 8, 10, 15, 20)
 
 EPILOG = """\
 sign rule: the effect is acc(A) − acc(B), first minus second, as in `mcnemar(a, b)`;
@@ -63,19 +63,6 @@ power depends on it as much as on the effect. With several seeds, the seed SD of
 difference bounds the power: more items cannot make up for too few seeds. Formulas and
 references: docs/power.md.
 """
-
-#: library parameter -> the flag that sets it (errors name the flag)
-FLAGS = {
-    "effect": "--effect", "n": "--n", "n_items": "--n", "power": "--power",
-    "discordance": "--discordance", "correlation": "--correlation", "baseline": "--baseline",
-    "alpha": "--alpha", "repeats": "--repeats", "icc": "--icc", "pool_size": "--pool-size",
-    "n_seeds": "--seeds", "seed_sd": "--seed-sd", "confidence_level": "--confidence-level",
-    "eval_noise": "--eval-noise", "conditions": "--conditions", "method": "--method",
-    "margin": "--max-degradation", "n_seeds_baseline": "--seeds",
-    "n_seeds_candidate": "--candidate-seeds", "resid_sd": "--resid-sd", "item_sd": "--item-sd",
-    "condition": "--gate-condition", "margin_type": "--margin-type", "metric": "--metric",
-}
-
 
 def _number(text: str) -> float:
     try:
@@ -240,12 +227,6 @@ def _seeds_design(args: argparse.Namespace, pilot: Any) -> bool:
     return several
 
 
-def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    return {"baseline": args.baseline, "alpha": args.alpha, "alternative": args.alternative,
-            "method": args.method, "repeats": args.repeats, "icc": args.icc or 0.0,
-            "pool_size": args.pool_size or None}
-
-
 def _inputs(args: argparse.Namespace, pilot: Any) -> dict[str, Any]:
     """Every input of the calculation, resolved: the JSON alone reproduces the output."""
     from robuststats import __version__
@@ -254,7 +235,7 @@ def _inputs(args: argparse.Namespace, pilot: Any) -> dict[str, Any]:
     power = None if args.effect is not None and args.n is not None else args.power
     record = {"effect": args.effect, "n": args.n, "power": power,
               "discordance": args.discordance, "correlation": args.correlation,
-              **_settings(args), "seeds": args.seeds, "seed_sd": args.seed_sd,
+              **settings(args), "seeds": args.seeds, "seed_sd": args.seed_sd,
               "robuststats_version": __version__}
     if pilot is not None:
         pairs = pilot[1]
@@ -262,35 +243,6 @@ def _inputs(args: argparse.Namespace, pilot: Any) -> dict[str, Any]:
                            "eval_noise": pairs.eval_noise, "holes": args.holes,
                            "confidence_level": args.confidence_level}
     return record
-
-
-# ------------------------------------------------------------------------------ wording
-def _names(pilot: Any) -> tuple[str, str]:
-    return ("A", "B") if pilot is None else pilot[1].conditions
-
-
-def _describe(args: argparse.Namespace, pilot: Any, method: str) -> str:
-    from robuststats.stats import POWER_METHODS
-
-    a, b = _names(pilot)
-    side = {
-        "two-sided": f"two-sided test of acc({a}) − acc({b}) = 0",
-        "greater": f"one-sided: {a} more accurate than {b}, acc({a}) − acc({b}) = +δ",
-        "less": f"one-sided: {a} less accurate than {b}, acc({a}) − acc({b}) = −δ",
-    }[args.alternative]
-    return f"{POWER_METHODS[method]}; {side}, alpha = {args.alpha:g}"
-
-
-def _pilot_line(est: Any, pairs: Any) -> str:
-    a, b = pairs.conditions
-    widened = ("" if est.design_effect == 1.0
-               else f" on n/{est.design_effect:.3g} for repeated items")
-    interval = fmt_ci(est.confidence_interval.low, est.confidence_interval.high,
-                      est.confidence_level, percent=False)
-    return (f"pilot {a} vs {b}: {est.n} pairs, π_D = {est.discordance:.4g} {interval} "
-            f"(Wilson{widened}); observed acc({a}) − acc({b}) = "
-            f"{fmt_pct(est.effect, signed=True)} points (accuracy {a} "
-            f"{fmt_pct(est.accuracy_a)}%, baseline {b} {fmt_pct(est.accuracy_b)}%)")
 
 
 def _read_pilot(args: argparse.Namespace) -> tuple[Any, Any, Any]:
@@ -327,17 +279,18 @@ def _read_pilot(args: argparse.Namespace) -> tuple[Any, Any, Any]:
 def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
-    except InputError as exc:  # name the flag, not the library's parameter
-        raise InputError(_flags(str(exc))) from None
+    except InputError as exc:
+        from robuststats.stats import ParameterError
 
-
-def _flags(message: str) -> str:
-    return re.sub(r"`([a-z_]+)`", lambda m: f"`{FLAGS.get(m.group(1), m.group(1))}`", message)
+        if not isinstance(exc, ParameterError):
+            raise
+        # the library names its parameter (`alpha`), the user typed a flag (`--alpha`)
+        raise InputError(spelled(exc)) from None
 
 
 def _run(args: argparse.Namespace) -> int:
     if args.gate:
-        from robuststats.cli._power_modes import gate_mode
+        from robuststats.cli._power_gate import gate_mode
 
         payload, lines = gate_mode(args)
         emit(args.format, data=payload, text="\n".join(lines))

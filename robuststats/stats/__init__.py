@@ -4,6 +4,14 @@ dose-response fits and critical thresholds.
 Pure numpy/scipy/statsmodels: never imports torch. Submodules load on first attribute access
 so that ``robuststats power`` and ``--help`` start fast (statsmodels and pandas are slow to
 import).
+
+The public API is the names exported here. The implementation is grouped by what it does:
+``power/`` (planning items, seeds and gates), ``dose/`` (dose-response fits and the critical
+threshold) and ``resampling/`` (the two-way bootstrap). The top-level modules hold the core
+those build on (the result types and warnings of ``_common``, the paired tests and
+intervals, the seed-random t with its crossed variance and its reference for few seeds)
+and the rest: multiplicity, the hypotheses' verdicts, the pilot estimates, the simulator. A
+module outside a subpackage uses only what that subpackage's ``__init__`` exports.
 """
 
 from __future__ import annotations
@@ -13,84 +21,79 @@ from typing import TYPE_CHECKING
 from robuststats._lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
-    "gate_influence": "robuststats.stats._power_gate",
-    "noncentral_t_power": "robuststats.stats._power_seeds_formulas",
-    "DOSE_MODELS": "robuststats.stats._dose_models",
-    "BootstrapResult": "robuststats.stats._bootstrap",
-    "CochranQResult": "robuststats.stats._omnibus",
     "ConfidenceInterval": "robuststats.stats._common",
-    "CrossedVariance": "robuststats.stats._seed_random",
     "DegenerateDataWarning": "robuststats.stats._common",
     "SeedBootstrapWarning": "robuststats.stats._common",
-    "DOSE_RESPONSE_MODELS": "robuststats.stats._dose_response",
-    "DiscordanceEstimate": "robuststats.stats._discordance",
-    "DoseResponseFit": "robuststats.stats._dose_response",
-    "EffectiveDose": "robuststats.stats._dose_response",
-    "Hypothesis": "robuststats.stats._hypotheses",
-    "HypothesisResult": "robuststats.stats._hypotheses",
-    "MULTIPLICITY_METHODS": "robuststats.stats._multiplicity",
-    "McNemarResult": "robuststats.stats._mcnemar",
-    "POWER_METHODS": "robuststats.stats._power",
-    "PilotPairs": "robuststats.stats._discordance",
-    "PoolSizeWarning": "robuststats.stats._power",
-    "TooFewSeedsError": "robuststats.stats._power_seeds",
-    "PowerResult": "robuststats.stats._power",
-    "SeedComponents": "robuststats.stats._seed_components",
-    "SeedPowerResult": "robuststats.stats._power_seeds",
-    "SeedRandomResult": "robuststats.stats._seed_random",
-    "ThresholdResult": "robuststats.stats._dose_threshold",
-    "adjust_pvalues": "robuststats.stats._multiplicity",
-    "bootstrap_accuracy": "robuststats.stats._bootstrap",
-    "bootstrap_difference": "robuststats.stats._bootstrap",
-    "bootstrap_retention": "robuststats.stats._bootstrap",
-    "bootstrap_retention_difference": "robuststats.stats._bootstrap",
-    "cochran_q": "robuststats.stats._omnibus",
-    "critical_threshold": "robuststats.stats._dose_threshold",
     "ContrastVariance": "robuststats.stats._contrast_variance",
     "paired_variance": "robuststats.stats._contrast_variance",
     "unpaired_variance": "robuststats.stats._contrast_variance",
-    "crossed_variance": "robuststats.stats._seed_random",
-    "independent_seeds_retention_test": "robuststats.stats._seed_random",
-    "independent_seeds_test": "robuststats.stats._seed_random",
+    "DiscordanceEstimate": "robuststats.stats._discordance",
     "estimate_discordance": "robuststats.stats._discordance",
-    "estimate_gate_components": "robuststats.stats._power_gate",
     "estimate_icc": "robuststats.stats._discordance",
-    "estimate_seed_components": "robuststats.stats._seed_components",
+    "PilotPairs": "robuststats.stats._discordance",
+    "read_pilot": "robuststats.stats._discordance",
     "evaluate_hypotheses": "robuststats.stats._hypotheses",
     "evaluate_hypothesis": "robuststats.stats._hypotheses",
-    "fit_dose_response": "robuststats.stats._dose_response",
+    "Hypothesis": "robuststats.stats._hypotheses",
+    "HypothesisResult": "robuststats.stats._hypotheses",
     "mcnemar": "robuststats.stats._mcnemar",
+    "McNemarResult": "robuststats.stats._mcnemar",
     "mcnemar_stratified": "robuststats.stats._mcnemar_stratified",
-    "power_mcnemar": "robuststats.stats._power",
-    "GateComponents": "robuststats.stats._power_gate",
-    "GatePowerResult": "robuststats.stats._power_gate",
-    "power_curve": "robuststats.stats._power_table",
-    "power_gate": "robuststats.stats._power_gate",
-    "power_table": "robuststats.stats._power_table",
-    "power_seeds": "robuststats.stats._power_seeds",
-    "power_seeds_curve": "robuststats.stats._power_seeds",
-    "power_seeds_table": "robuststats.stats._power_seeds",
-    "power_two_proportions": "robuststats.stats._power",
-    "read_pilot": "robuststats.stats._discordance",
+    "ParameterError": "robuststats.stats._parameters",
+    "adjust_pvalues": "robuststats.stats._multiplicity",
+    "MULTIPLICITY_METHODS": "robuststats.stats._multiplicity",
+    "cochran_q": "robuststats.stats._omnibus",
+    "CochranQResult": "robuststats.stats._omnibus",
+    "estimate_seed_components": "robuststats.stats._seed_components",
+    "SeedComponents": "robuststats.stats._seed_components",
+    "crossed_variance": "robuststats.stats._seed_random",
+    "CrossedVariance": "robuststats.stats._seed_random",
+    "independent_seeds_retention_test": "robuststats.stats._seed_random",
+    "independent_seeds_test": "robuststats.stats._seed_random",
     "seed_random_accuracy": "robuststats.stats._seed_random",
     "seed_random_retention": "robuststats.stats._seed_random",
     "seed_random_retention_test": "robuststats.stats._seed_random",
     "seed_random_test": "robuststats.stats._seed_random",
-    "select_dose_response": "robuststats.stats._dose_response",
+    "SeedRandomResult": "robuststats.stats._seed_random",
     "simulate_outcomes": "robuststats.stats._simulate",
     "true_effects": "robuststats.stats._simulate",
+    "DoseResponseFit": "robuststats.stats.dose._curve",
+    "EffectiveDose": "robuststats.stats.dose._curve",
+    "DOSE_MODELS": "robuststats.stats.dose._models",
+    "DOSE_RESPONSE_MODELS": "robuststats.stats.dose._response",
+    "fit_dose_response": "robuststats.stats.dose._response",
+    "select_dose_response": "robuststats.stats.dose._response",
+    "critical_threshold": "robuststats.stats.dose._threshold",
+    "ThresholdResult": "robuststats.stats.dose._threshold",
+    "PoolSizeWarning": "robuststats.stats.power._design",
+    "UnreachablePowerError": "robuststats.stats.power._design",
+    "GatePowerResult": "robuststats.stats.power._gate",
+    "power_gate": "robuststats.stats.power._gate",
+    "estimate_gate_components": "robuststats.stats.power._gate_components",
+    "gate_influence": "robuststats.stats.power._gate_components",
+    "GateComponents": "robuststats.stats.power._gate_components",
+    "power_mcnemar": "robuststats.stats.power._mcnemar",
+    "POWER_METHODS": "robuststats.stats.power._mcnemar",
+    "power_two_proportions": "robuststats.stats.power._mcnemar",
+    "PowerResult": "robuststats.stats.power._mcnemar",
+    "power_seeds": "robuststats.stats.power._seeds",
+    "SeedPowerResult": "robuststats.stats.power._seeds",
+    "TooFewSeedsError": "robuststats.stats.power._seeds",
+    "noncentral_t_power": "robuststats.stats.power._seeds_formulas",
+    "power_seeds_curve": "robuststats.stats.power._seeds_table",
+    "power_seeds_table": "robuststats.stats.power._seeds_table",
+    "power_curve": "robuststats.stats.power._table",
+    "power_table": "robuststats.stats.power._table",
+    "bootstrap_accuracy": "robuststats.stats.resampling._bootstrap",
+    "bootstrap_difference": "robuststats.stats.resampling._bootstrap",
+    "bootstrap_retention": "robuststats.stats.resampling._bootstrap",
+    "bootstrap_retention_difference": "robuststats.stats.resampling._bootstrap",
+    "BootstrapResult": "robuststats.stats.resampling._bootstrap",
 }
 
 __all__ = sorted(_EXPORTS)
 
 if TYPE_CHECKING:  # static analysers see the real names
-    from robuststats.stats._bootstrap import (  # noqa: F401
-        BootstrapResult,
-        bootstrap_accuracy,
-        bootstrap_difference,
-        bootstrap_retention,
-        bootstrap_retention_difference,
-    )
     from robuststats.stats._common import (  # noqa: F401
         ConfidenceInterval,
         DegenerateDataWarning,
@@ -108,17 +111,6 @@ if TYPE_CHECKING:  # static analysers see the real names
         estimate_icc,
         read_pilot,
     )
-    from robuststats.stats._dose_response import (  # noqa: F401
-        DOSE_RESPONSE_MODELS,
-        DoseResponseFit,
-        EffectiveDose,
-        fit_dose_response,
-        select_dose_response,
-    )
-    from robuststats.stats._dose_threshold import (  # noqa: F401
-        ThresholdResult,
-        critical_threshold,
-    )
     from robuststats.stats._hypotheses import (  # noqa: F401
         Hypothesis,
         HypothesisResult,
@@ -129,27 +121,7 @@ if TYPE_CHECKING:  # static analysers see the real names
     from robuststats.stats._mcnemar_stratified import mcnemar_stratified  # noqa: F401
     from robuststats.stats._multiplicity import MULTIPLICITY_METHODS, adjust_pvalues  # noqa: F401
     from robuststats.stats._omnibus import CochranQResult, cochran_q  # noqa: F401
-    from robuststats.stats._power import (  # noqa: F401
-        POWER_METHODS,
-        PoolSizeWarning,
-        PowerResult,
-        power_mcnemar,
-        power_two_proportions,
-    )
-    from robuststats.stats._power_gate import (  # noqa: F401
-        GateComponents,
-        GatePowerResult,
-        estimate_gate_components,
-        power_gate,
-    )
-    from robuststats.stats._power_seeds import (  # noqa: F401
-        SeedPowerResult,
-        TooFewSeedsError,
-        power_seeds,
-        power_seeds_curve,
-        power_seeds_table,
-    )
-    from robuststats.stats._power_table import power_curve, power_table  # noqa: F401
+    from robuststats.stats._parameters import ParameterError  # noqa: F401
     from robuststats.stats._seed_components import (  # noqa: F401
         SeedComponents,
         estimate_seed_components,
@@ -166,6 +138,48 @@ if TYPE_CHECKING:  # static analysers see the real names
         seed_random_test,
     )
     from robuststats.stats._simulate import simulate_outcomes, true_effects  # noqa: F401
+    from robuststats.stats.dose._curve import DoseResponseFit, EffectiveDose  # noqa: F401
+    from robuststats.stats.dose._models import DOSE_MODELS  # noqa: F401
+    from robuststats.stats.dose._response import (  # noqa: F401
+        DOSE_RESPONSE_MODELS,
+        fit_dose_response,
+        select_dose_response,
+    )
+    from robuststats.stats.dose._threshold import ThresholdResult, critical_threshold  # noqa: F401
+    from robuststats.stats.power._design import (  # noqa: F401
+        PoolSizeWarning,
+        UnreachablePowerError,
+    )
+    from robuststats.stats.power._gate import GatePowerResult, power_gate  # noqa: F401
+    from robuststats.stats.power._gate_components import (  # noqa: F401
+        GateComponents,
+        estimate_gate_components,
+        gate_influence,
+    )
+    from robuststats.stats.power._mcnemar import (  # noqa: F401
+        POWER_METHODS,
+        PowerResult,
+        power_mcnemar,
+        power_two_proportions,
+    )
+    from robuststats.stats.power._seeds import (  # noqa: F401
+        SeedPowerResult,
+        TooFewSeedsError,
+        power_seeds,
+    )
+    from robuststats.stats.power._seeds_formulas import noncentral_t_power  # noqa: F401
+    from robuststats.stats.power._seeds_table import (  # noqa: F401
+        power_seeds_curve,
+        power_seeds_table,
+    )
+    from robuststats.stats.power._table import power_curve, power_table  # noqa: F401
+    from robuststats.stats.resampling._bootstrap import (  # noqa: F401
+        BootstrapResult,
+        bootstrap_accuracy,
+        bootstrap_difference,
+        bootstrap_retention,
+        bootstrap_retention_difference,
+    )
 
 
 __getattr__, __dir__ = lazy_exports('robuststats.stats', _EXPORTS, globals())

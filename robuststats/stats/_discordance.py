@@ -15,21 +15,22 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from robuststats._validation import (
-    as_float_array,
-    as_outcomes,
-    check_choice,
-    check_confidence_level,
-    check_number,
-    check_same_shape,
-)
+from robuststats._validation import check_same_shape
 from robuststats.errors import InputError
 from robuststats.stats._common import (
     ConfidenceInterval,
     DegenerateDataWarning,
     PairEstimate,
 )
-from robuststats.stats._power_formulas import z_upper
+from robuststats.stats._parameters import (
+    ParameterError,
+    as_float_array,
+    as_outcomes,
+    check_choice,
+    check_confidence_level,
+    check_number,
+)
+from robuststats.stats.power import z_upper
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -144,7 +145,8 @@ def estimate_discordance(
     if groups is not None:
         g = _item_ids(groups)
         if g.size != n:
-            raise InputError(f"`groups` must give one item id per pair ({n}), got {g.size}.")
+            raise ParameterError("{groups} must give one item id per pair ({n}), got {size}.",
+                                 ["groups"], n=n, size=g.size)
         _, sizes = np.unique(g, return_counts=True)
         if sizes.max() > 1 and sizes.size > 1 and 0 < a_only + b_only < n:
             icc = estimate_icc((xa != ya).astype(float), g)
@@ -177,8 +179,8 @@ def _item_ids(groups: object) -> np.ndarray:
     try:
         return np.asarray(groups).ravel()
     except ValueError:  # ragged nesting
-        raise InputError(f"`groups` must be a flat sequence of item ids, got "
-                         f"{groups!r:.60}.") from None
+        raise ParameterError("{groups} must be a flat sequence of item ids, got "
+                             "{given!r:.60}.", ["groups"], given=groups) from None
 
 
 def estimate_icc(values: object, groups: object) -> float:
@@ -198,10 +200,9 @@ def estimate_icc(values: object, groups: object) -> float:
     y = as_float_array(values, "values", empty=True).ravel()
     g = _item_ids(groups)
     if y.size != g.size or y.size == 0:
-        raise InputError(
-            f"`values` and `groups` must be non-empty and of equal length, got {y.size} "
-            f"and {g.size}."
-        )
+        raise ParameterError(
+            "{values} and {groups} must be non-empty and of equal length, got {size_values} "
+            "and {size_groups}.", ["values", "groups"], size_values=y.size, size_groups=g.size)
     _, inverse, sizes = np.unique(g, return_inverse=True, return_counts=True)
     k, total = sizes.size, y.size
     if k < 2 or total == k:
@@ -301,9 +302,9 @@ def read_pilot(
         chosen = (present[0], present[1])
     else:
         if len(conditions) != 2 or conditions[0] == conditions[1]:
-            raise InputError(
-                f"`conditions` must name two different conditions, got {conditions!r}."
-            )
+            raise ParameterError(
+                "{conditions} must name two different conditions, got {given!r}.",
+                ["conditions"], given=conditions)
         for name in conditions:
             if name not in present:
                 raise InputError(

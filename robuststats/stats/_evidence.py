@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from scipy import special
 
-from robuststats.stats._bootstrap_ci import BootstrapFit
 from robuststats.stats._common import ConfidenceInterval
 from robuststats.stats._paired_ci import paired_difference_ci, tango_statistic
+from robuststats.stats.resampling import BootstrapFit
 
 __all__ = ["Evidence", "bootstrap_evidence", "normal_evidence", "tango_evidence"]
 

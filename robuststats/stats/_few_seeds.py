@@ -52,7 +52,7 @@ import numpy as np
 from scipy import special
 from scipy.optimize import brentq
 
-__all__ = ["SeedReference"]
+__all__ = ["SeedReference", "t_quantile_table"]
 
 # quadrature nodes over W (χ² quantile scale) and grid points of the excess e/R
 _W_NODES = 64
@@ -174,15 +174,30 @@ def _plug(seed_ms: np.ndarray, df: float, floor: float, rest: float, rest_var: f
     return total, np.clip(dof, df, _DOF_MAX)
 
 
-def _quantiles(dof: np.ndarray, low: float, p: float) -> np.ndarray:
-    """``stdtrit(dof, p)`` for many ``dof ≥ low`` at once: log-quantiles interpolated in
-    1/ν from :data:`_Q_NODES` exact values: within 3e-5 relative of ``stdtrit`` at p = 0.975
-    and 7e-4 at p = 1 − 10⁻⁷ with ν ≥ 1 (tests/stats/test_few_seeds.py); ``stdtrit`` costs
-    about 1.4 µs a value and the calibration needs thousands."""
-    grid = (1.0 / low) * np.sin(np.linspace(0.0, np.pi / 2.0, _Q_NODES))
+def t_quantile_table(low: float, p: float, nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Student's t quantiles ``stdtrit(ν, p)`` at ``nodes`` values of 1/ν in [0, 1/low].
+
+    Returns ``(grid, table)``: the grid of 1/ν and the quantiles there, for interpolation
+    in 1/ν over many ``ν ≥ low`` at once (``stdtrit`` costs about 1.4 µs a value). The
+    quantile is smooth in 1/ν and bends most near 1/low (ν near its bound), so the nodes
+    are ``(1/low)·sin(θ)`` for θ evenly spaced in [0, π/2], denser there; at 1/ν = 0 the
+    table holds the normal quantile. :func:`_quantiles` interpolates its logarithm; the
+    seed-random power (:mod:`robuststats.stats.power._seeds_formulas`) interpolates it
+    linearly on a finer grid.
+    """
+    grid = (1.0 / low) * np.sin(np.linspace(0.0, np.pi / 2.0, nodes))
     with np.errstate(divide="ignore"):
         table = special.stdtrit(1.0 / grid, p)
     table[0] = special.ndtri(p)
+    return grid, table
+
+
+def _quantiles(dof: np.ndarray, low: float, p: float) -> np.ndarray:
+    """``stdtrit(dof, p)`` for many ``dof ≥ low`` at once: log-quantiles interpolated in
+    1/ν from :data:`_Q_NODES` exact values (:func:`t_quantile_table`): within 3e-5 relative
+    of ``stdtrit`` at p = 0.975 and 7e-4 at p = 1 − 10⁻⁷ with ν ≥ 1
+    (tests/stats/test_few_seeds.py); the calibration needs thousands."""
+    grid, table = t_quantile_table(low, p, _Q_NODES)
     return np.exp(np.interp(1.0 / dof, grid, np.log(table)))
 
 

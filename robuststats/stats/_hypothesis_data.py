@@ -11,7 +11,6 @@ import pandas as pd
 
 from robuststats.errors import InputError
 from robuststats.outcomes import align, align_by_condition, align_series, seed_pairing
-from robuststats.stats._bootstrap import degenerate_interval, fit_bootstrap
 from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning
 from robuststats.stats._evidence import (
     Evidence,
@@ -28,6 +27,7 @@ from robuststats.stats._seed_random import (
     seed_random_retention_test,
     seed_random_test,
 )
+from robuststats.stats.resampling import degenerate_interval, fit_bootstrap
 
 if TYPE_CHECKING:
     from robuststats.stats._hypotheses import Hypothesis

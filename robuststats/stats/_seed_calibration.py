@@ -26,11 +26,11 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from robuststats.stats._bootstrap import bootstrap_difference, bootstrap_retention_difference
 from robuststats.stats._common import DegenerateDataWarning, SeedBootstrapWarning
 from robuststats.stats._mcnemar_stratified import mcnemar_stratified
 from robuststats.stats._seed_random import seed_random_retention_test, seed_random_test
 from robuststats.stats._simulate import seed_model, simulate_matrices, true_effects
+from robuststats.stats.resampling import bootstrap_difference, bootstrap_retention_difference
 
 __all__ = ["calibrate_cell", "calibrate_verdicts", "calibration_table", "seed_bootstrap_t"]
 

@@ -28,14 +28,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from robuststats._validation import (
+from robuststats._validation import check_same_shape
+from robuststats.errors import InputError
+from robuststats.stats._common import ConfidenceInterval, PairEstimate
+from robuststats.stats._parameters import (
+    ParameterError,
     as_outcomes,
     check_confidence_level,
     check_probability,
-    check_same_shape,
 )
-from robuststats.errors import InputError
-from robuststats.stats._common import ConfidenceInterval, PairEstimate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -126,16 +127,16 @@ def estimate_seed_components(
     check_same_shape({"x": xa, "y": ya}, "(n_rows, n_items)")
     if discordance is None:
         if not bool(np.all((xa == 0) | (xa == 1)) and np.all((ya == 0) | (ya == 1))):
-            raise InputError("`x` and `y` are not 0/1 outcomes: pass `discordance` "
-                             "estimated from them.")
+            raise ParameterError("{x} and {y} are not 0/1 outcomes: pass {discordance} "
+                                 "estimated from them.", ["x", "y", "discordance"])
         pi_d = float(np.mean(xa != ya))
     else:
         pi_d = check_probability(discordance, "discordance")
     if seeds is not None:
         labels = list(seeds)
         if len(labels) != xa.shape[0]:
-            raise InputError(f"`seeds` must give one seed per row ({xa.shape[0]}), got "
-                             f"{len(labels)}.")
+            raise ParameterError("{seeds} must give one seed per row ({rows}), got {count}.",
+                                 ["seeds"], rows=xa.shape[0], count=len(labels))
         xa, ya = _seed_means(xa, labels), _seed_means(ya, labels)
     k, n = xa.shape
     if k < 2 or n < 2:

@@ -59,6 +59,11 @@ statistic is the influence value ``L_si = z_si/Z̄ − c_si/C̄`` on the log sca
 retention; the interval is exponentiated) and ``(z_si − R c_si)/C̄`` on the ratio scale
 (differences of retentions, summed over both conditions), with the same crossed variance and
 Satterthwaite degrees of freedom.
+
+One module of over 400 lines: its tests are one t construction (:func:`_t_result` on
+:func:`crossed_variance`, with the option checks, one-seed fallbacks and clipping they
+share) applied to different linear statistics; splitting them apart would only spread
+those private helpers over several modules.
 """
 
 from __future__ import annotations

@@ -432,19 +432,50 @@ def test_real_dispatcher_power_path_skips_scipy_stats_and_torch() -> None:
 
 
 def test_cli_imports_only_public_names() -> None:
-    # the CLI parses, calls the public library and prints: no robuststats.stats._* module
+    # the CLI parses, calls the public library and prints: no robuststats.stats._* module;
+    # power.py dispatches to the plans, which share _power_common and never import power.py
+    # or each other's private names
     import ast
 
-    modules: set[str | None] = set()
-    for name in ("power.py", "_power_modes.py"):
+    modules: dict[str, set[str]] = {}
+    private: list[str] = []
+    for name in ("power.py", "_power_common.py", "_power_modes.py", "_power_gate.py"):
         tree = ast.parse((ROOT / "robuststats" / "cli" / name).read_text(encoding="utf-8"))
-        modules |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-        modules |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                    for a in node.names}
-    ours = {m for m in modules if m and m.split(".")[0] == "robuststats"}
-    assert ours == {"robuststats", "robuststats.errors", "robuststats.stats",
-                    "robuststats.cli._output", "robuststats.cli.power",
-                    "robuststats.cli._power_modes", "robuststats.report.power"}
+        found = {node.module for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module}
+        found |= {a.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                  for a in node.names}
+        modules[name] = {m for m in found if m.split(".")[0] == "robuststats"}
+        private += [f"{name}: {node.module}.{a.name}" for node in ast.walk(tree)
+                    if isinstance(node, ast.ImportFrom) and node.module
+                    and node.module.startswith("robuststats") for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not private
+    assert set().union(*modules.values()) == {
+        "robuststats", "robuststats.errors", "robuststats.stats", "robuststats.cli._output",
+        "robuststats.cli._power_common", "robuststats.cli._power_modes",
+        "robuststats.cli._power_gate", "robuststats.report.power"}
+    assert not any("robuststats.cli.power" in found for found in modules.values())
+    for name in ("_power_common.py", "_power_modes.py", "_power_gate.py"):
+        assert not modules[name] & {"robuststats.cli._power_modes", "robuststats.cli._power_gate"}
+
+
+def test_library_errors_reach_the_user_naming_flags(main, capsys) -> None:
+    # the library's ParameterError names its parameters apart from the wording; the CLI
+    # spells them as flags, with no rewriting of the message
+    from robuststats.errors import InputError
+    from robuststats.stats import ParameterError, power_mcnemar
+
+    with pytest.raises(ParameterError) as info:
+        power_mcnemar(0.03, power=0.8, discordance=0.02)
+    assert isinstance(info.value, InputError)
+    assert str(info.value).startswith("impossible: π_D must be ≥ |δ|: `discordance` = 0.02 "
+                                      "is below `effect` = 0.03")
+    code, _, err = _run(main, capsys, "--effect", "0.03", "--discordance", "0.02")
+    assert code == 2
+    assert err == ("robuststats power: error: "
+                   + info.value.spelled({"discordance": "--discordance", "effect": "--effect"})
+                   + "\n")
 
 
 def test_json_inputs_reproduce_the_power_mode(main, capsys) -> None:

@@ -12,7 +12,7 @@ from robuststats.cli import main
 from robuststats.errors import InputError
 from robuststats.gate import unpaired_variance
 from robuststats.stats import estimate_gate_components, power_gate
-from robuststats.stats._power_gate import gate_power_at
+from robuststats.stats.power._gate import gate_power_at
 
 
 @pytest.mark.parametrize(("kwargs", "expected"), [

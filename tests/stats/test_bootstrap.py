@@ -16,7 +16,7 @@ from robuststats.stats import (
     bootstrap_retention,
     bootstrap_retention_difference,
 )
-from robuststats.stats._resample import crossed_variance_ratio, resampled_means
+from robuststats.stats.resampling._resample import crossed_variance_ratio, resampled_means
 
 
 def _paired(a, b, c, d):

@@ -14,13 +14,13 @@ import pytest
 from scipy import stats
 
 from robuststats.stats import (
-    _resample,
     bootstrap_accuracy,
     bootstrap_difference,
     bootstrap_retention,
     bootstrap_retention_difference,
 )
-from robuststats.stats._resample import lattice_scale, resampled_totals
+from robuststats.stats.resampling import _resample
+from robuststats.stats.resampling._resample import lattice_scale, resampled_totals
 
 
 def _exact_moments(lin: np.ndarray) -> tuple[float, float]:
@@ -155,9 +155,9 @@ def test_one_seed_intervals_agree_with_scipy_bca(n):
 
 def test_two_way_interval_endpoints_match_the_previous_algorithm():
     # same data through the new engine and through the reference draws, same BCa
-    from robuststats.stats._bootstrap import _gradient
-    from robuststats.stats._bootstrap_ci import BootstrapFit, acceleration
-    from robuststats.stats._resample import crossed_variance_ratio, jackknife_influence
+    from robuststats.stats.resampling._bootstrap import _gradient
+    from robuststats.stats.resampling._bootstrap_ci import BootstrapFit, acceleration
+    from robuststats.stats.resampling._resample import crossed_variance_ratio, jackknife_influence
 
     rng = np.random.default_rng(33)
     values = _data("binary", 4, 150, rng)

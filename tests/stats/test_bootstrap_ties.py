@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from scipy import special
 
 from robuststats.stats import DegenerateDataWarning, bootstrap_difference
-from robuststats.stats._bootstrap import fit_bootstrap
-from robuststats.stats._bootstrap_ci import BootstrapFit
-from robuststats.stats._resample import jackknife_influence, resampled_totals
+from robuststats.stats.resampling._bootstrap import fit_bootstrap
+from robuststats.stats.resampling._bootstrap_ci import BootstrapFit
+from robuststats.stats.resampling._resample import jackknife_influence, resampled_totals
 
 B = 4000
 

@@ -247,7 +247,7 @@ def test_predict_interval_table(rye_ll4):
 
 @pytest.mark.parametrize("model", DOSE_RESPONSE_MODELS)
 def test_every_model_recovers_its_own_curve(model):
-    from robuststats.stats._dose_models import MODELS
+    from robuststats.stats.dose._models import MODELS
 
     curve = MODELS[model]
     true = {"b": 1.5, "c": 0.1, "d": 0.8, "e": 0.02, "f": 1.0}

@@ -19,8 +19,8 @@ from robuststats.stats import (
     power_mcnemar,
     power_two_proportions,
 )
-from robuststats.stats._power_design import discordance_from_correlation
-from robuststats.stats._power_formulas import exact_power
+from robuststats.stats.power._design import discordance_from_correlation
+from robuststats.stats.power._exact import exact_power
 
 # ---------------------------------------------------------------- Connor (1987) / MESS
 
@@ -388,7 +388,7 @@ def test_critical_counts_agree_with_mcnemar_test(method: str, alternative: str) 
     import numpy as np
 
     from robuststats.stats import mcnemar
-    from robuststats.stats._power_formulas import critical_counts
+    from robuststats.stats.power._exact import critical_counts
 
     sides = 2 if alternative == "two-sided" else 1
     for n_disc in (*range(1, 31), 45, 73, 100):
@@ -553,7 +553,7 @@ def test_extreme_but_legal_inputs_stay_finite() -> None:
 
 def test_power_table_is_the_pi_d_sweep() -> None:
     from robuststats.stats import power_table
-    from robuststats.stats._power_table import POWER_TABLE_COLUMNS
+    from robuststats.stats.power._table import POWER_TABLE_COLUMNS
 
     table = power_table(0.03, power=0.8, pool_size=1319)
     assert tuple(table.columns) == POWER_TABLE_COLUMNS

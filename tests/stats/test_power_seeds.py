@@ -32,8 +32,8 @@ from robuststats.stats import (
     power_seeds_table,
     seed_random_test,
 )
-from robuststats.stats import _power_seeds_formulas as formulas
 from robuststats.stats._simulate import _expit_normal, seed_model, simulate_matrices
+from robuststats.stats.power import _seeds_formulas as formulas
 
 # ------------------------------------------------------------------ R reference values
 

@@ -100,7 +100,9 @@ def _critical_many(dof: np.ndarray, low: float, alpha: float, sides: int) -> np.
 
     ``stdtrit`` costs about 1.4 µs a value; the quantile is smooth in 1/ν on
     [0, 1/low], so a table of :data:`_CRIT_NODES` values interpolated linearly is within
-    a relative 1e-5 of it (tests/stats/test_power_seeds.py).
+    a relative 1e-5 of it (tests/stats/test_power_seeds.py). The few-seed calibration
+    interpolates the logarithm of the same kind of table on fewer nodes
+    (:func:`robuststats.stats._few_seeds._quantiles`).
     """
     import numpy as np
 
@@ -110,15 +112,11 @@ def _critical_many(dof: np.ndarray, low: float, alpha: float, sides: int) -> np.
 
 @functools.lru_cache(maxsize=64)
 def _critical_table(low: float, alpha: float, sides: int) -> tuple[np.ndarray, np.ndarray]:
-    import numpy as np
-    from scipy import special
+    """The few-seed reference's table of t quantiles (:func:`t_quantile_table`) at the
+    upper ``alpha/sides`` point, on :data:`_CRIT_NODES` nodes (cached per design)."""
+    from robuststats.stats._few_seeds import t_quantile_table
 
-    # nodes cluster towards 1/low, where the quantile bends most (ν near its bound)
-    grid = (1.0 / low) * np.sin(np.linspace(0.0, np.pi / 2.0, _CRIT_NODES))
-    with np.errstate(divide="ignore"):
-        table = special.stdtrit(1.0 / grid, 1.0 - alpha / sides)
-    table[0] = special.ndtri(1.0 - alpha / sides)  # 1/ν = 0: the normal quantile
-    return grid, table
+    return t_quantile_table(low, 1.0 - alpha / sides, _CRIT_NODES)
 
 
 def noncentral_t_power(ncp: float, dof: float, alpha: float, sides: int) -> float:

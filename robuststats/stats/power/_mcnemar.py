@@ -13,22 +13,25 @@ import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from robuststats._validation import check_choice, check_int, check_probability
-from robuststats.errors import InputError
-from robuststats.stats._power_design import (
+from robuststats.stats._parameters import ParameterError, check_int, check_probability
+from robuststats.stats.power._design import (
     PairedDesign,
     PoolSizeWarning,
     check_effect,
+    check_power,
+    check_test_settings,
     design_effect,
+    effect_upper_bound,
+    exactly_one_none,
     paired_design,
     pool_check,
+    rounded_n,
     unpaired_accuracies,
 )
-from robuststats.stats._power_formulas import (
+from robuststats.stats.power._exact import exact_n, exact_power
+from robuststats.stats.power._formulas import (
     connor_n,
     connor_power,
-    exact_n,
-    exact_power,
     solve_increasing,
     two_proportions_n,
     two_proportions_power,
@@ -40,11 +43,8 @@ if TYPE_CHECKING:
 __all__ = ["POWER_METHODS", "PoolSizeWarning", "PowerResult", "power_mcnemar",
            "power_two_proportions"]
 
-ALTERNATIVES = ("two-sided", "greater", "less")
 MCNEMAR_METHODS = ("connor", "exact", "midp", "asymptotic", "asymptotic-cc")
 UNPAIRED_METHODS = ("pooled", "pooled-cc", "unpooled", "arcsine")
-#: largest number of items a solved n may reach; past it the effect is undetectable
-MAX_ITEMS = 10**12
 #: largest effective n the exact sums are computed for: their cost grows with √n (1 s at
 #: 10^7) and the binomial tails of scipy.special lose digits past it; Connor is exact enough there
 MAX_EXACT_N = 10**7
@@ -146,46 +146,6 @@ class PowerResult:
         return pd.DataFrame([row])
 
 
-# ------------------------------------------------------------------------ validation
-def _exactly_one_none(**values: object) -> str:
-    """Name of the single argument left ``None`` (pingouin's solve-for-the-missing pattern)."""
-    missing = [name for name, value in values.items() if value is None]
-    if len(missing) != 1:
-        names = ", ".join(f"`{name}`" for name in values)
-        raise InputError(
-            f"Exactly one of {names} must be None (it is solved for); got {len(missing)} None."
-        )
-    return missing[0]
-
-
-def _test_settings(alpha: object, alternative: object, method: object,
-                   methods: tuple[str, ...]) -> tuple[float, str, int, str]:
-    alpha_ = check_probability(alpha, "alpha")
-    alternative_ = check_choice(alternative, "alternative", ALTERNATIVES)
-    method_ = check_choice(method, "method", methods)
-    return alpha_, alternative_, 2 if alternative_ == "two-sided" else 1, method_
-
-
-def _check_power(power: object, alpha: float, sides: int) -> float:
-    p = check_probability(power, "power")
-    if p <= alpha / sides:
-        raise InputError(
-            f"`power` must exceed the test's size alpha/sides = {alpha / sides:g}, got {power!r}."
-        )
-    return p
-
-
-def _rounded_n(n_unrounded: float, effect: float) -> int:
-    """Round a solved n up; an n beyond :data:`MAX_ITEMS` means the effect is undetectable."""
-    if not n_unrounded <= MAX_ITEMS:
-        raise InputError(
-            f"`effect` = {effect:g} is too small to detect: it needs more than "
-            f"{MAX_ITEMS:.0e} items."
-        )
-    # 1e-9 guards against 520.0000000001 from floating point becoming 521
-    return max(1, math.ceil(n_unrounded - 1e-9))
-
-
 # ------------------------------------------------------------------------ paired design
 def power_mcnemar(
     effect: float | None = None,
@@ -271,13 +231,13 @@ def power_mcnemar(
     >>> power_mcnemar(effect=0.03, power=0.8, discordance=0.20, method="connor").n
     1742
     """
-    solve = _exactly_one_none(effect=effect, n=n, power=power)
+    solve = exactly_one_none(effect=effect, n=n, power=power)
     default = method is None
-    alpha_, alternative_, sides, method_ = _test_settings(
+    alpha_, alternative_, sides, method_ = check_test_settings(
         alpha, alternative, "exact" if default else method, MCNEMAR_METHODS)
     m, rho, deff = design_effect(repeats, icc)
     pool = None if pool_size is None else check_int(pool_size, "pool_size", low=1)
-    target = None if power is None else _check_power(power, alpha_, sides)
+    target = None if power is None else check_power(power, alpha_, sides)
     n_items = None if n is None else check_int(n, "n", low=1)
     if n_items is not None and method_ != "connor" and n_items * m / deff > MAX_EXACT_N:
         if default:
@@ -285,10 +245,10 @@ def power_mcnemar(
                                  correlation=correlation, alpha=alpha, alternative=alternative,
                                  method="connor", repeats=repeats, icc=icc,
                                  pool_size=pool_size)
-        raise InputError(
-            f"`n` = {n_items} is worth {n_items * m / deff:.3g} independent pairs, more than "
-            f"the exact computation handles ({MAX_EXACT_N:.0e}); use method='connor'."
-        )
+        raise ParameterError(
+            "{n} = {value} is worth {pairs:.3g} independent pairs, more than the exact "
+            "computation handles ({limit:.0e}); use method='connor'.", ["n"], value=n_items,
+            pairs=n_items * m / deff, limit=MAX_EXACT_N)
 
     def design_for(delta: float) -> PairedDesign:
         return paired_design(delta, baseline=baseline, discordance=discordance,
@@ -314,14 +274,13 @@ def power_mcnemar(
                                      alpha=alpha, alternative=alternative, method="connor",
                                      repeats=repeats, icc=icc, pool_size=pool_size)
             if found is None:
-                raise InputError(
-                    f"`effect` = {design.effect:g} needs more than {MAX_EXACT_N:.0e} "
-                    f"independent pairs, more than the exact computation handles; use "
-                    f"method='connor' (exact enough at that size)."
-                )
+                raise ParameterError(
+                    "{effect} = {value:g} needs more than {limit:.0e} independent pairs, more "
+                    "than the exact computation handles; use method='connor' (exact enough "
+                    "at that size).", ["effect"], value=design.effect, limit=MAX_EXACT_N)
             n_eff_needed = float(found)
         n_unrounded = n_eff_needed * deff / m
-        n_items = _rounded_n(n_unrounded, design.effect)
+        n_items = rounded_n(n_unrounded, design.effect)
         achieved = power_at(design, n_items * m / deff)
     else:
         assert n_items is not None
@@ -333,7 +292,7 @@ def power_mcnemar(
             target = achieved
         else:
             assert target is not None
-            upper = _effect_upper_bound(baseline, discordance, correlation, alternative_)
+            upper = effect_upper_bound(baseline, discordance, correlation, alternative_)
             delta = solve_increasing(lambda dl: power_at(design_for(dl), n_eff), upper,
                                      target, what=f"effect up to {upper:g}")
             design = design_for(delta)
@@ -348,25 +307,6 @@ def power_mcnemar(
         n_evaluations=n_items * m, correlation=design.correlation, pool_size=pool,
         exceeds_pool=exceeds, min_repeats=m_min,
     )
-
-
-def _effect_upper_bound(
-    baseline: object, discordance: object, correlation: object, alternative: str
-) -> float:
-    """Largest δ worth searching when solving for the effect; validates the other inputs."""
-    if discordance is None and correlation is None:
-        raise InputError(
-            "`discordance` (π_D) or `correlation` is required to solve for the effect."
-        )
-    upper = 1.0
-    if baseline is not None:
-        p_b = check_probability(baseline, "baseline")
-        upper = p_b if alternative == "less" else 1.0 - p_b
-    elif correlation is not None:
-        raise InputError("`correlation` needs `baseline` (π_D follows from both accuracies).")
-    if discordance is not None:
-        upper = min(upper, check_probability(discordance, "discordance"))
-    return upper
 
 
 # ---------------------------------------------------------------------- unpaired design
@@ -402,12 +342,12 @@ def power_two_proportions(
 
     As for McNemar, the far tail of a two-sided test is not counted.
     """
-    solve = _exactly_one_none(effect=effect, n=n, power=power)
-    alpha_, alternative_, sides, method_ = _test_settings(alpha, alternative, method,
+    solve = exactly_one_none(effect=effect, n=n, power=power)
+    alpha_, alternative_, sides, method_ = check_test_settings(alpha, alternative, method,
                                                           UNPAIRED_METHODS)
     p_b_in = None if baseline is None else check_probability(baseline, "baseline")
     pool = None if pool_size is None else check_int(pool_size, "pool_size", low=1)
-    target = None if power is None else _check_power(power, alpha_, sides)
+    target = None if power is None else check_power(power, alpha_, sides)
     n_items = None if n is None else check_int(n, "n", low=1)
 
     if solve == "effect":
@@ -428,7 +368,7 @@ def power_two_proportions(
     if solve == "n":
         assert target is not None
         n_unrounded = two_proportions_n(target, p_a, p_b, alpha_, sides, method_)
-        n_items = _rounded_n(n_unrounded, delta)
+        n_items = rounded_n(n_unrounded, delta)
     else:
         assert n_items is not None
         n_unrounded = float(n_items)

@@ -11,11 +11,11 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from robuststats._validation import check_int, check_probability
 from robuststats.errors import InputError
 from robuststats.glossary import TABLE_COLUMNS
-from robuststats.stats._power import power_mcnemar, power_two_proportions
-from robuststats.stats._power_design import check_effect
+from robuststats.stats._parameters import ParameterError, check_int, check_probability
+from robuststats.stats.power._design import check_effect
+from robuststats.stats.power._mcnemar import power_mcnemar, power_two_proportions
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -105,15 +105,15 @@ def power_table(
     """
     delta = check_effect(effect)
     if (n is None) == (power is None):
-        raise InputError(
-            "Exactly one of `n`, `power` must be None (the table solves for it); got "
-            f"{int(n is None) + int(power is None)} None."
-        )
+        raise ParameterError(
+            "Exactly one of {n}, {power} must be None (the table solves for it); got "
+            "{count} None.", ["n", "power"], count=int(n is None) + int(power is None))
     explicit = discordances is not None
     if explicit:
         grid = [check_probability(v, "discordances") for v in discordances]  # type: ignore[union-attr]
         if not grid:
-            raise InputError("`discordances` must hold at least one π_D, got none.")
+            raise ParameterError("{discordances} must hold at least one π_D, got none.",
+                                 ["discordances"])
     else:
         grid = discordance_grid(delta)
     settings = {"baseline": baseline, "alpha": alpha, "alternative": alternative,
@@ -184,9 +184,10 @@ def power_curve(
         except TypeError:
             sized = False
         if not sized:
-            raise InputError(f"`{name}` must be a sequence of numbers, got {values!r:.60}.")
+            raise ParameterError.about(name, f" must be a sequence of numbers, got {values!r:.60}.")
     if len(n_values) == 0 or len(discordances) == 0:
-        raise InputError("`n_values` and `discordances` must not be empty.")
+        raise ParameterError("{n_values} and {discordances} must not be empty.",
+                             ["n_values", "discordances"])
     ns = [check_int(v, "n_values", low=1) for v in n_values]
     grid = [check_probability(v, "discordances") for v in discordances]
     rows = []

@@ -16,7 +16,7 @@ import math
 import numpy as np
 from scipy import optimize, special
 
-from robuststats.stats._dose_models import DoseModel
+from robuststats.stats.dose._models import DoseModel
 
 __all__ = ["Problem", "solve"]
 

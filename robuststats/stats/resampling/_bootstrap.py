@@ -40,18 +40,24 @@ from robuststats._validation import (
     check_rng,
 )
 from robuststats.errors import InputError
-from robuststats.stats._bootstrap_ci import BootstrapFit, acceleration
 from robuststats.stats._common import (
     ConfidenceInterval,
     DegenerateDataWarning,
     SeedBootstrapWarning,
     tidy_row,
 )
-from robuststats.stats._resample import (
+from robuststats.stats.resampling._bootstrap_ci import BootstrapFit, acceleration
+from robuststats.stats.resampling._resample import (
     crossed_variance_ratio,
     jackknife_influence,
     lattice_scale,
     resampled_totals,
+)
+from robuststats.stats.resampling._statistics import (
+    QUANTITIES,
+    log_retention,
+    ratio_sign,
+    snap_ties,
 )
 
 __all__ = [
@@ -118,86 +124,6 @@ class BootstrapResult:
                                       drop=("bootstrap_distribution",))])
 
 
-# --- statistics as functions of totals (last axis: one total per input) ---
-# ``denom`` turns totals into means (k n, times the lattice scale L). Each statistic is one
-# correctly rounded quotient of exact integer totals (0/1 or i/L outcomes), so statistics
-# that are equal as fractions are equal as floats: ties with the observed value, and with
-# lattice values such as 0, are counted exactly (see ``_snap_ties`` for the rest).
-
-def _accuracy(t: np.ndarray, denom: float) -> np.ndarray:
-    return t[..., 0] / denom
-
-
-def _difference(t: np.ndarray, denom: float) -> np.ndarray:
-    return (t[..., 0] - t[..., 1]) / denom
-
-
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return num / den
-
-
-def _retention(t: np.ndarray, denom: float) -> np.ndarray:  # inputs (clean, noisy)
-    return _ratio(t[..., 1], t[..., 0])
-
-
-def _log_retention(t: np.ndarray, denom: float) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.log(_retention(t, denom))
-
-
-def _retention_difference(t: np.ndarray, denom: float) -> np.ndarray:
-    # (clean_a, noisy_a, clean_b, noisy_b): z_a/c_a − z_b/c_b = (z_a c_b − z_b c_a)/(c_a c_b)
-    return _ratio(t[..., 1] * t[..., 2] - t[..., 3] * t[..., 0], t[..., 0] * t[..., 2])
-
-
-_QUANTITIES = {
-    "accuracy": _accuracy,
-    "difference": _difference,
-    "retention": _retention,
-    "retention_difference": _retention_difference,
-}
-
-
-def _ratio_sign(stat: str, t: np.ndarray, t_hat: np.ndarray) -> np.ndarray:
-    """Exact sign of θ(t) − θ(t̂) for the ratio statistics, in Python integers.
-
-    ``t``: ``(c, m)`` integer totals of resamples whose θ equals θ̂ as a float; distinct
-    fractions with large denominators can round to the same float.
-    """
-    t = np.rint(t).astype(np.int64).astype(object)
-    h = [int(v) for v in np.rint(t_hat)]
-    if stat in ("retention", "log_retention"):  # z/c vs ẑ/ĉ, c, ĉ > 0
-        diff = t[:, 1] * h[0] - h[1] * t[:, 0]
-    else:  # N/D vs N̂/D̂ with N = z_a c_b − z_b c_a, D = c_a c_b > 0
-        num = t[:, 1] * t[:, 2] - t[:, 3] * t[:, 0]
-        den = t[:, 0] * t[:, 2]
-        diff = num * (h[0] * h[2]) - (h[1] * h[2] - h[3] * h[0]) * den
-    return np.array([(d > 0) - (d < 0) for d in diff], dtype=float)
-
-
-def _snap_ties(raw: np.ndarray, estimate: float, ratio: float,
-               exact_sign=None) -> np.ndarray:
-    """Resampled statistics, rescaled by ``ratio`` about the estimate, with exact ties.
-
-    A resample equal to θ̂ as a fraction stays exactly θ̂; one that differs stays on its
-    side of θ̂ (rounding may not merge it into θ̂, after the rescaling either).
-    ``exact_sign(indices)`` resolves float-equal resamples of a ratio statistic.
-    """
-    tie = raw == estimate
-    sign = np.sign(raw - estimate)
-    if exact_sign is not None and tie.any():
-        where = np.flatnonzero(tie)
-        sign[where] = exact_sign(where)
-        tie[where] = sign[where] == 0.0
-    boot = raw if ratio == 1.0 else estimate + (raw - estimate) * ratio
-    boot = np.where(tie, estimate, boot)
-    merged = (boot == estimate) & ~tie & (sign != 0.0)
-    if merged.any():
-        boot[merged] = np.nextafter(estimate, sign[merged] * np.inf)
-    return boot
-
-
 def _aligned(arrays: dict[str, object]) -> list[np.ndarray]:
     return as_aligned_outcomes(arrays)
 
@@ -257,7 +183,7 @@ def fit_bootstrap(
     studentized = method == "studentized"
     log_scale = method in ("log-ratio", "studentized")
     stat = "log_retention" if log_scale else quantity
-    func = _log_retention if log_scale else _QUANTITIES[quantity]
+    func = log_retention if log_scale else QUANTITIES[quantity]
     stacked = np.stack(matrices)  # (m, k, n)
     scale = lattice_scale(stacked)
     if scale is not None and scale * k * n > _MAX_EXACT_TOTAL:
@@ -282,8 +208,8 @@ def fit_bootstrap(
     exact_sign = None
     if scale is not None and stat != "accuracy" and stat != "difference":
         def exact_sign(where):
-            return _ratio_sign(stat, totals[where, :m], observed[:m])
-    boot = _snap_ties(raw, estimate, ratio, exact_sign)
+            return ratio_sign(stat, totals[where, :m], observed[:m])
+    boot = snap_ties(raw, estimate, ratio, exact_sign)
     finite = np.isfinite(boot)
     t_boot, se_hat = None, 0.0
     if studentized:

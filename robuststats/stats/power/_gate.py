@@ -25,7 +25,7 @@ The power of passing when the true contrast is ``δ`` (0: the candidate is as go
 baseline) is the probability that the one-sided t test of H0 "contrast ≤ −margin" rejects:
 ``Φ((margin + δ − t_ν √V)/√Var(T))`` averaged over the mean squares by the same
 Gauss–Legendre product rule as :func:`robuststats.stats.power_seeds`
-(:mod:`._power_seeds_formulas`). With only a seed component and one candidate model it is
+(:mod:`._seeds_formulas`). With only a seed component and one candidate model it is
 the noncentral t power of R ``pwr::pwr.t.test(n = k_b, d = (margin + δ)/(σ_s √(h·k_b)),
 type = "one.sample", alternative = "greater")``, reproduced in the tests.
 
@@ -40,11 +40,16 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from robuststats._validation import check_choice, check_int, check_number, check_probability
-from robuststats.errors import InputError
-from robuststats.stats._power import _exactly_one_none
-from robuststats.stats._power_seeds import MAX_SEEDS, _smallest_int
-from robuststats.stats._power_seeds_formulas import (
+from robuststats.stats._parameters import (
+    ParameterError,
+    check_choice,
+    check_int,
+    check_number,
+    check_probability,
+)
+from robuststats.stats.power._design import UnreachablePowerError, exactly_one_none, smallest_int
+from robuststats.stats.power._seeds import MAX_SEEDS
+from robuststats.stats.power._seeds_formulas import (
     _NODES,
     _critical_many,
     _scaled_chi2,
@@ -52,8 +57,7 @@ from robuststats.stats._power_seeds_formulas import (
     noncentral_t_power,
 )
 
-__all__ = ["GateComponents", "GatePowerResult", "estimate_gate_components", "gate_influence",
-           "gate_power_at", "power_gate"]
+__all__ = ["GatePowerResult", "gate_power_at", "power_gate"]
 
 #: most items a solved ``n_items`` may reach
 MAX_GATE_ITEMS = 10_000_000
@@ -223,7 +227,7 @@ def power_gate(
     -------
     GatePowerResult
     """
-    solve = _exactly_one_none(margin=margin, n_items=n_items,
+    solve = exactly_one_none(margin=margin, n_items=n_items,
                               n_seeds_baseline=n_seeds_baseline, power=power)
     mt = check_choice(margin_type, "margin_type", ("relative", "absolute"))
     a = check_probability(alpha, "alpha")
@@ -231,8 +235,9 @@ def power_gate(
     sds = {k: check_number(v, k, low=0.0) for k, v in
            (("seed_sd", seed_sd), ("item_sd", item_sd), ("resid_sd", resid_sd))}
     if sds["item_sd"] == 0.0 and sds["resid_sd"] == 0.0 and sds["seed_sd"] == 0.0:
-        raise InputError("`seed_sd`, `item_sd` and `resid_sd` are all 0: the metric would "
-                         "have no variance; give at least one.")
+        raise ParameterError("{seed_sd}, {item_sd} and {resid_sd} are all 0: the metric would "
+                             "have no variance; give at least one.",
+                             ["seed_sd", "item_sd", "resid_sd"])
     delta = check_number(true_difference, "true_difference")
     m = None if margin is None else check_number(
         margin, "margin", low=0.0, high=1.0 if mt == "relative" else None, low_open=True,
@@ -245,9 +250,9 @@ def power_gate(
     target = None if power is None else check_number(power, "power", low=a, high=1.0,
                                                      low_open=True, high_open=True)
     if kb == 1 and kc == 1:
-        raise InputError("`n_seeds_baseline` 1 with one candidate model: the gate cannot "
-                         "estimate seed variation (it compares two models, not recipes); "
-                         "plan at least 2 baseline seeds.")
+        raise ParameterError("{n_seeds_baseline} 1 with one candidate model: the gate cannot "
+                             "estimate seed variation (it compares two models, not recipes); "
+                             "plan at least 2 baseline seeds.", ["n_seeds_baseline"])
 
     def at(n_: int, kb_: int, effect: float) -> float:
         return gate_power_at(n_, kb_, kc, effect, sds["seed_sd"], sds["item_sd"],
@@ -263,22 +268,24 @@ def power_gate(
         while f(high) < 0:
             high *= 2.0
             if high > 1e6:
-                raise InputError(f"no margin reaches power {target:g} with {n} items and "
-                                 f"{kb} baseline seeds (at most {limit:.3f}).")
+                raise UnreachablePowerError(
+                    "no margin reaches power {target:g} with {n} items and {kb} baseline seeds "
+                    "(at most {limit:.3f}).", target=target, n=n, kb=kb, limit=limit)
         effect = float(optimize.brentq(f, 0.0, high, xtol=1e-10))
         shift = effect - delta
         if shift <= 0:
-            raise InputError(f"`true_difference` {delta:g} alone exceeds what is needed: any "
-                             "margin > 0 reaches the power.")
+            raise ParameterError("{true_difference} {delta:g} alone exceeds what is needed: "
+                                 "any margin > 0 reaches the power.", ["true_difference"],
+                                 delta=delta)
         m = -math.expm1(-shift) if mt == "relative" else shift
         achieved = target
     else:
         assert m is not None
         effect = _shift(m, mt) + delta
         if effect <= 0:
-            raise InputError(f"`true_difference` {delta:g} lies at or below −margin: the "
-                             "gate should fail that candidate; its pass rate is at most "
-                             "alpha.")
+            raise ParameterError("{true_difference} {delta:g} lies at or below −margin: the "
+                                 "gate should fail that candidate; its pass rate is at most "
+                                 "alpha.", ["true_difference"], delta=delta)
         if solve == "power":
             assert n is not None and kb is not None
             achieved = target = at(n, kb, effect)
@@ -286,29 +293,35 @@ def power_gate(
             assert kb is not None and target is not None
             ceiling = _max_power(kb, kc, effect, sds["seed_sd"], a)
             if ceiling < target:
-                fewest = _smallest_int(
+                fewest = smallest_int(
                     lambda k_: _max_power(k_, kc, effect, sds["seed_sd"], a) >= target,
                     2, MAX_SEEDS, start=kb + 1)
                 limit = _max_power(MAX_SEEDS, kc, effect, sds["seed_sd"], a)
-                raise InputError(
-                    f"with {kb} baseline seeds the gate passes a good candidate with "
-                    f"probability at most {ceiling:.3f} however many items; "
-                    + (f"{fewest} baseline seeds reach {target:g}." if fewest else
-                       f"a candidate of {kc} model(s) varies by its own seed SD, which "
-                       f"limits the power to {limit:.3f} however many baseline seeds: "
-                       "evaluate more candidate seeds (`n_seeds_candidate`)."))
-            n = _smallest_int(lambda n_: at(n_, kb, effect) >= target, 2, MAX_GATE_ITEMS,
-                              start=100)
+                reason = (f"with {kb} baseline seeds the gate passes a good candidate with "
+                          f"probability at most {ceiling:.3f} however many items")
+                if fewest:
+                    raise UnreachablePowerError("{reason}; {fewest} baseline seeds reach "
+                                                "{target:g}.", reason=reason, fewest=fewest,
+                                                target=target)
+                raise UnreachablePowerError(
+                    "{reason}; a candidate of {kc} model(s) varies by its own seed SD, which "
+                    "limits the power to {limit:.3f} however many baseline seeds: evaluate "
+                    "more candidate seeds ({n_seeds_candidate}).", ["n_seeds_candidate"],
+                    reason=reason, kc=kc, limit=limit)
+            n = smallest_int(lambda n_: at(n_, kb, effect) >= target, 2, MAX_GATE_ITEMS,
+                             start=100)
             if n is None:
-                raise InputError(f"more than {MAX_GATE_ITEMS:,} items would be needed.")
+                raise UnreachablePowerError("more than {limit:,} items would be needed.",
+                                            limit=MAX_GATE_ITEMS)
             achieved = at(n, kb, effect)
         else:
             assert n is not None and target is not None
-            kb = _smallest_int(lambda k_: at(n, k_, effect) >= target, 2, MAX_SEEDS,
-                               start=5)
+            kb = smallest_int(lambda k_: at(n, k_, effect) >= target, 2, MAX_SEEDS,
+                              start=5)
             if kb is None:
-                raise InputError(f"no number of baseline seeds up to {MAX_SEEDS} reaches "
-                                 f"power {target:g} with {n} items.")
+                raise UnreachablePowerError("no number of baseline seeds up to {limit} reaches "
+                                            "power {target:g} with {n} items.",
+                                            limit=MAX_SEEDS, target=target, n=n)
             achieved = at(n, kb, effect)
     assert n is not None and kb is not None and m is not None
     k, df_s, df_e, df_low = _dfs(kc, kb, n, sds["seed_sd"] ** 2, sds["resid_sd"] ** 2)
@@ -327,98 +340,3 @@ def power_gate(
         standard_error=math.sqrt(var), dof=float(dof),
         max_power=_max_power(kb, kc, effect, sds["seed_sd"], a), alpha=a, margin_type=mt,
         solved_for=solve)
-
-
-def gate_influence(clean: Any, noisy: Any, metric: str, relative: bool) -> tuple[float, Any]:
-    """The gate's metric θ and its delta-method influence values per seed and item.
-
-    ``metric="accuracy"``: θ = Z̄ with values ``z`` (absolute) or ``z/Z̄`` (relative, log
-    scale); ``"retention"``: θ = Z̄/C̄ with ``(z − θc)/C̄`` (ratio scale, as
-    :func:`seed_random_retention_test`) or ``z/Z̄ − c/C̄`` (log scale, as
-    :func:`seed_random_retention`). ``clean``, ``noisy``: ``(n_seeds, n_items)``.
-    """
-    z_bar = float(noisy.mean())
-    if metric == "accuracy":
-        return z_bar, (noisy / z_bar if relative else noisy)
-    c_bar = float(clean.mean())
-    theta = z_bar / c_bar
-    if relative:
-        return theta, noisy / z_bar - clean / c_bar
-    return theta, (noisy - theta * clean) / c_bar
-
-
-@dataclass(frozen=True)
-class GateComponents:
-    """Variance components of a gate's linearized metric, from a baseline's outcomes.
-
-    ``seed_sd`` = √(max(MS_seed − MS_resid, 0)/n), ``resid_sd`` = √MS_resid of the two-way
-    ANOVA of the influence values (:func:`crossed_variance`); ``value`` is the metric.
-    """
-
-    condition: str
-    eval_noise: float
-    metric: str
-    margin_type: str
-    value: float
-    seed_sd: float
-    resid_sd: float
-    ms_seed: float
-    ms_item: float
-    ms_resid: float
-    n_seeds: int
-    n_items: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def estimate_gate_components(source: Any, *, condition: str | None = None,
-                             eval_noise: float | None = None, metric: str = "retention",
-                             margin_type: str = "relative") -> GateComponents:
-    """Seed and residual SDs of the gate's metric for ``condition`` of ``source``.
-
-    ``source`` is anything :func:`robuststats.outcomes.read_outcomes` reads (a result
-    version, a run directory, a file or a DataFrame); ``eval_noise`` defaults to the
-    largest noisy level. Needs at least 2 training seeds.
-    """
-    from robuststats.errors import did_you_mean
-    from robuststats.outcomes import align_series, read_outcomes
-    from robuststats.stats._seed_random import crossed_variance
-
-    metric = check_choice(metric, "metric", ("retention", "accuracy"))
-    margin_type = check_choice(margin_type, "margin_type", ("relative", "absolute"))
-    out = read_outcomes(source)
-    conditions = sorted(set(out["condition"]))
-    if condition is None:
-        if len(conditions) != 1:
-            raise InputError(f"the outcomes have {len(conditions)} conditions "
-                             f"({', '.join(conditions)}): pass `condition`.")
-        condition = conditions[0]
-    elif condition not in conditions:
-        raise InputError(f"`condition` {condition!r} is not in the outcomes"
-                         f"{did_you_mean(condition, conditions)}; conditions: "
-                         f"{', '.join(conditions)}.")
-    rows = out[out["condition"] == condition]
-    noisy = sorted({float(v) for v in rows["eval_noise"] if v > 0})
-    if eval_noise is not None:
-        level = check_number(eval_noise, "eval_noise", low=0.0, low_open=True)
-        if not any(math.isclose(level, v, abs_tol=1e-12) for v in noisy):
-            raise InputError(f"`eval_noise` {level:g} is not a noisy level of {condition} "
-                             f"(levels: {', '.join(f'{v:g}' for v in noisy) or 'none'}).")
-    elif noisy:
-        level = noisy[-1]
-    else:
-        raise InputError(f"condition {condition} has no noisy level.")
-    wanted = ([0.0] if metric == "retention" else []) + [level]
-    aligned = align_series(rows, [(condition, lv) for lv in wanted], by="seed", holes="drop")
-    theta, values = gate_influence(aligned.values.get((condition, 0.0)),
-                                   aligned.values[(condition, level)], metric,
-                                   margin_type == "relative")
-    k, n = values.shape
-    if k < 2:
-        raise InputError(f"condition {condition} has one training seed: its seed SD cannot be "
-                         "estimated; give `seed_sd`.")
-    cv = crossed_variance(values)
-    return GateComponents(condition, level, metric, margin_type, float(theta),
-                          math.sqrt(cv.var_seed), math.sqrt(cv.ms_resid), cv.ms_seed,
-                          cv.ms_item, cv.ms_resid, k, n)

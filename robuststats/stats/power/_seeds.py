@@ -1,10 +1,10 @@
 """Power and sample size for a comparison of procedures over k training seeds × n items.
 
 ``power_seeds`` solves for whichever of ``effect``, ``n_items``, ``n_seeds`` and ``power``
-is left ``None``; ``power_seeds_table`` lists the (seeds, items) combinations that reach
-a target power. The test is the one the analysis runs with several seeds,
-:func:`robuststats.stats.seed_random_test` (formulas: :mod:`._power_seeds_formulas` and
-``docs/power.md``). Sign rule, *first minus second*: the effect is ``acc(a) − acc(b)``.
+is left ``None``; ``power_seeds_table`` (:mod:`._seeds_table`) lists the (seeds, items)
+combinations that reach a target power. The test is the one the analysis runs with
+several seeds, :func:`robuststats.stats.seed_random_test` (formulas:
+:mod:`._seeds_formulas` and ``docs/power.md``). Sign rule, *first minus second*: the effect is ``acc(a) − acc(b)``.
 
 The variance components of the per-item difference come from quantities a user can
 know or estimate: a 0/±1 difference with discordance π_D and mean δ has variance
@@ -21,25 +21,30 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from robuststats._validation import check_choice, check_int, check_number, check_probability
-from robuststats.errors import InputError
-from robuststats.glossary import TABLE_COLUMNS
-from robuststats.stats._power import (
+from robuststats.stats._parameters import (
+    ParameterError,
+    check_choice,
+    check_int,
+    check_number,
+    check_probability,
+)
+from robuststats.stats.power._design import (
     ALTERNATIVES,
     MAX_ITEMS,
-    POWER_METHODS,
     PoolSizeWarning,
-    _check_power,
-    _effect_upper_bound,
-    _exactly_one_none,
+    UnreachablePowerError,
+    check_power,
+    effect_upper_bound,
+    exactly_one_none,
+    paired_design,
+    smallest_int,
 )
-from robuststats.stats._power_design import paired_design
-from robuststats.stats._power_formulas import solve_increasing
-from robuststats.stats._power_seeds_formulas import (
+from robuststats.stats.power._formulas import solve_increasing
+from robuststats.stats.power._mcnemar import POWER_METHODS
+from robuststats.stats.power._seeds_formulas import (
     SEED_POWER_METHODS,
     expected_dof,
     seed_random_power,
@@ -48,13 +53,10 @@ from robuststats.stats._power_seeds_formulas import (
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DEFAULT_SEEDS", "MAX_SEEDS", "SeedPowerResult", "power_seeds", "power_seeds_curve",
-           "power_seeds_table"]
+__all__ = ["MAX_SEEDS", "SeedPowerResult", "TooFewSeedsError", "check_seeds", "power_seeds"]
 
 #: largest number of training seeds a solved ``n_seeds`` may reach
 MAX_SEEDS = 10_000
-#: seed counts :func:`power_seeds_table` tries by default
-DEFAULT_SEEDS = (2, 3, 4, 5, 6, 8, 10, 15, 20)
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,7 @@ class _Components:
     var_resid: float
 
 
-class TooFewSeedsError(InputError):
+class TooFewSeedsError(UnreachablePowerError):
     """No number of items reaches the target power with these seeds (the message says the
     most they reach and the fewest seeds that would do)."""
 
@@ -163,11 +165,11 @@ def _components(effect: object, *, baseline: object, discordance: object,
     total = design.discordance - design.effect**2
     within = total - seed_sd**2
     if not within > 0.0:
-        raise InputError(
-            f"impossible: `seed_sd` = {seed_sd:g} needs a seed variance {seed_sd**2:.4g} "
-            f"larger than the whole variance of the per-item difference, π_D − δ² = "
-            f"{design.discordance:g} − {design.effect:g}² = {total:.4g}."
-        )
+        raise ParameterError(
+            "impossible: {seed_sd} = {sd:g} needs a seed variance {var:.4g} larger than the "
+            "whole variance of the per-item difference, π_D − δ² = {pi_d:g} − {delta:g}² = "
+            "{total:.4g}.", ["seed_sd"], sd=seed_sd, var=seed_sd**2, pi_d=design.discordance,
+            delta=design.effect, total=total)
     return _Components(design.effect, design.discordance, design.baseline,
                        design.correlation, seed_sd**2, icc * within, (1.0 - icc) * within)
 
@@ -175,37 +177,6 @@ def _components(effect: object, *, baseline: object, discordance: object,
 def _power_at(c: _Components, k: int, n: int, alpha: float, sides: int, method: str) -> float:
     return seed_random_power(k, n, c.effect, c.var_seed, c.var_item, c.var_resid, alpha,
                              sides, method)
-
-
-def _smallest_int(reaches: Any, low: int, high: int, start: int | None = None) -> int | None:
-    """Smallest integer in [low, high] where the increasing predicate ``reaches`` holds.
-
-    ``start`` is a guess: the bracket grows from it by factors of 1.5 either way, then
-    bisection closes it, so a good guess needs few evaluations.
-    """
-    guess = low if start is None else min(max(int(start), low), high)
-    if reaches(guess):
-        hi = guess
-        lo = guess
-        while lo > low:
-            lo = max(low, int(lo / 1.5))
-            if not reaches(lo):
-                break
-            hi = lo
-        else:
-            return hi
-    else:
-        lo = hi = guess
-        while True:
-            if hi >= high:
-                return None
-            lo, hi = hi, min(high, max(hi + 1, int(hi * 1.5)))
-            if reaches(hi):
-                break
-    while hi - lo > 1:  # invariant: not reaches(lo), reaches(hi)
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if reaches(mid) else (mid, hi)
-    return hi
 
 
 def power_seeds(
@@ -277,7 +248,7 @@ def power_seeds(
     >>> r.n_items, round(r.max_power, 3)
     (1170, 0.999)
     """
-    solve = _exactly_one_none(effect=effect, n_items=n_items, n_seeds=n_seeds, power=power)
+    solve = exactly_one_none(effect=effect, n_items=n_items, n_seeds=n_seeds, power=power)
     alt = check_choice(alternative, "alternative", ALTERNATIVES)
     sides = 2 if alt == "two-sided" else 1
     alpha_ = check_probability(alpha, "alpha")
@@ -285,15 +256,15 @@ def power_seeds(
     sd = check_number(seed_sd, "seed_sd", low=0.0)
     rho = check_number(icc, "icc", low=0.0, high=1.0)
     pool = None if pool_size is None else check_int(pool_size, "pool_size", low=1)
-    target = None if power is None else _check_power(power, alpha_, sides)
+    target = None if power is None else check_power(power, alpha_, sides)
     n = None if n_items is None else check_int(n_items, "n_items", low=2)
-    k = None if n_seeds is None else _check_seeds(n_seeds)
+    k = None if n_seeds is None else check_seeds(n_seeds)
     settings = dict(baseline=baseline, discordance=discordance, correlation=correlation,
                     seed_sd=sd, icc=rho, alternative=alt)
 
     if solve == "effect":
         assert n is not None and k is not None and target is not None
-        upper = _effect_upper_bound(baseline, discordance, correlation, alt)
+        upper = effect_upper_bound(baseline, discordance, correlation, alt)
         delta = solve_increasing(
             lambda d: _power_at(_components(d, **settings), k, n, alpha_, sides, method_),
             upper, target, what=f"effect up to {upper:g}")
@@ -305,13 +276,13 @@ def power_seeds(
         n = _solve_items(comp, k, target, alpha_, sides, method_)
     elif solve == "n_seeds":
         assert n is not None and target is not None
-        found = _smallest_int(
+        found = smallest_int(
             lambda kk: _power_at(comp, kk, n, alpha_, sides, method_) >= target, 2, MAX_SEEDS)
         if found is None:
-            raise InputError(
-                f"`effect` = {comp.effect:g} needs more than {MAX_SEEDS} seeds with "
-                f"{n} items to reach power {target:g}."
-            )
+            raise UnreachablePowerError(
+                "{effect} = {value:g} needs more than {limit} seeds with {n} items to reach "
+                "power {target:g}.", ["effect"], value=comp.effect, limit=MAX_SEEDS, n=n,
+                target=target)
         k = found
     assert n is not None and k is not None
     achieved = _power_at(comp, k, n, alpha_, sides, method_)
@@ -337,15 +308,14 @@ def power_seeds(
     )
 
 
-def _check_seeds(value: object, name: str = "n_seeds") -> int:
+def check_seeds(value: object, name: str = "n_seeds") -> int:
     k = check_int(value, name, low=1)
     if k < 2:
-        raise InputError(
-            f"`{name}` must be ≥ 2, got 1: one seed cannot tell procedures from trained "
-            "models (plan one seed with power_mcnemar, the exact McNemar test)."
-        )
+        raise ParameterError.about(
+            name, " must be ≥ 2, got 1: one seed cannot tell procedures from trained models "
+            "(plan one seed with power_mcnemar, the exact McNemar test).")
     if k > MAX_SEEDS:
-        raise InputError(f"`{name}` must be at most {MAX_SEEDS}, got {k}.")
+        raise ParameterError.about(name, f" must be at most {MAX_SEEDS}, got {k}.")
     return k
 
 
@@ -372,7 +342,7 @@ def _solve_items(c: _Components, k: int, target: float, alpha: float, sides: int
         powers = np.array([_power_at(c, k, int(m), alpha, sides, method) for m in grid])
         reached = np.flatnonzero(powers >= target)
         if reached.size == 0:
-            fewest = _smallest_int(
+            fewest = smallest_int(
                 lambda kk: _max_power(c, kk, alpha, sides, method) >= target, k, MAX_SEEDS)
             advice = (f"at least {fewest} seeds are needed" if fewest is not None
                       else f"no number of seeds up to {MAX_SEEDS} is enough")
@@ -380,125 +350,27 @@ def _solve_items(c: _Components, k: int, target: float, alpha: float, sides: int
             where = ("however many items" if ceiling >= powers[best] - 1e-4
                      else f"(the most, at about {int(grid[best])} items)")
             raise TooFewSeedsError(
-                f"with `seed_sd` = {math.sqrt(c.var_seed):g}, {k} seeds reach at most power "
-                f"{max(ceiling, float(powers[best])):.3f} {where}: more items cannot make "
-                f"up for too few seeds; {advice} for power {target:g}."
-            )
+                "with {seed_sd} = {sd:g}, {k} seeds reach at most power {most:.3f} {where}: "
+                "more items cannot make up for too few seeds; {advice} for power {target:g}.",
+                ["seed_sd"], sd=math.sqrt(c.var_seed), k=k,
+                most=max(ceiling, float(powers[best])), where=where, advice=advice,
+                target=target)
         j = int(reached[0])  # bisect on the rising side, between grid[j − 1] and grid[j]
-        return _smallest_int(reaches, int(grid[j - 1]) if j > 0 else 2, int(grid[j]),
-                             int(grid[j]))
-    found = _smallest_int(reaches, 2, MAX_ITEMS, _normal_items(c, k, target, alpha, sides))
+        return smallest_int(reaches, int(grid[j - 1]) if j > 0 else 2, int(grid[j]),
+                            int(grid[j]))
+    found = smallest_int(reaches, 2, MAX_ITEMS, _normal_items(c, k, target, alpha, sides))
     if found is None:  # pragma: no cover - the ceiling above already reaches the target
-        raise InputError(f"`effect` = {c.effect:g} needs more than {MAX_ITEMS:.0e} items.")
+        raise ParameterError("{effect} = {value:g} needs more than {limit:.0e} items.",
+                             ["effect"], value=c.effect, limit=MAX_ITEMS)
     return found
 
 
 def _normal_items(c: _Components, k: int, target: float, alpha: float, sides: int) -> int:
     """The items a z test would need: a start for the search (the t test needs more)."""
-    from robuststats.stats._power_formulas import z_upper
+    from robuststats.stats.power._formulas import z_upper
 
     allowed = (c.effect / (z_upper(alpha / sides) + z_upper(1.0 - target))) ** 2
     room = allowed - c.var_seed / k
     if room <= 0:
         return MAX_ITEMS
     return max(2, min(MAX_ITEMS, math.ceil((c.var_item + c.var_resid / k) / room)))
-
-
-def power_seeds_table(
-    effect: float,
-    *,
-    power: float = 0.8,
-    seeds: Sequence[int] = DEFAULT_SEEDS,
-    discordance: float | None = None,
-    seed_sd: float = 0.0,
-    icc: float = 0.0,
-    baseline: float | None = None,
-    correlation: float | None = None,
-    alpha: float = 0.05,
-    alternative: str = "two-sided",
-    method: str = "seed-random",
-    pool_size: int | None = None,
-    as_frame: bool = True,
-) -> pd.DataFrame | list[dict[str, Any]]:
-    """Items needed for ``power`` with each number of seeds in ``seeds``.
-
-    One row per seed count, columns ``TABLE_COLUMNS["power_seeds"]``: ``n_seeds``,
-    ``n_items`` (empty when no number of items reaches the target: ``max_power`` is the
-    most those seeds give), ``n_evaluations`` (= seeds × items per condition), ``power``,
-    ``achieved_power``, ``max_power``, ``effect``, ``discordance``, ``seed_sd_difference`` (= ``seed_sd``),
-    ``icc``,
-    ``dof``, ``standard_error``, ``method``, ``alpha``, ``alternative``, ``pool_size``,
-    ``exceeds_pool`` and ``note``. Other arguments as for :func:`power_seeds`.
-    """
-    try:
-        counts = [_check_seeds(v, "seeds") for v in seeds]
-    except TypeError:
-        raise InputError(f"`seeds` must be a sequence of seed counts, got {seeds!r:.60}.") from None
-    if not counts:
-        raise InputError("`seeds` must hold at least one seed count, got none.")
-    rows = []
-    settings = dict(discordance=discordance, seed_sd=seed_sd, icc=icc, baseline=baseline,
-                    correlation=correlation, alpha=alpha, alternative=alternative,
-                    method=method)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PoolSizeWarning)  # reported in exceeds_pool
-        for k in sorted(set(counts)):
-            try:
-                r = power_seeds(effect, None, k, power, pool_size=pool_size, **settings)
-            except TooFewSeedsError:
-                r = power_seeds(effect, 2, k, None, **settings)
-                rows.append(_table_row(r, power, None, "more items cannot reach the target "
-                                                      "with these seeds"))
-                continue
-            note = f"exceeds the pool of {pool_size} items" if r.exceeds_pool else ""
-            rows.append(_table_row(r, power, r.n_items, note))
-    if not as_frame:
-        return rows
-    import pandas as pd
-
-    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS["power_seeds"]))
-
-
-def _table_row(r: SeedPowerResult, target: float, n: int | None, note: str) -> dict[str, Any]:
-    row = {c: getattr(r, c, None) for c in TABLE_COLUMNS["power_seeds"]}
-    row.update(n_items=n, power=float(target), note=note, seed_sd_difference=r.seed_sd,
-               n_evaluations=None if n is None else n * r.n_seeds)
-    if n is None:
-        row.update(achieved_power=None, dof=None, standard_error=None, exceeds_pool=False)
-    return row
-
-
-def power_seeds_curve(
-    effect: float,
-    *,
-    seeds: Sequence[int],
-    n_values: Sequence[int],
-    discordance: float | None = None,
-    seed_sd: float = 0.0,
-    icc: float = 0.0,
-    baseline: float | None = None,
-    correlation: float | None = None,
-    alpha: float = 0.05,
-    alternative: str = "two-sided",
-    method: str = "seed-random",
-) -> pd.DataFrame:
-    """Power of the seed-random t test for each (seeds, items); columns
-    ``n_seeds, n_items, power`` (for plots of power against items, one line per seed
-    count). Arguments as for :func:`power_seeds`."""
-    import pandas as pd
-
-    for name, values in (("seeds", seeds), ("n_values", n_values)):
-        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-            raise InputError(f"`{name}` must be a sequence of integers, got {values!r:.60}.")
-    counts = [_check_seeds(v, "seeds") for v in seeds]
-    ns = [check_int(v, "n_values", low=2) for v in n_values]
-    if not counts or not ns:
-        raise InputError("`seeds` and `n_values` must not be empty.")
-    rows = [
-        {"n_seeds": k, "n_items": n,
-         "power": power_seeds(effect, n, k, None, discordance=discordance, seed_sd=seed_sd,
-                              icc=icc, baseline=baseline, correlation=correlation,
-                              alpha=alpha, alternative=alternative, method=method).power}
-        for k in counts for n in ns
-    ]
-    return pd.DataFrame(rows, columns=["n_seeds", "n_items", "power"])

@@ -27,12 +27,12 @@ Intervals:
 * ``"delta"``: drc's delta method on the binomial fit. It treats every evaluation as an
   independent Bernoulli draw, so it ignores that the same items (and seeds) recur at every
   dose: it answers "for these models and items", and is too narrow for the population.
-* ``"bootstrap"`` (default): the two-way bootstrap of the package (:mod:`._resample`):
+* ``"bootstrap"`` (default): the two-way bootstrap of the package (:mod:`..resampling._resample`):
   seeds and items are resampled jointly at every dose (paired), the accuracies are
   recomputed, the curve is refitted (warm-started at the estimate) and the threshold
   recomputed; the interval is the percentile interval of the refitted thresholds. With
   several seeds each dose's resampled deviations are rescaled so its variance matches the
-  crossed random-effects estimate (:func:`._resample.crossed_variance_ratio`), as the
+  crossed random-effects estimate (:func:`..resampling._resample.crossed_variance_ratio`), as the
   package's other bootstrap intervals do. Resamples whose curve never reaches the level
   count as ``inf`` (an upper bound of ``inf`` says the data cannot rule that out); fits
   that fail are dropped with a warning.
@@ -58,14 +58,10 @@ from robuststats._validation import (
 )
 from robuststats.errors import InputError
 from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning, tidy_row
-from robuststats.stats._dose_fitting import Problem, solve
-from robuststats.stats._dose_response import (
-    DoseResponseFit,
-    dose_at,
-    fit_dose_response,
-    threshold_target,
-)
-from robuststats.stats._resample import crossed_variance_ratio, resampled_totals
+from robuststats.stats.dose._curve import DoseResponseFit, dose_at, threshold_target
+from robuststats.stats.dose._fitting import Problem, solve
+from robuststats.stats.dose._response import fit_dose_response
+from robuststats.stats.resampling import crossed_variance_ratio, resampled_totals
 
 __all__ = ["AUTO_MODELS", "ThresholdResult", "critical_threshold"]
 
@@ -198,7 +194,7 @@ def _seed_random(fit: DoseResponseFit, arr: np.ndarray, drop: float, estimate: f
 def _select(x: np.ndarray, acc: np.ndarray, totals: np.ndarray,
             fixed: Mapping[str, float] | None) -> str:
     """The model of :data:`AUTO_MODELS` with the smallest AIC on the binomial fit."""
-    from robuststats.stats._dose_response import select_dose_response
+    from robuststats.stats.dose._response import select_dose_response
 
     table = select_dose_response(x, acc, models=AUTO_MODELS, weights=totals, type="binomial",
                                  fixed=fixed)
