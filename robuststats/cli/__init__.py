@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from robuststats._quiet import quiet_dependencies
 from robuststats._version import __version__
 from robuststats.errors import InputError
 
@@ -87,6 +88,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``robuststats``; returns the process exit code."""
+    quiet_dependencies()
     parser = build_parser()
     args = _parse(parser, list(argv) if argv is not None else None)
     if args.command is None:

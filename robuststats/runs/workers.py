@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Any
 
+from robuststats._quiet import quiet_dependencies
+
 __all__ = ["PARENT_POLL_SECONDS", "TERMINATE_GRACE", "one_torch_thread", "run_pool",
            "stop_pool", "stop_processes", "worker_init"]
 
@@ -51,6 +53,7 @@ def worker_init(parent_pid: int) -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _kill_me_with_parent()
+    quiet_dependencies()  # as in the parent command: no start-up chatter per worker
     if os.getppid() != parent_pid:
         os._exit(1)  # the parent died before the line above could take effect
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True,
