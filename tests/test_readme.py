@@ -56,3 +56,26 @@ def test_the_demo_section_matches_the_makefile() -> None:
     assert "robuststats study studies/e8_matrix.yaml --seeds 5" in demo
     assert "`robuststats study studies/e8_matrix.yaml --seeds 5`" in README
     assert "-c requirements/constraints-cpu.txt torch" in makefile  # the pin, everywhere
+
+
+def test_the_sample_output_is_what_the_command_prints(capsys) -> None:
+    """The README's ``results show`` lines are the command's own output, verbatim."""
+    from robuststats.cli import main
+
+    text = README.split("`robuststats results show e8_matrix/v2`", 1)[1]
+    sample = text.split("```", 2)[1].strip("\n").splitlines()
+    root = Path(__file__).resolve().parents[1] / "results"
+    assert main(["results", "--root", str(root), "show", "e8_matrix/v2"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    lines = [line for line in sample if line != "..."]
+    assert len(lines) >= 2
+    for line in lines:
+        assert line in printed, line
+
+
+def test_the_demo_writes_the_next_version_after_the_committed_ones() -> None:
+    root = Path(__file__).resolve().parents[1] / "results" / "e8_matrix"
+    committed = sorted(int(p.name[1:]) for p in root.glob("v*") if p.name[1:].isdigit())
+    nxt = f"results/e8_matrix/v{committed[-1] + 1}/"
+    assert f"`{nxt}` on a fresh clone" in README
+    assert f"e8_matrix/v{committed[-1]} e8_matrix/v{committed[-1] + 1}" in README
