@@ -58,13 +58,13 @@ from robuststats.config.fields import (
 from robuststats.config.fields import (
     seed_list as _seeds_of,
 )
+from robuststats.config.hints import field_hints
 from robuststats.config.sweep import SweepSpec, sweep_levels
 from robuststats.config.yaml_lines import (
     KeyedError,
     KeyPath,
     check_document,
     component_key,
-    field_hints,
     line_for,
     load_yaml_with_lines,
     location,

@@ -33,11 +33,11 @@ from robuststats.config.fields import (
     check_seed_field,
     seed_list,
 )
+from robuststats.config.hints import field_hints
 from robuststats.config.yaml_lines import (
     KeyedError,
     KeyPath,
     check_document,
-    field_hints,
     line_for,
     load_yaml_with_lines,
     location,
