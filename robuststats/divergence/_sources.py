@@ -45,6 +45,9 @@ def check_source(source: str, *, name: str = "SOURCE") -> str:
         if not (p / "config.json").is_file():
             raise InputError(f"`{name}`: {source!r} is a directory without config.json (not a "
                              "saved model).")
+        from robuststats.models.model import check_saved_model
+
+        check_saved_model(p, key=name)  # tokenizer files and weights the loader accepts
         return "model"
     if p.exists():
         raise InputError(f"`{name}` must be a study file (.yaml) or a model directory, got "
