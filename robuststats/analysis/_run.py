@@ -10,7 +10,7 @@ import pandas as pd
 
 from robuststats.analysis._options import AnalysisOptions
 from robuststats.glossary import ordered
-from robuststats.outcomes import HOLE_POLICIES, complete, validate_outcomes
+from robuststats.outcomes import HOLE_POLICIES, complete, empty_outcomes, validate_outcomes
 
 if TYPE_CHECKING:
     from robuststats.stats import Hypothesis
@@ -64,7 +64,9 @@ def analyze_outcomes(outcomes: pd.DataFrame, *,
     ``expected_cells`` (the study plan) names the cells that should exist; without it they
     are inferred from the cross product present in the data, so a study and a later
     ``robuststats analyze`` of its outcomes agree. Hypotheses that need a missing cell are
-    INCONCLUSIVE with that reason. ``holes`` is the policy for items missing from present
+    INCONCLUSIVE with that reason. With a plan, an empty table is a study none of whose
+    cells finished: every cell is missing, every hypothesis INCONCLUSIVE, the other tables
+    empty (without one, an empty table is an error). ``holes`` is the policy for items missing from present
     cells (:func:`robuststats.outcomes.complete`): ``"drop"`` removes them from every table
     and records them in ``dropped``; ``"raise"`` stops with the cell and item named.
     """
@@ -76,7 +78,11 @@ def analyze_outcomes(outcomes: pd.DataFrame, *,
     check_choice(holes, "holes", HOLE_POLICIES)
     opts = options if options is not None else default_options()
     hs = as_hypotheses(hypotheses)
-    done = complete(validate_outcomes(outcomes), holes=holes, expected=expected_cells)
+    if len(outcomes) == 0 and expected_cells is not None:
+        table = empty_outcomes()  # a plan none of whose cells finished: all of them missing
+    else:
+        table = validate_outcomes(outcomes)
+    done = complete(table, holes=holes, expected=expected_cells)
     out = done.outcomes
     drops: list[pd.DataFrame] = [done.dropped]
     summary, seeds = summary_tables(out, opts)
