@@ -98,7 +98,12 @@ def read_texts(path: str | Path, *, name: str = "texts") -> tuple[list[str], lis
 def load_source(source: str, *, n_items: int | None = None, texts: str | None = None,
                 condition: str | None = None, seed: int | None = None,
                 runs: str | Path = "runs") -> Source:
-    """Load the model and the texts of ``source`` (module docstring)."""
+    """Load the model and the texts of ``source`` (module docstring); ``n_items`` is
+    bounded as a study's ``evaluation.n_items`` is."""
+    if n_items is not None:
+        from robuststats.config.bounds import MAX_ITEMS, check_count
+
+        check_count(n_items, "--items", MAX_ITEMS)
     kind = check_source(source)
     if kind == "model":
         if condition is not None or seed is not None:
