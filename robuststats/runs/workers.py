@@ -2,8 +2,11 @@
 
 One policy for all five commands:
 
-- workers are spawned (no fork of a process holding torch threads), and each starts with
-  :func:`worker_init`: it dies with its parent and leaves Ctrl-C to it;
+- workers are spawned (no fork of a process holding torch threads) from
+  :func:`spawn_context`, which on Linux makes each one die with its parent from the first
+  line it runs, before its interpreter imports the parent's main module or torch (seconds
+  on a busy machine); each then starts with :func:`worker_init`: the same promise
+  everywhere (a watchdog thread), and Ctrl-C left to the parent;
 - torch runs one thread per process (:func:`one_torch_thread`): the processes are the
   parallelism, and the engine's noise draws need it under inference mode (below);
 - an interruption stops the workers at once (:func:`stop_processes`: SIGTERM, a grace
@@ -17,6 +20,7 @@ start-up and stop.
 from __future__ import annotations
 
 import contextlib
+import io
 import multiprocessing
 import os
 import signal
@@ -25,10 +29,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from multiprocessing import context as mp_context
+from multiprocessing import popen_spawn_posix
+from multiprocessing import spawn as mp_spawn
+from multiprocessing import util as mp_util
+from multiprocessing.context import reduction, set_spawning_popen
 from typing import Any
 
 __all__ = ["PARENT_POLL_SECONDS", "TERMINATE_GRACE", "one_torch_thread", "run_pool",
-           "stop_pool", "stop_processes", "worker_init"]
+           "spawn_context", "stop_pool", "stop_processes", "worker_init"]
 
 #: seconds between a worker's checks that its parent is alive (the watchdog of a worker
 #: on a platform without PR_SET_PDEATHSIG, and the backstop on Linux)
@@ -37,6 +46,91 @@ PARENT_POLL_SECONDS = 0.25
 TERMINATE_GRACE = 1.0
 #: seconds between the parent's looks at a pool's futures and at the files on disk
 _POLL_SECONDS = 0.5
+
+
+#: the first lines a spawned worker runs (Linux): the kernel kills it when its parent dies
+#: (``PR_SET_PDEATHSIG`` survives the imports and any later exec), a parent that died
+#: before that took effect is seen as a new parent pid, and Ctrl-C is the parent's
+_PROLOGUE = ("import os, signal, ctypes\n"
+             "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+             "try:\n"
+             "    ctypes.CDLL(None).prctl(1, int(signal.SIGKILL), 0, 0, 0)\n"
+             "except Exception:\n"
+             "    pass\n"
+             "if os.getppid() != {parent}:\n"
+             "    os._exit(1)\n")
+
+
+def spawn_context() -> mp_context.BaseContext:
+    """The multiprocessing context of every worker: spawn; on Linux, children that die with
+    their parent at any moment, their start-up included.
+
+    A spawned child imports its parent's main module and unpickles its work before
+    :func:`worker_init` can run: seconds (torch) on a busy machine, during which a killed
+    parent used to leave it, and the resource tracker it holds open, running for as long.
+    Here the child's command line starts with :data:`_PROLOGUE`, so ``PR_SET_PDEATHSIG``
+    takes effect in the first line of Python it runs. Elsewhere the plain spawn context
+    (the watchdog of :func:`worker_init` remains).
+    """
+    if not sys.platform.startswith("linux"):
+        return multiprocessing.get_context("spawn")
+    return _DyingContext()
+
+
+class _DyingPopen(popen_spawn_posix.Popen):
+    """A spawn ``Popen`` whose child runs :data:`_PROLOGUE` first."""
+
+    # CPython's popen_spawn_posix.Popen._launch (the same in 3.10 to 3.13) with one change:
+    # the command line begins with the prologue
+    def _launch(self, process_obj: Any) -> None:
+        from multiprocessing import resource_tracker
+
+        tracker_fd = resource_tracker.getfd()
+        self._fds.append(tracker_fd)
+        prep_data = mp_spawn.get_preparation_data(process_obj._name)
+        fp = io.BytesIO()
+        set_spawning_popen(self)
+        try:
+            reduction.dump(prep_data, fp)
+            reduction.dump(process_obj, fp)
+        finally:
+            set_spawning_popen(None)
+        parent_r = child_w = child_r = parent_w = None
+        try:
+            parent_r, child_w = os.pipe()
+            child_r, parent_w = os.pipe()
+            cmd = _with_prologue(mp_spawn.get_command_line(tracker_fd=tracker_fd,
+                                                           pipe_handle=child_r))
+            self._fds.extend([child_r, child_w])
+            self.pid = mp_util.spawnv_passfds(mp_spawn.get_executable(), cmd, self._fds)
+            self.sentinel = parent_r
+            with open(parent_w, "wb", closefd=False) as f:
+                f.write(fp.getbuffer())
+        finally:
+            self.finalizer = mp_util.Finalize(
+                self, mp_util.close_fds, [fd for fd in (parent_r, parent_w) if fd is not None])
+            for fd in (child_r, child_w):
+                if fd is not None:
+                    os.close(fd)
+
+
+class _DyingProcess(mp_context.SpawnProcess):
+    @staticmethod
+    def _Popen(process_obj: Any) -> Any:
+        return _DyingPopen(process_obj)
+
+
+class _DyingContext(mp_context.SpawnContext):
+    Process = _DyingProcess  # type: ignore[assignment]
+
+
+def _with_prologue(cmd: list[str]) -> list[str]:
+    """``[python, *flags, "-c", prog, "--multiprocessing-fork"]`` with the prologue before
+    ``prog`` (a frozen executable's command line, without ``-c``, is left as it is)."""
+    if "-c" not in cmd:
+        return cmd
+    at = cmd.index("-c") + 1
+    return [*cmd[:at], _PROLOGUE.format(parent=os.getpid()) + cmd[at], *cmd[at + 1:]]
 
 
 def worker_init(parent_pid: int) -> None:
@@ -133,7 +227,7 @@ def run_pool(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], workers: 
     one, an exception of a callback) cancels pending calls and ends the workers at once:
     what they wrote is kept, the calls in flight are lost.
     """
-    ctx = multiprocessing.get_context("spawn")
+    ctx = spawn_context()
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
                                initializer=worker_init, initargs=(os.getpid(),))
     try:
