@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from multiprocessing import context as mp_context
 from multiprocessing import popen_spawn_posix
 from multiprocessing import spawn as mp_spawn
@@ -222,23 +223,52 @@ def run_pool(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], workers: 
 
     Each finished call is handed to ``on_result(i, value)``, or to ``on_error(i, exc)``
     inside the ``except`` block (so ``traceback.format_exc()`` there gives the worker's
-    traceback; a worker that died gives ``BrokenProcessPool``). ``poll()`` runs every
-    half second (progress read from disk). Any interruption (Ctrl-C, SIGTERM turned into
-    one, an exception of a callback) cancels pending calls and ends the workers at once:
-    what they wrote is kept, the calls in flight are lost.
+    traceback). ``poll()`` runs every half second (progress read from disk). Any
+    interruption (Ctrl-C, SIGTERM turned into one, an exception of a callback) cancels
+    pending calls and ends the workers at once: what they wrote is kept, the calls in
+    flight are lost.
+
+    A worker that dies (the OOM killer, a crash in native code) breaks the pool and every
+    call not finished with it. Those calls run again in a new pool; the ones that were in
+    flight run first, each alone, so the call whose worker dies alone is the one handed to
+    ``on_error`` (with ``BrokenProcessPool``) and every other call still runs. ``fn`` must
+    therefore tolerate a second run of a call (the study's jobs skip the cells already
+    written).
     """
-    ctx = spawn_context()
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx,
+    todo = list(range(len(calls)))
+    while todo:
+        suspects, rest = _pool_round(fn, calls, todo, workers, on_result, on_error, poll)
+        for i in suspects:  # alone: a death now is this call's own
+            _pool_round(fn, calls, [i], 1, on_result, on_error, poll, alone=True)
+        todo = rest
+
+
+def _pool_round(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], indices: list[int],
+                workers: int, on_result: Callable[[int, Any], None],
+                on_error: Callable[[int, BaseException], None],
+                poll: Callable[[], None] | None, *, alone: bool = False
+                ) -> tuple[list[int], list[int]]:
+    """Run ``calls[i]`` for ``i`` in ``indices`` in a new pool; returns the calls a dead
+    worker broke: those seen in flight (all of them when none was), and the others.
+    ``alone``: a call broken by its worker's death goes to ``on_error``."""
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=spawn_context(),
                                initializer=worker_init, initargs=(os.getpid(),))
+    broken: list[int] = []
+    started: set[int] = set()
     try:
-        futures: dict[Future[Any], int] = {pool.submit(fn, *args): i
-                                           for i, args in enumerate(calls)}
+        futures: dict[Future[Any], int] = {pool.submit(fn, *calls[i]): i for i in indices}
         pending = set(futures)
         while pending:
+            started |= {futures[f] for f in pending if f.running()}
             done, pending = wait(pending, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
-            for fut in done:
+            for fut in sorted(done, key=futures.__getitem__):
                 try:
                     value = fut.result()
+                except BrokenProcessPool as exc:
+                    if alone:
+                        on_error(futures[fut], exc)
+                    else:
+                        broken.append(futures[fut])
                 except Exception as exc:
                     on_error(futures[fut], exc)
                 else:
@@ -249,3 +279,5 @@ def run_pool(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], workers: 
         stop_pool(pool)
         raise
     pool.shutdown(wait=True)
+    suspects = [i for i in broken if i in started] or broken
+    return suspects, [i for i in broken if i not in suspects]
