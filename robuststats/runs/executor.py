@@ -158,6 +158,8 @@ def load_or_train(ledger: RunLedger, spec: StudySpec, job: TrainJob, *, task: An
     bind_run = getattr(trainer, "bind_run", None)
     if callable(bind_run):  # a trainer that keeps logs or outputs in the run directory
         bind_run(ledger.root)
+    if ledger.model_ready(job) and (problem := ledger.model_problem(job)) is not None:
+        ledger.set_aside_model(job, problem)  # changed since it was published: train again
     if ledger.model_ready(job):
         loader = getattr(trainer, "load", None) or TrainedModel.load
         return loader(ledger.model_path(job)), False
