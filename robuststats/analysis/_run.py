@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -9,8 +10,17 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from robuststats.analysis._options import AnalysisOptions
+from robuststats.errors import RobuststatsWarning
 from robuststats.glossary import ordered, table_names
-from robuststats.outcomes import HOLE_POLICIES, complete, validate_outcomes
+from robuststats.outcomes import (
+    CELL_KEY,
+    HOLE_POLICIES,
+    Completed,
+    complete,
+    empty_outcomes,
+    plain,
+    validate_outcomes,
+)
 
 if TYPE_CHECKING:
     from robuststats.stats import Hypothesis
@@ -63,7 +73,9 @@ def analyze_outcomes(outcomes: pd.DataFrame, *,
     ``expected_cells`` (the study plan) names the cells that should exist; without it they
     are inferred from the cross product present in the data, so a study and a later
     ``robuststats analyze`` of its outcomes agree. Hypotheses that need a missing cell are
-    INCONCLUSIVE with that reason. ``holes`` is the policy for items missing from present
+    INCONCLUSIVE with that reason. With a plan, an empty table is a study none of whose
+    cells finished: every cell is missing, every hypothesis INCONCLUSIVE, the other tables
+    empty (without one, an empty table is an error). ``holes`` is the policy for items missing from present
     cells (:func:`robuststats.outcomes.complete`): ``"drop"`` removes them from every table
     and records them in ``dropped``; ``"raise"`` stops with the cell and item named.
     """
@@ -75,7 +87,12 @@ def analyze_outcomes(outcomes: pd.DataFrame, *,
     check_choice(holes, "holes", HOLE_POLICIES)
     opts = options if options is not None else default_options()
     hs = as_hypotheses(hypotheses)
-    done = complete(validate_outcomes(outcomes), holes=holes, expected=expected_cells)
+    if len(outcomes) == 0 and expected_cells is not None:
+        table = empty_outcomes()  # a plan none of whose cells finished: all of them missing
+    else:
+        table = validate_outcomes(outcomes)
+    done = complete(table, holes=holes, expected=expected_cells)
+    _warn_holes(done, planned=expected_cells is not None)
     out = done.outcomes
     drops: list[pd.DataFrame] = [done.dropped]
     summary, seeds = summary_tables(out, opts)
@@ -86,6 +103,41 @@ def analyze_outcomes(outcomes: pd.DataFrame, *,
     dropped = _merge_drops(drops)
     return Analysis(summary, retention, seeds, omnibus, tests, verdicts, done.missing,
                     dropped, opts, holes, settings(opts, holes))
+
+
+def _warn_holes(done: Completed, *, planned: bool) -> None:
+    """Say on stderr what the holes took away: partial cells set aside, cells missing from
+    the table's own cross product (a plan's missing cells its runner reports), items
+    dropped from every table. Nothing for a complete table."""
+    def where(r: Any) -> str:
+        return (f"condition {r.condition!r}, seed {plain(r.seed)}, eval_noise "
+                f"{plain(r.eval_noise):g}, noise_seed {plain(r.noise_seed)}")
+
+    dropped = done.dropped
+    partial = dropped[dropped["item_id"].isna()]
+    items = dropped[dropped["item_id"].notna()]
+    notes = []
+    if len(partial):
+        first = next(partial.itertuples(index=False))
+        notes.append(f"{len(partial)} cell(s) set aside as missing, first {where(first)}: "
+                     f"{first.reason.split(';')[0].removeprefix('cell ')}")
+    gone = len(done.missing) - len(partial)
+    if gone > 0 and not planned:
+        key = set(partial[list(CELL_KEY)].itertuples(index=False, name=None))
+        first = next(r for r in done.missing.itertuples(index=False)
+                     if tuple(r) not in key)
+        notes.append(f"{gone} cell(s) of the table's cross product are missing, first "
+                     f"{where(first)}")
+    if len(items):
+        first = next(items.itertuples(index=False))
+        notes.append(f"{items['item_id'].nunique()} item(s) missing from some cells were "
+                     f"dropped from every table, first {first.item_id!r} under {where(first)}")
+    if notes:
+        tail = (" The hypotheses that need a missing cell are INCONCLUSIVE (tables `missing` "
+                "and `dropped`)." if len(partial) or (gone > 0 and not planned)
+                else " See the table `dropped`.")
+        warnings.warn("outcomes with holes: " + "; ".join(notes) + "." + tail,
+                      RobuststatsWarning, stacklevel=3)
 
 
 def settings(opts: AnalysisOptions, holes: str) -> dict[str, Any]:

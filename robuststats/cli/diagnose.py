@@ -7,6 +7,7 @@ from typing import Any
 
 from robuststats.cli._output import add_format_option, emit, fmt_ci, fmt_p, fmt_pct, render_table
 from robuststats.cli._types import open_unit, positive_int
+from robuststats.config.bounds import MAX_WORKERS
 from robuststats.errors import did_you_mean
 
 __all__ = ["add_parser", "run"]
@@ -36,7 +37,7 @@ def _levels(text: str) -> list[str]:
 
 
 def _workers(text: str) -> int:
-    return positive_int(text, 256)
+    return positive_int(text, MAX_WORKERS)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

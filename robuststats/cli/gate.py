@@ -13,6 +13,7 @@ from typing import Any
 
 from robuststats.cli._output import emit
 from robuststats.cli._types import non_negative_float, positive_int
+from robuststats.config.bounds import MAX_WORKERS
 
 __all__ = ["add_parser", "run"]
 
@@ -67,7 +68,7 @@ def _seeds(text: str) -> int | list[int]:
 
 
 def _workers(text: str) -> int:
-    return positive_int(text, 256)
+    return positive_int(text, MAX_WORKERS)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

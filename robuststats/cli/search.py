@@ -8,11 +8,11 @@ from typing import Any
 
 from robuststats.cli._output import add_format_option, emit, render_table
 from robuststats.cli._types import positive_int
+from robuststats.config.bounds import MAX_WORKERS
 
 __all__ = ["add_parser", "run"]
 
 #: worker processes: each holds a model and the task; more than this is a typo
-MAX_WORKERS = 256
 
 
 def _trials(text: str) -> int:

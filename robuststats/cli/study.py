@@ -8,6 +8,7 @@ from typing import Any
 
 from robuststats.cli._output import add_format_option, emit, render_table
 from robuststats.cli._types import positive_int
+from robuststats.config.bounds import MAX_WORKERS
 from robuststats.errors import InputError
 
 __all__ = ["add_parser", "run"]
@@ -15,14 +16,10 @@ __all__ = ["add_parser", "run"]
 
 #: worker processes: each holds a model and the task (hundreds of MB); more than this is a
 #: typo, not a machine
-MAX_WORKERS = 256
 
 
 def _workers(text: str) -> int:
-    value = positive_int(text)
-    if value > MAX_WORKERS:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_WORKERS}, got {text!r}")
-    return value
+    return positive_int(text, MAX_WORKERS)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

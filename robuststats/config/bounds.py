@@ -9,10 +9,13 @@ is allocated or trained: a value past one of them is a typo, not a plan
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from robuststats.errors import InputError
 
 __all__ = ["MAX_BATCH_SIZE", "MAX_CELLS", "MAX_CONDITIONS", "MAX_HYPOTHESES", "MAX_ITEMS",
            "MAX_NAME_LENGTH", "MAX_NOISE_LEVELS", "MAX_NOISE_SEEDS", "MAX_SEEDS", "MAX_VERSION",
-           "NAME_PATTERN", "check_name"]
+           "MAX_WORKERS", "NAME_PATTERN", "check_count", "check_name"]
 
 #: study and condition names: they name directories and cell files
 NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.\-]*"
@@ -37,6 +40,19 @@ MAX_BATCH_SIZE = 100_000
 MAX_NAME_LENGTH = 100
 #: ``version`` of a study definition
 MAX_VERSION = 1_000_000
+#: worker processes of a command (``--workers``)
+MAX_WORKERS = 256
+
+
+def check_count(value: Any, name: str, high: int) -> int:
+    """A count given on a command line or to a library call (``seeds``, ``n_items``,
+    ``noise_seeds``): an integer in ``[1, high]``, with the same bound and message in
+    every command (`` `n_items` must be at most 1,000,000, got 99999999.``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"`{name}` must be a positive integer, got {value!r}.")
+    if value > high:
+        raise InputError(f"`{name}` must be at most {high:,}, got {value!r}.")
+    return value
 
 
 def check_name(value: str, what: str) -> str:

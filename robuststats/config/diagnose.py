@@ -14,6 +14,7 @@ import math
 from pydantic import Field, field_validator
 
 from robuststats.config._strict import Strict
+from robuststats.config.bounds import MAX_ITEMS, MAX_NOISE_SEEDS  # the study's own bounds
 from robuststats.engine import ALL_OPS, KINDS, OP_PRESETS
 from robuststats.errors import did_you_mean
 from robuststats.stats import MULTIPLICITY_METHODS
@@ -26,10 +27,6 @@ LEVELS: tuple[str, ...] = ("operator", "layer", "window", "channel")
 #: modules whose inputs the channel level watches by default: the inputs of the two
 #: products that write into the residual stream (seed 004's ``o_proj`` and ``down_proj``)
 DEFAULT_MODULES: tuple[str, ...] = ("o_proj", "down_proj")
-#: ``evaluation.n_items``
-MAX_ITEMS = 1_000_000
-#: noise draws per target
-MAX_NOISE_SEEDS = 1_000
 #: largest seed value (robuststats.config.fields.MAX_SEED_VALUE)
 MAX_SEED_VALUE = 2**32 - 1
 #: largest window (the builtin model allows 256 layers)

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from robuststats.config.bounds import MAX_ITEMS, MAX_NOISE_SEEDS, MAX_SEEDS, check_count
 from robuststats.config.diagnose import DiagnoseSpec
 from robuststats.config.fields import seed_list
 from robuststats.errors import InputError, did_you_mean
@@ -84,16 +85,13 @@ def resolve_plan(spec: StudySpec, *, levels: Sequence[str] | None = None,
     ledger_spec = spec
     study_seeds = spec.seed_list()
     if seeds is not None:
-        if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-            raise InputError(f"`seeds` must be a positive integer, got {seeds!r}.")
+        check_count(seeds, "seeds", MAX_SEEDS)  # the study's bounds and messages
         if seeds > len(study_seeds):
             ledger_spec = spec.with_overrides(seeds=seeds)  # names the problem if it can't
             study_seeds = ledger_spec.seed_list()
         study_seeds = study_seeds[:seeds]
     if noise_seeds is not None:
-        if isinstance(noise_seeds, bool) or not isinstance(noise_seeds, int) or noise_seeds < 1:
-            raise InputError(f"`noise_seeds` must be a positive integer, got {noise_seeds!r}.")
-        ns = list(range(noise_seeds))
+        ns = list(range(check_count(noise_seeds, "noise_seeds", MAX_NOISE_SEEDS)))
     else:
         ns = seed_list(d.noise_seeds if d.noise_seeds is not None
                        else spec.evaluation.noise_seeds)
@@ -103,6 +101,8 @@ def resolve_plan(spec: StudySpec, *, levels: Sequence[str] | None = None,
     if n_items is not None and (isinstance(n_items, bool) or not isinstance(n_items, int)
                                 or n_items < 2):
         raise InputError(f"`n_items` must be an integer >= 2, got {n_items!r}.")
+    if n_items is not None:
+        check_count(n_items, "n_items", MAX_ITEMS)
     plan = DiagnosisPlan(
         study=spec.name, condition=cond, seeds=tuple(study_seeds), noise_seeds=tuple(ns),
         levels=tuple(d.levels), scale=float(d.scale),

@@ -45,6 +45,9 @@ def check_source(source: str, *, name: str = "SOURCE") -> str:
         if not (p / "config.json").is_file():
             raise InputError(f"`{name}`: {source!r} is a directory without config.json (not a "
                              "saved model).")
+        from robuststats.models.model import check_saved_model
+
+        check_saved_model(p, key=name)  # tokenizer files and weights the loader accepts
         return "model"
     if p.exists():
         raise InputError(f"`{name}` must be a study file (.yaml) or a model directory, got "
@@ -95,7 +98,12 @@ def read_texts(path: str | Path, *, name: str = "texts") -> tuple[list[str], lis
 def load_source(source: str, *, n_items: int | None = None, texts: str | None = None,
                 condition: str | None = None, seed: int | None = None,
                 runs: str | Path = "runs") -> Source:
-    """Load the model and the texts of ``source`` (module docstring)."""
+    """Load the model and the texts of ``source`` (module docstring); ``n_items`` is
+    bounded as a study's ``evaluation.n_items`` is."""
+    if n_items is not None:
+        from robuststats.config.bounds import MAX_ITEMS, check_count
+
+        check_count(n_items, "--items", MAX_ITEMS)
     kind = check_source(source)
     if kind == "model":
         if condition is not None or seed is not None:

@@ -151,11 +151,20 @@ def _cell_check(rows: pd.DataFrame, levels: list[float], who: str) -> None:
 
 
 def _seed_values(seeds: Any) -> list[int] | None:
+    """The candidate's seeds, within a study's bounds (a count or a list of at most
+    ``MAX_SEEDS``, each a seed value a study accepts)."""
+    from robuststats.config.bounds import MAX_SEEDS, check_count
+    from robuststats.config.fields import MAX_SEED_VALUE
+
     if seeds is None:
         return None
     if isinstance(seeds, int) and not isinstance(seeds, bool):
-        return list(range(check_int(seeds, "seeds", low=1)))
-    values = [check_int(s, "seeds", low=0) for s in seeds]
+        return list(range(check_count(seeds, "seeds", MAX_SEEDS)))
+    seeds = list(seeds)
+    if len(seeds) > MAX_SEEDS:
+        raise InputError(f"`seeds` must list at most {MAX_SEEDS:,} seeds, got "
+                         f"{len(seeds):,}.")
+    values = [check_int(s, "seeds", low=0, high=MAX_SEED_VALUE) for s in seeds]
     if not values or len(set(values)) != len(values):
         raise InputError(f"`seeds` must be a count or a list of distinct seeds, got {seeds!r}.")
     return values

@@ -12,8 +12,9 @@ the directory of each training seed:
 Each directory is a Hugging Face ``save_pretrained`` checkpoint: ``config.json``, weights
 in safetensors (or a PyTorch ``.bin``, read with ``torch.load(weights_only=True)``) and
 tokenizer files. Everything is checked before anything is computed
-(:func:`check_checkpoints`, called by ``robuststats study --check`` and every run), with
-errors that name the key and its line. Loading never runs code from the checkpoint
+(:func:`check_checkpoints`, called by ``robuststats study --check`` and every run), the
+weight files included (:func:`~robuststats.models.weights.check_weights`: headers and
+pickles read, never executed), with errors that name the key and its line. Loading never runs code from the checkpoint
 (``trust_remote_code`` is off) and never downloads.
 """
 
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from robuststats.errors import InputError
 from robuststats.models.model import TOKENIZER_FILES
+from robuststats.models.weights import WEIGHT_FILES, check_weights
 
 if TYPE_CHECKING:
     from robuststats.models.trainer import TrainedModel
@@ -42,9 +44,6 @@ __all__ = [
     "template_fields",
 ]
 
-#: weight files of a checkpoint, safetensors first (one of them must be present)
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                "pytorch_model.bin.index.json")
 _FIELDS = ("seed", "condition")
 _GLOB = set("*?[")
 
@@ -106,7 +105,9 @@ def resolve_checkpoint(pattern: str, *, condition: str, seed: int,
     """The checkpoint directory of ``(condition, seed)``, checked to be loadable.
 
     Raises :class:`InputError` naming ``key``, the seed and the path when the directory is
-    missing, a glob matches no directory or several, or a file a checkpoint needs is absent.
+    missing, a glob matches no directory or several, a file a checkpoint needs is absent,
+    or its weights are a file the loader would refuse (:func:`check_weights`: a malformed
+    safetensors header, a pickle that would call a function).
     """
     check_template(pattern, key)
     text = os.path.expanduser(_format(pattern, condition, seed))
@@ -135,6 +136,10 @@ def resolve_checkpoint(pattern: str, *, condition: str, seed: int,
     if missing:
         raise InputError(f"{where}: {str(path)!r} is not a saved checkpoint: it has no "
                          f"{' and no '.join(missing)}.")
+    try:
+        check_weights(path, key=key)  # what the loader will read, never executed
+    except InputError as exc:
+        raise InputError(f"{where}: {str(exc).removeprefix(f'`{key}`: ')}") from None
     return CheckpointRef(condition=condition, seed=int(seed), pattern=pattern, path=path)
 
 

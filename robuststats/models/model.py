@@ -17,7 +17,9 @@ so only a tokenizer of Qwen2's own shape survives ``AutoTokenizer``.
 
 from __future__ import annotations
 
+import json
 import math
+import pickle
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from robuststats.errors import InputError, did_you_mean
+from robuststats.models.weights import check_weights, weight_file
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -35,6 +38,7 @@ __all__ = [
     "ModelSpec",
     "build_model",
     "build_tokenizer",
+    "check_saved_model",
     "load_pretrained",
 ]
 
@@ -233,12 +237,38 @@ def load_pretrained(
     including the tiny Qwen2 of this module; the tokenizer is what ``AutoTokenizer`` loads
     (as lm-eval, vLLM and verl do). Weights load from safetensors when present, otherwise
     through ``torch.load(weights_only=True)``: a checkpoint never runs code. A directory
-    without tokenizer files, a tokenizer that encodes text to nothing, or a token id beyond
-    the model's vocabulary is an :class:`InputError`, never a silently empty tokenizer.
+    without tokenizer files, weights the loader would refuse
+    (:func:`~robuststats.models.weights.check_weights`), a tokenizer that encodes text to
+    nothing, or a token id beyond the model's vocabulary is an :class:`InputError`, never a
+    traceback or a silently empty tokenizer.
     The model is returned in eval mode on the CPU.
     """
     from transformers import AutoModelForCausalLM
 
+    directory = check_saved_model(path, key=key)
+    try:
+        with _quiet_transformers():
+            tokenizer = _load_tokenizer(directory)
+            model = AutoModelForCausalLM.from_pretrained(
+                directory, local_files_only=True, trust_remote_code=False, weights_only=True)
+    except (OSError, ValueError, RuntimeError, TypeError, KeyError, EOFError,
+            pickle.UnpicklingError) as exc:
+        # the directory's files, not the code: a storage missing from a .bin archive
+        # (RuntimeError), a config of the wrong shape (TypeError), weights of other sizes
+        raise InputError(f"`{key}`: cannot load a model from {str(path)!r}: "
+                         f"{_first_line(exc)}") from exc
+    _check_tokenizer(tokenizer, model, str(path), key)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    model.eval()
+    return model, tokenizer
+
+
+def check_saved_model(path: str | Path, *, key: str = "path") -> Path:
+    """Check a ``save_pretrained`` directory without loading it: ``config.json``, tokenizer
+    files, and weights the loader accepts (:func:`~robuststats.models.weights.check_weights`).
+    Raises :class:`InputError` naming ``key``, the file and the reason; returns the path."""
     directory = Path(path)
     if not (directory / "config.json").is_file():
         raise InputError(f"`{key}` must be a directory with a saved model (config.json), "
@@ -246,19 +276,14 @@ def load_pretrained(
     if not any((directory / name).is_file() for name in TOKENIZER_FILES):
         raise InputError(f"`{key}`: {str(path)!r} has no tokenizer files (one of "
                          f"{', '.join(TOKENIZER_FILES)}); save the tokenizer beside the model.")
-    try:
-        with _quiet_transformers():
-            tokenizer = _load_tokenizer(directory)
-            model = AutoModelForCausalLM.from_pretrained(
-                directory, local_files_only=True, trust_remote_code=False, weights_only=True)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"`{key}`: cannot load a model from {str(path)!r}: {exc}") from exc
-    _check_tokenizer(tokenizer, model, str(path), key)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    tokenizer.padding_side = "left"
-    model.eval()
-    return model, tokenizer
+    if weight_file(directory) is not None:  # none at all: the loader says what it looked for
+        check_weights(directory, key=key)  # a file the loader would refuse, named before it runs
+    return directory
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 #: files of which a checkpoint needs one for its tokenizer (transformers' serialisations)
@@ -275,8 +300,6 @@ def _load_tokenizer(directory: Path) -> PreTrainedTokenizerBase:
     config_file = directory / "tokenizer_config.json"
     saved_class = None
     if config_file.is_file():
-        import json
-
         saved_class = json.loads(config_file.read_text(encoding="utf-8")).get("tokenizer_class")
     if saved_class in ("TokenizersBackend", "PreTrainedTokenizerFast"):
         return PreTrainedTokenizerFast.from_pretrained(directory, local_files_only=True)

@@ -128,7 +128,8 @@ def validate_outcomes(df: pd.DataFrame, *, source: str = "outcomes") -> pd.DataF
     ``condition``, ``item_id`` and ``correct`` are required. ``seed``, ``eval_noise`` and
     ``noise_seed`` default to 0 when absent; the defaulted columns are named in
     ``attrs["defaulted"]`` and in any duplicate-row error they cause. ``correct`` accepts
-    0/1, booleans and the words true/false. Raises :class:`InputError` naming the column,
+    0/1, booleans and the words true/false; ``seed`` and ``noise_seed`` are integers ≥ 0,
+    ``eval_noise`` a number ≥ 0. Raises :class:`InputError` naming the column,
     the first bad row (1-based, as in the file) and the value.
     """
     import numpy as np
@@ -177,6 +178,12 @@ def validate_outcomes(df: pd.DataFrame, *, source: str = "outcomes") -> pd.DataF
         raise InputError(f"{source}: column 'eval_noise' must be ≥ 0, got "
                          f"{float(out['eval_noise'].min())!r} in row "
                          f"{_row(out['eval_noise'] < 0)}.")
+    for col in ("seed", "noise_seed"):  # seeds are labels a study draws from: never negative
+        negative = out[col] < 0
+        if negative.any():
+            first = int(np.flatnonzero(negative.to_numpy())[0])
+            raise InputError(f"{source}: column {col!r} must be ≥ 0, got "
+                             f"{int(out[col].iloc[first])} in row {first + 1}.")
     if "score" in out.columns:
         out["score"] = pd.to_numeric(out["score"], errors="coerce").astype("float64")
     dup = out.duplicated(list(KEY))

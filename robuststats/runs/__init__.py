@@ -50,6 +50,7 @@ _LAZY = {
     "progress_bar": "robuststats.runs.progress",
     "one_torch_thread": "robuststats.runs.workers",
     "run_pool": "robuststats.runs.workers",
+    "spawn_context": "robuststats.runs.workers",
     "stop_processes": "robuststats.runs.workers",
     "worker_init": "robuststats.runs.workers",
     "Run": "robuststats.runs.run",

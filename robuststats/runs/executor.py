@@ -37,7 +37,7 @@ from robuststats.runs.spec import StudySpec
 from robuststats.runs.workers import run_pool
 
 __all__ = ["ExecutionReport", "JobCounts", "execute", "load_or_train", "mark_crashed",
-           "run_job"]
+           "resume_job", "run_job"]
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,22 @@ def run_job(run_dir: str, spec: StudySpec, job: TrainJob, cells: list[Cell],
     return JobCounts(done, failed, int(trained_now))
 
 
+def resume_job(run_dir: str, spec: StudySpec, job: TrainJob, cells: list[Cell]) -> JobCounts:
+    """:func:`run_job` on the ``cells`` not yet in the ledger: the body of a job that may run
+    a second time after its worker died (a local pool's retry, a Ray task's rerun).
+
+    The cells the first attempt wrote before dying are neither lost nor written twice.
+    """
+    ledger = RunLedger(Path(run_dir))
+    todo = [c for c in cells if not ledger.cell_path(c).exists()]
+    if len(todo) < len(cells):
+        ledger.log_event({"event": "job_resumed", "job": job.key,
+                          "cells_already_written": len(cells) - len(todo)})
+    counts = run_job(run_dir, spec, job, todo) if todo else JobCounts()
+    # the cells an earlier attempt of this job wrote were run in this execution too
+    return counts + JobCounts(done=len(cells) - len(todo))
+
+
 def _model_for(ledger: RunLedger, spec: StudySpec, job: TrainJob) -> tuple[Any, Any, bool]:
     task = build_task(spec)
     model, trained = load_or_train(ledger, spec, job, task=task)
@@ -142,6 +158,8 @@ def load_or_train(ledger: RunLedger, spec: StudySpec, job: TrainJob, *, task: An
     bind_run = getattr(trainer, "bind_run", None)
     if callable(bind_run):  # a trainer that keeps logs or outputs in the run directory
         bind_run(ledger.root)
+    if ledger.model_ready(job) and (problem := ledger.model_problem(job)) is not None:
+        ledger.set_aside_model(job, problem)  # changed since it was published: train again
     if ledger.model_ready(job):
         loader = getattr(trainer, "load", None) or TrainedModel.load
         return loader(ledger.model_path(job)), False
@@ -216,7 +234,8 @@ def _run_pool(ledger: RunLedger, run_dir: str, spec: StudySpec,
     def on_result(i: int, counts: JobCounts) -> None:
         totals[0] += counts
 
-    run_pool(run_job, [(run_dir, spec, job, grouped[job]) for job in job_list], workers,
+    # a job whose worker died runs again: it resumes after the cells it wrote
+    run_pool(resume_job, [(run_dir, spec, job, grouped[job]) for job in job_list], workers,
              on_result=on_result, on_error=on_error, poll=tally.poll)
     return totals[0]
 

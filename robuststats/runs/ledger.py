@@ -63,6 +63,7 @@ from robuststats.runs.cellframes import (
     items_problem,
 )
 from robuststats.runs.lock import RunLock
+from robuststats.runs.modelseal import MARKER, model_problem, seal_model
 from robuststats.runs.plan import Cell, TrainJob
 from robuststats.runs.runhash import read_spec_file, run_hash, run_scope, stored_run_hash
 from robuststats.runs.spec import StudySpec
@@ -384,17 +385,29 @@ class RunLedger:
         return self.model_dir(job) / "model"
 
     def model_ready(self, job: TrainJob) -> bool:
-        return (self.model_dir(job) / "COMPLETE").is_file()
+        return (self.model_dir(job) / MARKER).is_file()
 
     def stage_model(self, job: TrainJob) -> ModelStaging:
         """A fresh private directory to train and save ``job``'s model in."""
         return ModelStaging(Path(tempfile.mkdtemp(prefix=f".tmp-{job.key}-",
                                                   dir=self.models_dir)))
 
+    def model_problem(self, job: TrainJob) -> str | None:
+        """What changed in a published model since it was sealed, or None."""
+        return model_problem(self.model_dir(job))
+
+    def set_aside_model(self, job: TrainJob, problem: str) -> None:
+        """Move a changed published model to ``corrupt/`` (it is trained again)."""
+        self._quarantine(self.model_dir(job))
+        warnings.warn(f"model {job.key}: {problem}; moved to {self.root / 'corrupt'} and "
+                      "trained again.", CellIntegrityWarning, stacklevel=3)
+        self.log_event({"event": "model_set_aside", "job": job.key, "reason": problem})
+
     def publish_model(self, job: TrainJob, staging: ModelStaging) -> Path:
-        """Move a fully saved model directory into place (first writer wins)."""
+        """Seal a fully saved model directory (:func:`seal_model`) and move it into place
+        (first writer wins)."""
         tmpdir = staging.root
-        (tmpdir / "COMPLETE").write_text(_now())
+        seal_model(tmpdir)
         final = self.model_dir(job)
         if final.exists() and not self.model_ready(job):
             shutil.rmtree(final, ignore_errors=True)  # an incomplete leftover
@@ -423,20 +436,6 @@ class RunLedger:
             except ValueError:
                 continue  # a line cut by a kill
         return out
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def _clear(root: Path) -> None:

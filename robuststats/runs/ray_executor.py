@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from robuststats.errors import InputError
-from robuststats.runs.executor import ExecutionReport, JobCounts, mark_crashed, run_job
+from robuststats.runs.executor import ExecutionReport, JobCounts, mark_crashed, resume_job
 from robuststats.runs.ledger import RunLedger
 from robuststats.runs.plan import Cell, TrainJob, jobs
 from robuststats.runs.progress import DiskProgress
@@ -46,19 +46,12 @@ def _ray() -> Any:
 
 
 def ray_job(run_dir: str, spec: StudySpec, job: TrainJob, cells: list[Cell]) -> JobCounts:
-    """The body of one Ray task: :func:`run_job` on the cells not yet in the ledger.
+    """The body of one Ray task: :func:`~robuststats.runs.executor.resume_job`.
 
     A rerun of a task whose worker died finds the cells it wrote before dying and skips
     them: they are neither lost nor written twice.
     """
-    ledger = RunLedger(Path(run_dir))
-    todo = [c for c in cells if not ledger.cell_path(c).exists()]
-    if len(todo) < len(cells):
-        ledger.log_event({"event": "job_resumed", "job": job.key,
-                          "cells_already_written": len(cells) - len(todo)})
-    counts = run_job(run_dir, spec, job, todo) if todo else JobCounts()
-    # the cells an earlier attempt of this task wrote were run in this execution too
-    return counts + JobCounts(done=len(cells) - len(todo))
+    return resume_job(run_dir, spec, job, cells)
 
 
 class RayExecutor:

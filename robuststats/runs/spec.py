@@ -45,6 +45,7 @@ from robuststats.config.bounds import (
     MAX_NOISE_SEEDS,
     MAX_SEEDS,
     MAX_VERSION,
+    check_count,
     check_name,
 )
 from robuststats.config.diagnose import DiagnoseSpec
@@ -273,15 +274,8 @@ class StudySpec(Strict):
         data = self.model_dump()
         overridden: list[KeyPath] = []
 
-        def count(value: Any, name: str, high: int) -> int:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InputError(f"`{name}` must be a positive integer, got {value!r}.")
-            if value > high:
-                raise InputError(f"`{name}` must be at most {high:,}, got {value!r}.")
-            return value
-
         if seeds is not None:
-            count(seeds, "seeds", MAX_SEEDS)
+            check_count(seeds, "seeds", MAX_SEEDS)
             if isinstance(self.seeds, list):
                 if seeds > len(self.seeds):
                     raise InputError(f"`seeds` asks for {seeds} seeds but the study file lists "
@@ -291,11 +285,11 @@ class StudySpec(Strict):
                 data["seeds"] = seeds
             overridden.append(("seeds",))
         if n_items is not None:
-            data["evaluation"]["n_items"] = count(n_items, "n_items", MAX_ITEMS)
+            data["evaluation"]["n_items"] = check_count(n_items, "n_items", MAX_ITEMS)
             overridden.append(("evaluation", "n_items"))
         if noise_seeds is not None:
-            data["evaluation"]["noise_seeds"] = count(noise_seeds, "noise_seeds",
-                                                      MAX_NOISE_SEEDS)
+            data["evaluation"]["noise_seeds"] = check_count(noise_seeds, "noise_seeds",
+                                                            MAX_NOISE_SEEDS)
             overridden.append(("evaluation", "noise_seeds"))
         # an overridden value is no longer on its line of the file: errors about it name
         # the key without a line

@@ -10,7 +10,6 @@ past N (each checks the count before it starts one: at most one extra per worker
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import shutil
 import sys
@@ -218,9 +217,9 @@ def _run_processes(spec: SearchSpec, run_dir: Path, url: str, workers: int, targ
                    study: Any, bar: Any) -> list[str]:
     """``workers`` spawned processes on one storage; the parent shows progress and stops
     them on an interruption. Returns the tracebacks' files of workers that failed."""
-    from robuststats.runs import stop_processes
+    from robuststats.runs import spawn_context, stop_processes
 
-    mp = multiprocessing.get_context("spawn")
+    mp = spawn_context()  # workers that die with this process, their start-up included
     ready = mp.Barrier(workers)
     procs = [mp.Process(target=_worker_main, name=f"robuststats-search-{i}",
                         args=(spec, str(run_dir), url, i, target, os.getpid(), ready))

@@ -3,13 +3,16 @@
 The fake model's outcome for an item is a deterministic function of (condition, seed,
 noise_seed, item_id, noise level), so reruns and resumed runs must reproduce the exact
 tables. ``delay`` slows each evaluation down so a test can kill a run mid-way;
-``fail`` makes the named cell keys raise.
+``fail`` makes the named cell keys raise; ``crash`` makes training the named
+``<condition>__s<seed>`` kill its own process.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,12 +86,14 @@ class FakeModel:
 
 class FakeTrainer:
     def __init__(self, delay: float = 0.0, fail: list[str] | None = None,
-                 model: dict | None = None) -> None:
-        self.delay, self.fail = delay, list(fail or [])
+                 model: dict | None = None, crash: list[str] | None = None) -> None:
+        self.delay, self.fail, self.crash = delay, list(fail or []), list(crash or [])
 
     def train(self, task: FakeTask, condition: TrainingCondition, seed: int,
               workdir: Path) -> FakeModel:
         assert isinstance(condition, TrainingCondition)
+        if f"{condition.name}__s{seed}" in self.crash:  # as the OOM killer ends a process
+            os.kill(os.getpid(), signal.SIGKILL)
         return FakeModel(condition.name, seed, self.delay, self.fail)
 
     def load(self, path: Path) -> FakeModel:
@@ -120,3 +125,12 @@ def fake_study(name: str = "fake", *, conditions: tuple[str, ...] = ("A", "B"), 
                         "margin": 0.0}],
         "analysis": {"n_resamples": 200, "multiplicity": "holm"},
     }
+
+
+def crash_if(i: int, crash: int, seconds: float = 0.3) -> int:
+    """A pool call that returns ``i`` after ``seconds``, or kills its process when ``i``
+    is ``crash`` (a worker ended by the OOM killer)."""
+    if i == crash:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(seconds)
+    return i
