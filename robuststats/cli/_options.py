@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from robuststats.cli._types import workers as _workers
 
-__all__ = ["FORMAT", "FORMATS", "NO_PROGRESS", "Option", "add_command", "add_format_option",
+__all__ = ["FORMAT", "FORMATS", "NO_PROGRESS", "Group", "Option", "add_command",
+           "add_format_option",
            "add_options", "check", "check_output_dirs", "flag", "option", "out", "resumable",
            "runs", "spec_file", "workers"]
 
@@ -32,19 +34,33 @@ def option(*flags: str, **settings: Any) -> Option:
     return flags, settings
 
 
+@dataclass(frozen=True)
+class Group:
+    """Options that ``--help`` lists under a heading of their own."""
+
+    title: str
+    description: str
+    options: Sequence[Option]
+
+
 def flag(dest: str) -> str:
     """The option whose value lands in ``args.<dest>``: ``max_mape`` -> ``--max-mape``."""
     return "--" + dest.replace("_", "-")
 
 
-def add_options(parser: Any, options: Sequence[Option]) -> None:
+def add_options(parser: Any, options: Sequence[Option | Group]) -> None:
     """Add ``options`` to ``parser`` (a parser or an argument group), in their order."""
-    for flags, settings in options:
-        parser.add_argument(*flags, **settings)
+    for item in options:
+        if isinstance(item, Group):
+            add_options(parser.add_argument_group(item.title, item.description), item.options)
+        else:
+            flags, settings = item
+            parser.add_argument(*flags, **settings)
 
 
 def add_command(subparsers: Any, name: str, run: Callable[[argparse.Namespace], int], *,
-                options: Sequence[Option], **settings: Any) -> argparse.ArgumentParser:
+                options: Sequence[Option | Group], **settings: Any
+                ) -> argparse.ArgumentParser:
     """The parser of subcommand ``name`` (``settings``: its help, description, epilog, ...)
     with ``options``; parsing it sets ``args.run`` to ``run``."""
     parser = subparsers.add_parser(name, **settings)
