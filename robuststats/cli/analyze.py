@@ -1,13 +1,12 @@
 """``robuststats analyze SOURCE``: recompute every table from stored item outcomes.
 
 Never imports torch: it reads outcomes (a CSV/TSV/JSONL/parquet file, a run directory or a
-result version) and runs the statistics only.
+result version) and runs the statistics only (:mod:`robuststats.study.reanalysis`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -85,43 +84,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                "docs/glossary.md.")
 
 
-def _stored_spec(source: Path) -> dict[str, Any] | None:
-    from robuststats.errors import InputError
-
-    for candidate in (source / "manifest.json", source / "spec.json"):
-        if candidate.is_file():
-            try:
-                stored = json.loads(candidate.read_text(encoding="utf-8"))
-            except (ValueError, OSError, RecursionError) as exc:
-                raise InputError(f"{candidate}: not a readable JSON manifest ({exc}).") from None
-            if not isinstance(stored, dict):
-                raise InputError(f"{candidate}: a manifest must hold a JSON object, got "
-                                 f"{type(stored).__name__}.")
-            if candidate.name == "manifest.json":
-                from robuststats.results import seal_problem
-
-                problem = seal_problem(stored)
-                if problem is not None:
-                    raise InputError(f"{candidate}: {problem}; `robuststats results verify` "
-                                     "lists every difference, and a changed version is not "
-                                     "analysed.")
-            spec = stored.get("spec")
-            if spec is not None and not isinstance(spec, dict):
-                raise InputError(f"{candidate}: `spec` must be a JSON object (the resolved "
-                                 f"study), got {type(spec).__name__}.")
-            return spec
-    return None
-
-
 def _spec(args: argparse.Namespace, source: Path) -> Any:
+    """The study of --study, else the one stored with SOURCE, else None."""
     from robuststats.runs.spec import StudySpec
+    from robuststats.study.reanalysis import stored_study
 
     if args.study:
         return StudySpec.from_file(args.study)
-    if source.is_dir() and (stored := _stored_spec(source)) is not None:
-        stored = {k: v for k, v in stored.items() if k != "spec_format"}
-        return StudySpec.from_dict(stored, source=str(source))
-    return None
+    return stored_study(source) if source.is_dir() else None
 
 
 def _options(args: argparse.Namespace, spec: Any) -> Any:
@@ -149,9 +119,8 @@ def _options(args: argparse.Namespace, spec: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from robuststats.analysis import analyze_outcomes
-    from robuststats.errors import InputError
     from robuststats.outcomes import read_outcomes
+    from robuststats.study.reanalysis import reanalyze
 
     source = Path(args.source)
     if args.out:
@@ -160,36 +129,14 @@ def run(args: argparse.Namespace) -> int:
     options = _options(args, spec)
     outcomes = _read(args, source) if _lmeval_flags(args) or _is_lmeval(source) \
         else read_outcomes(source)
-    known = set(outcomes["condition"])
-    hypotheses = list(spec.hypotheses) if spec is not None else []
-    for h in hypotheses:
-        for side in (h.a, h.b):
-            if side not in known:
-                raise InputError(f"hypothesis {h.id}: condition {side!r} is not in the "
-                                 f"outcomes (conditions: {sorted(known)}).")
-    analysis = analyze_outcomes(outcomes, hypotheses=hypotheses, options=options,
-                                holes=args.holes)
-    if spec is not None and spec.sweep is not None:
-        # a sweep's dose-response tables, refitted from the same outcomes as the study does
-        from dataclasses import replace
-
-        from robuststats.study.sweep_run import dose_tables
-
-        analysis = replace(analysis, extra={**analysis.extra, **dose_tables(outcomes, spec)})
+    analysis = reanalyze(outcomes, spec, options=options, holes=args.holes)
     tables = analysis.tables()
     emit(args.format, data={"source": str(source), "settings": analysis.settings,
                             **tables}, text=lambda: _text(tables))
     if args.out:
-        from robuststats.study.runner import write_version
+        from robuststats.study.reanalysis import write_reanalysis
 
-        name = spec.name if spec is not None else "analysis"
-        meta = {"analysis_only": True, "source": str(source),
-                "spec": spec.resolved() if spec else None,
-                "spec_hash": spec.spec_hash() if spec else None,
-                "analysis": analysis.settings, "alpha": options.alpha,
-                "confidence_level": options.confidence_level,
-                "multiplicity": options.multiplicity}
-        version = write_version(args.out, name, outcomes, analysis, meta)
+        version = write_reanalysis(args.out, source, outcomes, analysis, spec, options)
         print(f"results: {version.path}", file=sys.stderr)
     return 0
 
