@@ -129,22 +129,9 @@ def _text(spec: Any, result: Any) -> str:
 
 def _check(args: argparse.Namespace, spec: Any, url: str) -> int:
     """``--check``: the search file, the flags, the task and the trainer; then the plan."""
-    from robuststats.runs import build_task, build_trainer
-    from robuststats.search import pointing, split_items
+    from robuststats.search import preflight
 
-    with pointing(spec, "task"):
-        task = build_task(spec)
-    with pointing(spec, "trainer"):
-        build_trainer(spec)
-    search_items, holdout = split_items(spec, task)
-    if spec.search.sensitivity is not None:
-        from robuststats.errors import InputError
-        from robuststats.search import read_sensitivity
-
-        try:
-            read_sensitivity(spec.search.sensitivity)
-        except InputError as exc:
-            raise InputError(f"{spec.where(('search', 'sensitivity'))}: {exc}") from None
+    search_items, holdout = preflight(spec)
     s = spec.search
     data = {"search": spec.name, "valid": True, "objective": s.objective,
             "multi_objective": s.multi_objective, "space": s.space,

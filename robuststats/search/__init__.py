@@ -19,6 +19,7 @@ from robuststats._lazy import lazy_package
 if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_package
     from robuststats.config.sensitivity import read_sensitivity as read_sensitivity
     from robuststats.search._objective import pointing as pointing
+    from robuststats.search._objective import preflight as preflight
     from robuststats.search._objective import split_items as split_items
     from robuststats.search._reevaluate import REEVALUATION_COLUMNS as REEVALUATION_COLUMNS
     from robuststats.search._report import TRIAL_COLUMNS as TRIAL_COLUMNS
