@@ -17,9 +17,8 @@ from typing import Any
 from robuststats.cli._types import workers as _workers
 
 __all__ = ["FORMAT", "FORMATS", "NO_PROGRESS", "Group", "Option", "add_command",
-           "add_format_option",
-           "add_options", "check", "check_output_dirs", "flag", "option", "out", "resumable",
-           "runs", "spec_file", "workers"]
+           "add_format_option", "add_options", "check", "check_output_dirs", "flag", "option",
+           "out", "resumable", "runs", "spec_file", "workers"]
 
 #: the output formats of ``--format`` (:func:`robuststats.cli._output.emit` prints them)
 FORMATS = ("table", "json")
@@ -73,7 +72,6 @@ def add_command(subparsers: Any, name: str, run: Callable[[argparse.Namespace], 
 FORMAT = option("--format", choices=FORMATS, default="table",
                 help="table: aligned text for people (default); json: one JSON document for "
                      "programs")
-
 
 
 def add_format_option(parser: Any) -> None:
