@@ -2,7 +2,9 @@
 
 Each subcommand module exposes ``add_parser(subparsers)`` and ``run(args) -> int`` and
 imports nothing heavy at module level, so ``robuststats --help`` starts instantly. The CLI
-parses and prints; the library computes. Tests call :func:`main` with an argv list.
+parses and prints; the library computes. The options several commands share and the value
+types are defined once (:mod:`._options`, :mod:`._types`); every command prints through
+:mod:`._output`. Tests call :func:`main` with an argv list.
 
 Every invalid input ends the same way: exit code 2 and one line on stderr,
 ``robuststats COMMAND: error: <what is wrong, naming the flag or key>``. That holds for

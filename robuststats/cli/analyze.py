@@ -1,18 +1,18 @@
 """``robuststats analyze SOURCE``: recompute every table from stored item outcomes.
 
 Never imports torch: it reads outcomes (a CSV/TSV/JSONL/parquet file, a run directory or a
-result version) and runs the statistics only.
+result version) and runs the statistics only (:mod:`robuststats.study.reanalysis`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from robuststats.cli._output import add_format_option, emit, fmt_ci, fmt_p, fmt_pct, render_table
+from robuststats.cli import _options as opts
+from robuststats.cli._output import emit, fmt_ci, fmt_p, fmt_pct, render_table
 from robuststats.glossary import table_names
 
 __all__ = ["add_parser", "run"]
@@ -26,9 +26,51 @@ _PCT = ("accuracy", "clean_accuracy", "noisy_accuracy", "retention", "accuracy_a
         "accuracy_b", "seed_sd", "seed_min", "seed_max", "margin")
 
 
+#: the options, in the order --help lists them
+_OPTIONS = [
+    opts.option("source", metavar="SOURCE", help="outcomes file, run dir or version dir"),
+    opts.option("--study", metavar="FILE", help="study file with hypotheses and analysis options"),
+    opts.option("--reference", metavar="CONDITION",
+                help="compare every condition with this one (default: all pairs)"),
+    opts.option("--multiplicity", metavar="METHOD",
+                help="multiplicity procedure: holm (default), fdr_bh, bonferroni, ..., none"),
+    opts.option("--mcnemar", choices=["clustered", "mantel-haenszel"],
+                help="stratified McNemar method over seeds × noise seeds"),
+    opts.option("--confidence-level", type=float, metavar="X"),
+    opts.option("--alpha", type=float, metavar="X"),
+    opts.option("--n-resamples", type=int, metavar="N"),
+    opts.option("--rng-seed", type=int, metavar="N", help="seed of the bootstrap streams"),
+    opts.option("--holes", choices=["drop", "raise"], default="drop",
+                help="items missing from a present cell: drop them from every table and list "
+                     "them (default), or stop with the cell and item named"),
+    opts.Group(
+        "lm-evaluation-harness samples",
+        "SOURCE may be lm-eval --log_samples output: a mapping file (.yaml/.yml/.json with "
+        "format: lm-eval-samples and one entry per run: path, condition, seed, eval_noise, "
+        "noise_seed; docs/checkpoints.md) or one samples .jsonl with the flags below. "
+        "doc_id is the item; doc_hash must agree across runs.", [
+            opts.option("--filter", metavar="NAME",
+                        help="lm-eval filter to score (e.g. strict-match, flexible-extract); "
+                             "required when the samples hold several"),
+            opts.option("--metric", metavar="KEY", help="0/1 metric key (default exact_match)"),
+            opts.option("--condition", metavar="NAME", help="condition of a single samples file"),
+            opts.option("--seed", type=int, metavar="N",
+                        help="training seed of a single samples file (default 0)"),
+            opts.option("--eval-noise", type=float, metavar="X",
+                        help="noise level of a single samples file (default 0)"),
+            opts.option("--noise-seed", type=int, metavar="N",
+                        help="noise seed of a single samples file (default 0)"),
+        ]),
+    opts.FORMAT,
+    opts.out("also write a new, analysis-only result version under DIR/<study>/",
+             default=None),
+]
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
-        "analyze", help="recompute summary, tests and hypothesis verdicts from outcomes",
+    return opts.add_command(
+        subparsers, "analyze", run, options=_OPTIONS,
+        help="recompute summary, tests and hypothesis verdicts from outcomes",
         description=(
             "Recompute accuracy, retention, paired tests and hypothesis verdicts from an "
             "item-outcomes table (columns condition, seed, eval_noise, noise_seed, item_id, "
@@ -39,86 +81,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "INCONCLUSIVE, as in the study run."
         ),
         epilog="Accuracies and intervals print in percent; the column names are those of "
-               "docs/glossary.md.",
-    )
-    p.add_argument("source", metavar="SOURCE", help="outcomes file, run dir or version dir")
-    p.add_argument("--study", metavar="FILE",
-                   help="study file with hypotheses and analysis options")
-    p.add_argument("--reference", metavar="CONDITION",
-                   help="compare every condition with this one (default: all pairs)")
-    p.add_argument("--multiplicity", metavar="METHOD",
-                   help="multiplicity procedure: holm (default), fdr_bh, bonferroni, ..., "
-                        "none")
-    p.add_argument("--mcnemar", choices=["clustered", "mantel-haenszel"],
-                   help="stratified McNemar method over seeds × noise seeds")
-    p.add_argument("--confidence-level", type=float, metavar="X")
-    p.add_argument("--alpha", type=float, metavar="X")
-    p.add_argument("--n-resamples", type=int, metavar="N")
-    p.add_argument("--rng-seed", type=int, metavar="N", help="seed of the bootstrap streams")
-    p.add_argument("--holes", choices=["drop", "raise"], default="drop",
-                   help="items missing from a present cell: drop them from every table and "
-                        "list them (default), or stop with the cell and item named")
-    lm = p.add_argument_group(
-        "lm-evaluation-harness samples",
-        "SOURCE may be lm-eval --log_samples output: a mapping file (.yaml/.yml/.json with "
-        "format: lm-eval-samples and one entry per run: path, condition, seed, eval_noise, "
-        "noise_seed; docs/checkpoints.md) or one samples .jsonl with the flags below. "
-        "doc_id is the item; doc_hash must agree across runs.")
-    lm.add_argument("--filter", metavar="NAME",
-                    help="lm-eval filter to score (e.g. strict-match, flexible-extract); "
-                         "required when the samples hold several")
-    lm.add_argument("--metric", metavar="KEY", help="0/1 metric key (default exact_match)")
-    lm.add_argument("--condition", metavar="NAME", help="condition of a single samples file")
-    lm.add_argument("--seed", type=int, metavar="N", help="training seed of a single samples "
-                    "file (default 0)")
-    lm.add_argument("--eval-noise", type=float, metavar="X",
-                    help="noise level of a single samples file (default 0)")
-    lm.add_argument("--noise-seed", type=int, metavar="N",
-                    help="noise seed of a single samples file (default 0)")
-    add_format_option(p)
-    p.add_argument("--out", metavar="DIR",
-                   help="also write a new, analysis-only result version under DIR/<study>/")
-    p.set_defaults(run=run)
-    return p
-
-
-def _stored_spec(source: Path) -> dict[str, Any] | None:
-    from robuststats.errors import InputError
-
-    for candidate in (source / "manifest.json", source / "spec.json"):
-        if candidate.is_file():
-            try:
-                stored = json.loads(candidate.read_text(encoding="utf-8"))
-            except (ValueError, OSError, RecursionError) as exc:
-                raise InputError(f"{candidate}: not a readable JSON manifest ({exc}).") from None
-            if not isinstance(stored, dict):
-                raise InputError(f"{candidate}: a manifest must hold a JSON object, got "
-                                 f"{type(stored).__name__}.")
-            if candidate.name == "manifest.json":
-                from robuststats.results import seal_problem
-
-                problem = seal_problem(stored)
-                if problem is not None:
-                    raise InputError(f"{candidate}: {problem}; `robuststats results verify` "
-                                     "lists every difference, and a changed version is not "
-                                     "analysed.")
-            spec = stored.get("spec")
-            if spec is not None and not isinstance(spec, dict):
-                raise InputError(f"{candidate}: `spec` must be a JSON object (the resolved "
-                                 f"study), got {type(spec).__name__}.")
-            return spec
-    return None
+               "docs/glossary.md.")
 
 
 def _spec(args: argparse.Namespace, source: Path) -> Any:
+    """The study of --study, else the one stored with SOURCE, else None."""
     from robuststats.runs.spec import StudySpec
+    from robuststats.study.reanalysis import stored_study
 
     if args.study:
         return StudySpec.from_file(args.study)
-    if source.is_dir() and (stored := _stored_spec(source)) is not None:
-        stored = {k: v for k, v in stored.items() if k != "spec_format"}
-        return StudySpec.from_dict(stored, source=str(source))
-    return None
+    return stored_study(source) if source.is_dir() else None
 
 
 def _options(args: argparse.Namespace, spec: Any) -> Any:
@@ -146,49 +119,24 @@ def _options(args: argparse.Namespace, spec: Any) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from robuststats.analysis import analyze_outcomes
-    from robuststats.errors import InputError
     from robuststats.outcomes import read_outcomes
+    from robuststats.study.reanalysis import reanalyze
 
     source = Path(args.source)
     if args.out:
-        from robuststats.runs import check_output_dir
-
-        check_output_dir(args.out, "--out")  # a bad --out fails before the analysis
+        opts.check_output_dirs(args, "out")  # a bad --out fails before the analysis
     spec = _spec(args, source)
-    opts = _options(args, spec)
+    options = _options(args, spec)
     outcomes = _read(args, source) if _lmeval_flags(args) or _is_lmeval(source) \
         else read_outcomes(source)
-    known = set(outcomes["condition"])
-    hypotheses = list(spec.hypotheses) if spec is not None else []
-    for h in hypotheses:
-        for side in (h.a, h.b):
-            if side not in known:
-                raise InputError(f"hypothesis {h.id}: condition {side!r} is not in the "
-                                 f"outcomes (conditions: {sorted(known)}).")
-    analysis = analyze_outcomes(outcomes, hypotheses=hypotheses, options=opts,
-                                holes=args.holes)
-    if spec is not None and spec.sweep is not None:
-        # a sweep's dose-response tables, refitted from the same outcomes as the study does
-        from dataclasses import replace
-
-        from robuststats.study.sweep_run import dose_tables
-
-        analysis = replace(analysis, extra={**analysis.extra, **dose_tables(outcomes, spec)})
+    analysis = reanalyze(outcomes, spec, options=options, holes=args.holes)
     tables = analysis.tables()
     emit(args.format, data={"source": str(source), "settings": analysis.settings,
                             **tables}, text=lambda: _text(tables))
     if args.out:
-        from robuststats.study.runner import write_version
+        from robuststats.study.reanalysis import write_reanalysis
 
-        name = spec.name if spec is not None else "analysis"
-        meta = {"analysis_only": True, "source": str(source),
-                "spec": spec.resolved() if spec else None,
-                "spec_hash": spec.spec_hash() if spec else None,
-                "analysis": analysis.settings, "alpha": opts.alpha,
-                "confidence_level": opts.confidence_level,
-                "multiplicity": opts.multiplicity}
-        version = write_version(args.out, name, outcomes, analysis, meta)
+        version = write_reanalysis(args.out, source, outcomes, analysis, spec, options)
         print(f"results: {version.path}", file=sys.stderr)
     return 0
 
@@ -212,11 +160,8 @@ def _read(args: argparse.Namespace, source: Path) -> Any:
     from robuststats.errors import InputError
     from robuststats.outcomes import read_lmeval_runs, read_lmeval_samples, validate_outcomes
 
-    def flag(name: str) -> str:
-        return "--" + name.replace("_", "-")
-
     if source.suffix.lower() in (".yaml", ".yml", ".json"):
-        cell = [flag(n) for n in _CELL_FLAGS if getattr(args, n) is not None]
+        cell = [opts.flag(n) for n in _CELL_FLAGS if getattr(args, n) is not None]
         if cell:
             raise InputError(f"{', '.join(cell)}: a mapping file gives each run its cell; "
                              "these flags apply to a single samples file.")
@@ -224,7 +169,7 @@ def _read(args: argparse.Namespace, source: Path) -> Any:
     from robuststats.outcomes import is_lmeval_samples
 
     if not is_lmeval_samples(source):
-        raise InputError(f"{', '.join(flag(n) for n in _lmeval_flags(args))}: "
+        raise InputError(f"{', '.join(opts.flag(n) for n in _lmeval_flags(args))}: "
                          f"{str(source)!r} is not an lm-eval samples file (a .jsonl whose "
                          "lines have doc_id, doc_hash and filter) or a mapping file of runs.")
     if args.condition is None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from robuststats.cli._output import add_format_option, emit, fmt_ci, fmt_p, fmt_pct, render_table
-from robuststats.cli._types import open_unit, positive_int
-from robuststats.config.bounds import MAX_WORKERS
+from robuststats.cli import _options as opts
+from robuststats.cli._output import emit, fmt_ci, fmt_p, fmt_pct, render_table
+from robuststats.cli._types import POSITIVE_INT, checked, open_unit, positive_int
 from robuststats.errors import did_you_mean
 
 __all__ = ["add_parser", "run"]
@@ -15,13 +15,9 @@ __all__ = ["add_parser", "run"]
 #: the probe's levels (robuststats.diagnose.LEVELS, repeated here so --help imports nothing)
 _LEVELS = ("operator", "layer", "window", "channel")
 
-
-def _window(text: str) -> int:
-    value = positive_int(text)
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"must be at least 2 (a window of 1 is the layer "
-                                         f"level), got {text!r}")
-    return value
+#: layers per window: 2 or more
+_window = checked(int, POSITIVE_INT,
+                  ((lambda v: v >= 2), "must be at least 2 (a window of 1 is the layer level)"))
 
 
 def _levels(text: str) -> list[str]:
@@ -36,14 +32,44 @@ def _levels(text: str) -> list[str]:
     return names
 
 
-def _workers(text: str) -> int:
-    return positive_int(text, MAX_WORKERS)
+#: the options, in the order --help lists them
+_OPTIONS = [
+    opts.spec_file("study", "studies/e8_smoke.yaml"),
+    opts.option("--levels", type=_levels, metavar="LIST",
+                help="comma-separated subset of operator,layer,window,channel (default: all; "
+                     "the window level also evaluates every single layer)"),
+    opts.option("--window", type=_window, metavar="K", help="layers per window (default 3)"),
+    opts.option("--stride", type=positive_int, metavar="S",
+                help="layers between window starts (default 1)"),
+    opts.option("--scale", type=open_unit, metavar="S",
+                help="noise scale of every target (default 0.05)"),
+    opts.option("--condition", metavar="NAME",
+                help="training condition whose models are probed (default: the first)"),
+    opts.option("--seeds", type=positive_int, metavar="N",
+                help="training seeds: the study's first N (0..N-1 when it gives a count)"),
+    opts.option("--noise-seeds", type=positive_int, metavar="N",
+                help="noise draws per target and seed (default: the study's)"),
+    opts.option("--n-items", type=positive_int, metavar="N",
+                help="evaluation items (default: the study's evaluation.n_items)"),
+    opts.option("--labels", action="store_true", default=None,
+                help="add seed 004's fixed thresholds (sensitivity > 3 critical, window "
+                     "degradation > 15%% avalanche point) as labels; they decide nothing"),
+    opts.out(),
+    opts.runs("run directories with the study's cached models (default runs/)"),
+    opts.workers("evaluate in N worker processes (default 1: in this process); the result is "
+                 "the same for any N"),
+    opts.option("--recompute", action="store_true",
+                help="evaluate every target again instead of reading back the evaluations a "
+                     "previous (or killed) run of the same probe stored in the run directory"),
+    opts.NO_PROGRESS,
+    opts.FORMAT,
+]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
-        "diagnose", help="probe where a study's models are sensitive to noise (op, layer, "
-                         "window, channel)",
+    return opts.add_command(
+        subparsers, "diagnose", run, options=_OPTIONS,
+        help="probe where a study's models are sensitive to noise (op, layer, window, channel)",
         description=(
             "Noise as an oscilloscope: evaluate the study's trained models with noise in one "
             "op type at a time (operator), one decoder layer at a time (layer), windows of "
@@ -54,49 +80,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "report.json, a heatmap, sensitivity.json/.yaml and a protection plan. Models are "
             "loaded from RUNS/<study>/models/ (trained there when missing). The study file's "
             "'diagnose:' section sets the defaults; flags override it only when given."
-        ),
-    )
-    p.add_argument("study_file", metavar="STUDY_FILE", help="YAML study file, e.g. "
-                   "studies/e8_smoke.yaml")
-    p.add_argument("--levels", type=_levels, metavar="LIST",
-                   help="comma-separated subset of operator,layer,window,channel "
-                        "(default: all; the window level also evaluates every single layer)")
-    p.add_argument("--window", type=_window, metavar="K",
-                   help="layers per window (default 3)")
-    p.add_argument("--stride", type=positive_int, metavar="S",
-                   help="layers between window starts (default 1)")
-    p.add_argument("--scale", type=open_unit, metavar="S",
-                   help="noise scale of every target (default 0.05)")
-    p.add_argument("--condition", metavar="NAME",
-                   help="training condition whose models are probed (default: the first)")
-    p.add_argument("--seeds", type=positive_int, metavar="N",
-                   help="training seeds: the study's first N (0..N-1 when it gives a count)")
-    p.add_argument("--noise-seeds", type=positive_int, metavar="N",
-                   help="noise draws per target and seed (default: the study's)")
-    p.add_argument("--n-items", type=positive_int, metavar="N",
-                   help="evaluation items (default: the study's evaluation.n_items)")
-    p.add_argument("--labels", action="store_true", default=None,
-                   help="add seed 004's fixed thresholds (sensitivity > 3 critical, window "
-                        "degradation > 15%% avalanche point) as labels; they decide nothing")
-    p.add_argument("--out", default="results", metavar="DIR",
-                   help="result store root (default results/)")
-    p.add_argument("--runs", default="runs", metavar="DIR",
-                   help="run directories with the study's cached models (default runs/)")
-    p.add_argument("--workers", type=_workers, default=1, metavar="N",
-                   help="evaluate in N worker processes (default 1: in this process); the "
-                   "result is the same for any N")
-    p.add_argument("--recompute", action="store_true",
-                   help="evaluate every target again instead of reading back the evaluations "
-                   "a previous (or killed) run of the same probe stored in the run directory")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (on stderr)")
-    add_format_option(p)
-    p.set_defaults(run=run)
-    return p
+        ))
 
 
 def run(args: argparse.Namespace) -> int:
     from robuststats.diagnose import resolve_plan, run_diagnosis
-    from robuststats.runs import check_output_dir
     from robuststats.runs.spec import StudySpec
 
     spec = StudySpec.from_file(args.study_file)
@@ -105,8 +93,7 @@ def run(args: argparse.Namespace) -> int:
         seeds=args.seeds, noise_seeds=args.noise_seeds, n_items=args.n_items,
         condition=args.condition, scale=args.scale, labels=args.labels)
     # before anything is built or trained: a bad --out must not surface after the compute
-    check_output_dir(args.out, "--out")
-    check_output_dir(args.runs, "--runs")
+    opts.check_output_dirs(args, "out", "runs")
     progress = None if args.no_progress else _bar
     result = run_diagnosis(spec, plan, ledger_spec=ledger_spec, out=args.out, runs=args.runs,
                            progress=progress, reuse=not args.recompute,

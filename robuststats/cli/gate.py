@@ -11,9 +11,9 @@ import argparse
 import sys
 from typing import Any
 
+from robuststats.cli import _options as opts
 from robuststats.cli._output import emit
-from robuststats.cli._types import non_negative_float, positive_int
-from robuststats.config.bounds import MAX_WORKERS
+from robuststats.cli._types import alpha, non_negative_float
 
 __all__ = ["add_parser", "run"]
 
@@ -40,16 +40,6 @@ points. Plan the size of a gate with `robuststats power --gate`. Details: docs/g
 """
 
 
-def _alpha(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 0.5], got {text!r}") from None
-    if not 0 < value <= 0.5:
-        raise argparse.ArgumentTypeError(f"must be a number in (0, 0.5], got {text!r}")
-    return value
-
-
 def _seeds(text: str) -> int | list[int]:
     """``N`` (seeds 0..N-1) or a comma-separated list ``0,3,7``."""
     try:
@@ -67,14 +57,52 @@ def _seeds(text: str) -> int | list[int]:
     return value
 
 
-def _workers(text: str) -> int:
-    return positive_int(text, MAX_WORKERS)
+#: the options, in the order --help lists them
+_OPTIONS = [
+    opts.option("candidate", metavar="CANDIDATE",
+                help="a Hugging Face checkpoint directory (or a template with {seed} / a glob, "
+                     "one directory per seed), a result version, a run directory or an "
+                     "outcomes file (.parquet/.csv/.tsv/.jsonl)"),
+    opts.option("--baseline", required=True, metavar="REPORT",
+                help="the baseline's result version: a directory, or STUDY / STUDY/vN under "
+                     "--root; a study's version or an earlier gate's"),
+    opts.option("--max-degradation", required=True, type=non_negative_float, metavar="M",
+                help="the margin: relative (default) the candidate keeps more than (1 − M) of "
+                     "the baseline's metric; absolute: loses less than M points"),
+    opts.option("--margin-type", choices=("relative", "absolute"), default="relative",
+                help="how --max-degradation is read (default relative)"),
+    opts.option("--metric", choices=("retention", "accuracy"), default="retention",
+                help="retention = noisy/clean accuracy (default), or the noisy accuracy"),
+    opts.option("--alpha", type=alpha, default=0.05, metavar="A",
+                help="level of each one-sided test (default 0.05: 95%% lower bounds)"),
+    opts.option("--eval-noise", type=non_negative_float, nargs="+", metavar="S",
+                help="noise levels to gate (default: every noisy level of the baseline)"),
+    opts.option("--baseline-condition", metavar="NAME",
+                help="the baseline study's condition (needed when it has several)"),
+    opts.option("--candidate-condition", metavar="NAME",
+                help="the candidate's condition when its outcomes hold several"),
+    opts.option("--seeds", type=_seeds, metavar="N|LIST",
+                help="the candidate's training seeds: for a {seed} checkpoint template the "
+                     "seeds to evaluate (default: the baseline's), for outcomes the subset to use"),
+    opts.option("--seed-pairing", choices=("auto", "paired", "independent"), default="auto",
+                help="auto (default): pair seeds by label when both sides have the same seeds, "
+                     "else treat them as independent runs"),
+    opts.out("also write a versioned result DIR/<study>.gate/v<N>/", default=None),
+    opts.option("--root", default="results", metavar="DIR",
+                help="result store for STUDY/vN references (default results/)"),
+    opts.runs("keep the candidate's run directory here (default: a temporary one)", default=None),
+    opts.workers("worker processes evaluating a checkpoint (default 1)"),
+    opts.NO_PROGRESS,
+    opts.option("--format", choices=FORMATS, default="text",
+                help="text (default; table is the same), json or markdown"),
+]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
-        "gate", help="CI robustness gate: is a candidate non-inferior to a baseline under "
-                     "its noise protocol? (exit 0 pass, 1 fail, 2 bad input)",
+    return opts.add_command(
+        subparsers, "gate", run, options=_OPTIONS,
+        help="CI robustness gate: is a candidate non-inferior to a baseline under its noise "
+             "protocol? (exit 0 pass, 1 fail, 2 bad input)",
         description=(
             "Evaluate a candidate checkpoint under a baseline's noise protocol (or read its "
             "outcomes), and decide non-inferiority of its retention (or noisy accuracy) with "
@@ -82,65 +110,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "when every one-sided (1 − alpha) lower bound of the candidate-vs-baseline "
             "contrast lies above −max-degradation."
         ),
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("candidate", metavar="CANDIDATE",
-                   help="a Hugging Face checkpoint directory (or a template with {seed} / a "
-                        "glob, one directory per seed), a result version, a run directory or "
-                        "an outcomes file (.parquet/.csv/.tsv/.jsonl)")
-    p.add_argument("--baseline", required=True, metavar="REPORT",
-                   help="the baseline's result version: a directory, or STUDY / STUDY/vN "
-                        "under --root; a study's version or an earlier gate's")
-    p.add_argument("--max-degradation", required=True, type=non_negative_float, metavar="M",
-                   help="the margin: relative (default) the candidate keeps more than (1 − M) "
-                        "of the baseline's metric; absolute: loses less than M points")
-    p.add_argument("--margin-type", choices=("relative", "absolute"), default="relative",
-                   help="how --max-degradation is read (default relative)")
-    p.add_argument("--metric", choices=("retention", "accuracy"), default="retention",
-                   help="retention = noisy/clean accuracy (default), or the noisy accuracy")
-    p.add_argument("--alpha", type=_alpha, default=0.05, metavar="A",
-                   help="level of each one-sided test (default 0.05: 95%% lower bounds)")
-    p.add_argument("--eval-noise", type=non_negative_float, nargs="+", metavar="S",
-                   help="noise levels to gate (default: every noisy level of the baseline)")
-    p.add_argument("--baseline-condition", metavar="NAME",
-                   help="the baseline study's condition (needed when it has several)")
-    p.add_argument("--candidate-condition", metavar="NAME",
-                   help="the candidate's condition when its outcomes hold several")
-    p.add_argument("--seeds", type=_seeds, metavar="N|LIST",
-                   help="the candidate's training seeds: for a {seed} checkpoint template the "
-                        "seeds to evaluate (default: the baseline's), for outcomes the subset "
-                        "to use")
-    p.add_argument("--seed-pairing", choices=("auto", "paired", "independent"),
-                   default="auto",
-                   help="auto (default): pair seeds by label when both sides have the same "
-                        "seeds, else treat them as independent runs")
-    p.add_argument("--out", metavar="DIR",
-                   help="also write a versioned result DIR/<study>.gate/v<N>/")
-    p.add_argument("--root", default="results", metavar="DIR",
-                   help="result store for STUDY/vN references (default results/)")
-    p.add_argument("--runs", metavar="DIR",
-                   help="keep the candidate's run directory here (default: a temporary one)")
-    p.add_argument("--workers", type=_workers, default=1, metavar="N",
-                   help="worker processes evaluating a checkpoint (default 1)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (on stderr)")
-    p.add_argument("--format", choices=FORMATS, default="text",
-                   help="text (default; table is the same), json or markdown")
-    p.set_defaults(run=run)
-    return p
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def run(args: argparse.Namespace) -> int:
     from robuststats.errors import InputError
     from robuststats.gate import gate_markdown, gate_text, run_gate, write_gate
 
-    if args.out is not None:
-        from robuststats.runs import check_output_dir
-
-        check_output_dir(args.out, "--out")
-    if args.runs is not None:
-        from robuststats.runs import check_output_dir
-
-        check_output_dir(args.runs, "--runs")
+    opts.check_output_dirs(args, "out", "runs")
     try:
         result = run_gate(
             args.candidate, args.baseline, max_degradation=args.max_degradation,

@@ -5,13 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from robuststats.cli._output import (
-    add_format_option,
-    emit,
-    fmt_noise,
-    fmt_p,
-    render_table,
-)
+from robuststats.cli import _options as opts
+from robuststats.cli._output import emit, fmt_noise, fmt_p, is_missing, render_table
 from robuststats.cli._types import non_negative_float
 from robuststats.glossary import table_names
 
@@ -29,17 +24,19 @@ _ROOT_HELP = "result store root (default results/)"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
-        "results", help="list, show, verify or diff stored result versions",
+    p = opts.add_command(
+        subparsers, "results", run,
+        options=[opts.option("--root", default="results", metavar="DIR", help=_ROOT_HELP)],
+        help="list, show, verify or diff stored result versions",
         description="Inspect the immutable result versions under --root (default results/). "
                     "A version is STUDY (latest), STUDY/vN or a path to a version directory.",
     )
-    p.add_argument("--root", default="results", metavar="DIR", help=_ROOT_HELP)
     # --root and --format also after the action (`results list --root DIR`); SUPPRESS keeps
     # a --root given before the action when none is given after it
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--root", default=argparse.SUPPRESS, metavar="DIR", help=_ROOT_HELP)
-    add_format_option(common)
+    opts.add_options(common, [
+        opts.option("--root", default=argparse.SUPPRESS, metavar="DIR", help=_ROOT_HELP),
+        opts.FORMAT])
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
     sub.add_parser("list", parents=[common], help="every study and its versions")
     show = sub.add_parser(
@@ -61,7 +58,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     diff.add_argument("b", metavar="VERSION_B")
     diff.add_argument("--rtol", type=non_negative_float, default=1e-9,
                       help="relative tolerance")
-    p.set_defaults(run=run)
     return p
 
 
@@ -277,8 +273,6 @@ def _diff(store: Any, args: argparse.Namespace) -> int:
 
 def _diff_value(value: Any) -> str:
     """Enough digits to see a difference beyond ``--rtol``; long text shortened."""
-    from robuststats._format import is_missing
-
     if isinstance(value, float) and not is_missing(value):
         return f"{value:.10g}"
     text = "-" if is_missing(value) else str(value)

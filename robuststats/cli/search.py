@@ -6,29 +6,45 @@ import argparse
 import sys
 from typing import Any
 
-from robuststats.cli._output import add_format_option, emit, render_table
-from robuststats.cli._types import positive_int
-from robuststats.config.bounds import MAX_WORKERS
+from robuststats.cli import _options as opts
+from robuststats.cli._output import emit, fmt_number, is_missing, render_table
+from robuststats.cli._types import positive_int_up_to
 
 __all__ = ["add_parser", "run"]
-
-#: worker processes: each holds a model and the task; more than this is a typo
 
 
 def _trials(text: str) -> int:
     from robuststats.search import MAX_TRIALS
 
-    return positive_int(text, MAX_TRIALS)
+    return positive_int_up_to(MAX_TRIALS)(text)
 
 
-def _workers(text: str) -> int:
-    return positive_int(text, MAX_WORKERS)
+#: the options, in the order --help lists them
+_OPTIONS = [
+    opts.spec_file("search", "studies/adaptive_search.yaml"),
+    opts.option("--trials", type=_trials, metavar="N",
+                help="finished trials the study should hold (default: search.trials); a rerun "
+                     "continues up to N"),
+    opts.workers("worker processes running trials against the one storage (default 1: this "
+                 "process)"),
+    opts.option("--storage", metavar="URL",
+                help="Optuna storage: an SQLAlchemy URL (sqlite:///x.db, postgresql://...), "
+                     "journal:PATH or a .journal/.log file, or a .db/.sqlite file (default "
+                     "sqlite:///RUNS/<name>/search.db)"),
+    *opts.resumable("search",
+                    runs_help="run directories: cached probed models, default storage (default "
+                              "runs/)",
+                    fresh_help="delete this search's study from the storage and its cached "
+                               "models, and start over",
+                    plan="the plan"),
+]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
-        "search", help="adaptive per-layer noise search (Optuna): tolerance map or "
-                       "noise-aware training, re-evaluated on fresh noise",
+    return opts.add_command(
+        subparsers, "search", run, options=_OPTIONS,
+        help="adaptive per-layer noise search (Optuna): tolerance map or noise-aware "
+             "training, re-evaluated on fresh noise",
         description=(
             "Search one log-uniform noise-scale multiplier per decoder layer (or layer block) "
             "with Optuna. Objective 'tolerance': the largest per-layer noise budget whose "
@@ -39,39 +55,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "items) against the uniform baseline, and written as a NoiseSpec file with the "
             "trials table and figures to a new result version OUT/<name>/v<N>/."),
         epilog=("Open the study in optuna-dashboard: optuna-dashboard "
-                "sqlite:///runs/<name>/search.db (or the --storage given)."),
-    )
-    p.add_argument("search_file", metavar="SEARCH_FILE",
-                   help="YAML search file, e.g. studies/adaptive_search.yaml")
-    p.add_argument("--trials", type=_trials, metavar="N",
-                   help="finished trials the study should hold (default: search.trials); a "
-                        "rerun continues up to N")
-    p.add_argument("--workers", type=_workers, default=1, metavar="N",
-                   help="worker processes running trials against the one storage (default 1: "
-                        "this process)")
-    p.add_argument("--storage", metavar="URL",
-                   help="Optuna storage: an SQLAlchemy URL (sqlite:///x.db, "
-                        "postgresql://...), journal:PATH or a .journal/.log file, or a "
-                        ".db/.sqlite file (default sqlite:///RUNS/<name>/search.db)")
-    p.add_argument("--out", default="results", metavar="DIR",
-                   help="result store root (default results/)")
-    p.add_argument("--runs", default="runs", metavar="DIR",
-                   help="run directories: cached probed models, default storage (default "
-                        "runs/)")
-    p.add_argument("--fresh", action="store_true",
-                   help="delete this search's study from the storage and its cached models, "
-                        "and start over")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (on stderr)")
-    p.add_argument("--check", "--dry-run", action="store_true",
-                   help="validate the search file, the flags, the task and the trainer, print "
-                        "the plan and stop: nothing is trained or evaluated")
-    add_format_option(p)
-    p.set_defaults(run=run)
-    return p
+                "sqlite:///runs/<name>/search.db (or the --storage given)."))
 
 
 def run(args: argparse.Namespace) -> int:
-    from robuststats.runs import Interrupted, check_output_dir
+    from robuststats.runs import Interrupted
     from robuststats.search import SearchSpec, check_storage, default_storage, normalise_url
 
     spec = SearchSpec.from_file(args.search_file).with_overrides(trials=args.trials)
@@ -79,8 +67,7 @@ def run(args: argparse.Namespace) -> int:
                         else default_storage(args.runs, spec.name))
     if args.check:
         return _check(args, spec, url)
-    check_output_dir(args.out, "--out")
-    check_output_dir(args.runs, "--runs")
+    opts.check_output_dirs(args, "out", "runs")
     from robuststats.search import run_search
 
     def log(message: str) -> None:
@@ -125,46 +112,26 @@ def _text(spec: Any, result: Any) -> str:
                      f"{result.version.path / 'noise_config.yaml'}")
     table = result.reevaluation
     if table is not None and not table.empty:
-        rows = []
-        for r in table.to_dict(orient="records"):
-            rows.append({"config": r["config"], "metric": r["metric"],
-                         "search (optimistic)": _f(r["search_value"]),
-                         "re-evaluated": _f(r["estimate"]),
-                         "interval": "-" if _missing(r["ci_low"]) else
-                         f"[{_f(r['ci_low'])}, {_f(r['ci_high'])}]",
-                         "gap": _f(r["gap"]), "verdict": r["verdict"] if isinstance(r["verdict"], str) else ""})
+        def f4(value: Any) -> str:
+            return fmt_number(value, ".4f")
+
+        rows = [{"config": r["config"], "metric": r["metric"],
+                 "search (optimistic)": f4(r["search_value"]), "re-evaluated": f4(r["estimate"]),
+                 "interval": "-" if is_missing(r["ci_low"])
+                 else f"[{f4(r['ci_low'])}, {f4(r['ci_high'])}]",
+                 "gap": f4(r["gap"]), "verdict": r["verdict"] if isinstance(r["verdict"], str)
+                 else ""} for r in table.to_dict(orient="records")]
         cols = ["config", "metric", "search (optimistic)", "re-evaluated", "interval", "gap",
                 "verdict"]
         lines += ["", render_table(rows, cols)]
     return "\n".join(lines)
 
 
-def _missing(v: Any) -> bool:
-    return v is None or (isinstance(v, float) and v != v)
-
-
-def _f(v: Any) -> str:
-    return "-" if _missing(v) else f"{v:.4f}"
-
-
 def _check(args: argparse.Namespace, spec: Any, url: str) -> int:
     """``--check``: the search file, the flags, the task and the trainer; then the plan."""
-    from robuststats.runs import build_task, build_trainer
-    from robuststats.search import pointing, split_items
+    from robuststats.search import preflight
 
-    with pointing(spec, "task"):
-        task = build_task(spec)
-    with pointing(spec, "trainer"):
-        build_trainer(spec)
-    search_items, holdout = split_items(spec, task)
-    if spec.search.sensitivity is not None:
-        from robuststats.errors import InputError
-        from robuststats.search import read_sensitivity
-
-        try:
-            read_sensitivity(spec.search.sensitivity)
-        except InputError as exc:
-            raise InputError(f"{spec.where(('search', 'sensitivity'))}: {exc}") from None
+    search_items, holdout = preflight(spec)
     s = spec.search
     data = {"search": spec.name, "valid": True, "objective": s.objective,
             "multi_objective": s.multi_objective, "space": s.space,

@@ -6,64 +6,50 @@ import argparse
 import sys
 from typing import Any
 
-from robuststats.cli._output import add_format_option, emit, render_table
+from robuststats.cli import _options as opts
+from robuststats.cli._output import emit, render_table
 from robuststats.cli._types import positive_int
-from robuststats.config.bounds import MAX_WORKERS
 from robuststats.errors import InputError
 
 __all__ = ["add_parser", "run"]
 
 
-#: worker processes: each holds a model and the task (hundreds of MB); more than this is a
-#: typo, not a machine
-
-
-def _workers(text: str) -> int:
-    return positive_int(text, MAX_WORKERS)
+#: the options, in the order --help lists them
+_OPTIONS = [
+    opts.spec_file("study", "studies/e8_matrix.yaml"),
+    opts.option("--seeds", type=positive_int, metavar="N",
+                help="number of training seeds: 0..N-1, or the first N the file lists"),
+    opts.option("--n-items", type=positive_int, metavar="N", help="evaluation items per cell"),
+    opts.option("--noise-seeds", type=positive_int, metavar="N",
+                help="inference-noise draws per noisy cell (clean cells use one)"),
+    opts.workers("parallel worker processes (default 2; 1 runs in this process)", default=2),
+    opts.option("--executor", choices=("local", "ray"), default="local",
+                help="where jobs run: local processes (default) or Ray tasks, with the study's "
+                     "`resources:` per job"),
+    opts.option("--ray-address", metavar="ADDR",
+                help="with --executor ray: 'auto' or the address of a running cluster "
+                     "(default: start a local Ray with --workers CPUs)"),
+    *opts.resumable("study",
+                    runs_help="run directories with cached models and cells (default runs/)",
+                    fresh_help="discard an existing run directory of this study and start over",
+                    plan="the plan (cells, models)"),
+]
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
-        "study", help="run or resume a study file (training, noisy evaluation, analysis)",
+    return opts.add_command(
+        subparsers, "study", run, options=_OPTIONS,
+        help="run or resume a study file (training, noisy evaluation, analysis)",
         description=(
             "Run every cell (condition × seed × eval noise × noise seed) of a study file, "
             "resuming finished cells from the run directory, then analyse the outcomes and "
             "write a new immutable result version OUT/<study>/v<N>/. Flags override the "
             "study file only when given."
-        ),
-    )
-    p.add_argument("study_file", metavar="STUDY_FILE", help="YAML study file, e.g. "
-                   "studies/e8_matrix.yaml")
-    p.add_argument("--seeds", type=positive_int, metavar="N",
-                   help="number of training seeds: 0..N-1, or the first N the file lists")
-    p.add_argument("--n-items", type=positive_int, metavar="N", help="evaluation items per cell")
-    p.add_argument("--noise-seeds", type=positive_int, metavar="N",
-                   help="inference-noise draws per noisy cell (clean cells use one)")
-    p.add_argument("--workers", type=_workers, default=2, metavar="N",
-                   help="parallel worker processes (default 2; 1 runs in this process)")
-    p.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="where jobs run: local processes (default) or Ray tasks, with the "
-                        "study's `resources:` per job")
-    p.add_argument("--ray-address", metavar="ADDR",
-                   help="with --executor ray: 'auto' or the address of a running cluster "
-                        "(default: start a local Ray with --workers CPUs)")
-    p.add_argument("--out", default="results", metavar="DIR",
-                   help="result store root (default results/)")
-    p.add_argument("--runs", default="runs", metavar="DIR",
-                   help="run directories with cached models and cells (default runs/)")
-    p.add_argument("--fresh", action="store_true",
-                   help="discard an existing run directory of this study and start over")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar (on stderr)")
-    p.add_argument("--check", "--dry-run", action="store_true",
-                   help="validate the study file, the flags, the task and the trainer, print "
-                        "the plan (cells, models) and stop: nothing is trained or evaluated")
-    add_format_option(p)
-    p.set_defaults(run=run)
-    return p
+        ))
 
 
 def run(args: argparse.Namespace) -> int:
-    from robuststats.runs import Interrupted, check_output_dir
+    from robuststats.runs import Interrupted
     from robuststats.runs.spec import StudySpec
     from robuststats.study.runner import run_study
 
@@ -72,8 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         return _check(args, spec)
     # before anything is built or trained: a bad --out must not surface after the compute
-    check_output_dir(args.out, "--out")
-    check_output_dir(args.runs, "--runs")
+    opts.check_output_dirs(args, "out", "runs")
     executor = None
     if args.executor == "ray":
         from robuststats.runs.ray_executor import RayExecutor

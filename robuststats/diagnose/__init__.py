@@ -19,61 +19,29 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from robuststats._lazy import lazy_exports
+from robuststats._lazy import lazy_package
 
-_EXPORTS: dict[str, str] = {
-    "protection_plan": "robuststats.diagnose._report",
-    "DiagnoseSpec": "robuststats.config.diagnose",
-    "LEVELS": "robuststats.config.diagnose",
-    "Target": "robuststats.diagnose._targets",
-    "operator_targets": "robuststats.diagnose._targets",
-    "layer_targets": "robuststats.diagnose._targets",
-    "window_targets": "robuststats.diagnose._targets",
-    "CLEAN": "robuststats.diagnose._statistics",
-    "target_table": "robuststats.diagnose._statistics",
-    "avalanche_table": "robuststats.diagnose._statistics",
-    "interaction": "robuststats.diagnose._statistics",
-    "ChannelStats": "robuststats.diagnose._channels",
-    "channel_table": "robuststats.diagnose._channels",
-    "capture_channels": "robuststats.diagnose._channels",
-    "DiagnosisPlan": "robuststats.diagnose._plan",
-    "Diagnosis": "robuststats.diagnose._runner",
-    "resolve_plan": "robuststats.diagnose._plan",
-    "probe_model": "robuststats.diagnose._probe",
-    "run_diagnosis": "robuststats.diagnose._runner",
-    "write_diagnosis": "robuststats.diagnose._report",
-    "sensitivity_profile": "robuststats.diagnose._report",
-}
+if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_package
+    from robuststats.config.diagnose import LEVELS as LEVELS
+    from robuststats.config.diagnose import DiagnoseSpec as DiagnoseSpec
+    from robuststats.diagnose._channels import ChannelStats as ChannelStats
+    from robuststats.diagnose._channels import capture_channels as capture_channels
+    from robuststats.diagnose._channels import channel_table as channel_table
+    from robuststats.diagnose._report import protection_plan as protection_plan
+    from robuststats.diagnose._report import sensitivity_profile as sensitivity_profile
+    from robuststats.diagnose._report import write_diagnosis as write_diagnosis
+    from robuststats.diagnose._runner import Diagnosis as Diagnosis
+    from robuststats.diagnose._runner import DiagnosisPlan as DiagnosisPlan
+    from robuststats.diagnose._runner import probe_model as probe_model
+    from robuststats.diagnose._runner import resolve_plan as resolve_plan
+    from robuststats.diagnose._runner import run_diagnosis as run_diagnosis
+    from robuststats.diagnose._statistics import CLEAN as CLEAN
+    from robuststats.diagnose._statistics import avalanche_table as avalanche_table
+    from robuststats.diagnose._statistics import interaction as interaction
+    from robuststats.diagnose._statistics import target_table as target_table
+    from robuststats.diagnose._targets import Target as Target
+    from robuststats.diagnose._targets import layer_targets as layer_targets
+    from robuststats.diagnose._targets import operator_targets as operator_targets
+    from robuststats.diagnose._targets import window_targets as window_targets
 
-__all__ = sorted(_EXPORTS)
-
-if TYPE_CHECKING:  # static analysers see the real names
-    from robuststats.config.diagnose import LEVELS, DiagnoseSpec  # noqa: F401
-    from robuststats.diagnose._channels import (  # noqa: F401
-        ChannelStats,
-        capture_channels,
-        channel_table,
-    )
-    from robuststats.diagnose._report import sensitivity_profile, write_diagnosis  # noqa: F401
-    from robuststats.diagnose._runner import (  # noqa: F401
-        Diagnosis,
-        DiagnosisPlan,
-        probe_model,
-        resolve_plan,
-        run_diagnosis,
-    )
-    from robuststats.diagnose._statistics import (  # noqa: F401
-        CLEAN,
-        avalanche_table,
-        interaction,
-        target_table,
-    )
-    from robuststats.diagnose._targets import (  # noqa: F401
-        Target,
-        layer_targets,
-        operator_targets,
-        window_targets,
-    )
-
-
-__getattr__, __dir__ = lazy_exports("robuststats.diagnose", _EXPORTS, globals())
+__getattr__, __dir__ = lazy_package(globals())

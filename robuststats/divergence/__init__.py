@@ -25,64 +25,38 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from robuststats._lazy import lazy_exports
+from robuststats._lazy import lazy_package
 
-_EXPORTS: dict[str, str] = {
-    "is_capture": "robuststats.divergence._capfile",
-    "store_name": "robuststats.divergence._report",
-    "summary": "robuststats.divergence._report",
-    "verdict_text": "robuststats.divergence._report",
-    "write_divergence": "robuststats.divergence._report",
-    "check_device": "robuststats.divergence._runner",
-    "check_source": "robuststats.divergence._sources",
-    "load_source": "robuststats.divergence._sources",
-    "read_texts": "robuststats.divergence._sources",
-    "DTYPES": "robuststats.divergence._conditions",
-    "Condition": "robuststats.divergence._conditions",
-    "parse_condition": "robuststats.divergence._conditions",
-    "DEFAULT_EPS": "robuststats.divergence._metrics",
-    "METRICS": "robuststats.divergence._metrics",
-    "RunningStats": "robuststats.divergence._metrics",
-    "item_metrics": "robuststats.divergence._metrics",
-    "Site": "robuststats.divergence._sites",
-    "find_sites": "robuststats.divergence._sites",
-    "Divergence": "robuststats.divergence._runner",
-    "GrowthFit": "robuststats.divergence._fit",
-    "compare_runs": "robuststats.divergence._runner",
-    "CaptureInfo": "robuststats.divergence._capture",
-    "capture_run": "robuststats.divergence._capture",
-    "compare_captures": "robuststats.divergence._fromcaptures",
-    "CaptureReader": "robuststats.divergence._capfile",
-    "SketchParams": "robuststats.divergence._sketch",
-    "depth_table": "robuststats.divergence._analysis",
-    "exceeding_table": "robuststats.divergence._analysis",
-    "growth_fit": "robuststats.divergence._analysis",
-    "module_table": "robuststats.divergence._analysis",
-}
+if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_package
+    from robuststats.divergence._analysis import depth_table as depth_table
+    from robuststats.divergence._analysis import exceeding_table as exceeding_table
+    from robuststats.divergence._analysis import growth_fit as growth_fit
+    from robuststats.divergence._analysis import module_table as module_table
+    from robuststats.divergence._capfile import CaptureReader as CaptureReader
+    from robuststats.divergence._capfile import is_capture as is_capture
+    from robuststats.divergence._capture import CaptureInfo as CaptureInfo
+    from robuststats.divergence._capture import capture_run as capture_run
+    from robuststats.divergence._conditions import DTYPES as DTYPES
+    from robuststats.divergence._conditions import Condition as Condition
+    from robuststats.divergence._conditions import parse_condition as parse_condition
+    from robuststats.divergence._fit import GrowthFit as GrowthFit
+    from robuststats.divergence._fromcaptures import compare_captures as compare_captures
+    from robuststats.divergence._metrics import DEFAULT_EPS as DEFAULT_EPS
+    from robuststats.divergence._metrics import METRICS as METRICS
+    from robuststats.divergence._metrics import RunningStats as RunningStats
+    from robuststats.divergence._metrics import item_metrics as item_metrics
+    from robuststats.divergence._report import store_name as store_name
+    from robuststats.divergence._report import summary as summary
+    from robuststats.divergence._report import verdict_text as verdict_text
+    from robuststats.divergence._report import write_divergence as write_divergence
+    from robuststats.divergence._runner import Divergence as Divergence
+    from robuststats.divergence._runner import check_device as check_device
+    from robuststats.divergence._runner import compare_runs as compare_runs
+    from robuststats.divergence._sites import Site as Site
+    from robuststats.divergence._sites import find_sites as find_sites
+    from robuststats.divergence._sketch import SketchParams as SketchParams
+    from robuststats.divergence._sources import check_source as check_source
+    from robuststats.divergence._sources import load_source as load_source
+    from robuststats.divergence._sources import read_texts as read_texts
 
-__all__ = sorted(_EXPORTS)
-
-if TYPE_CHECKING:  # static analysers see the real names
-    from robuststats.divergence._analysis import (  # noqa: F401
-        depth_table,
-        exceeding_table,
-        growth_fit,
-        module_table,
-    )
-    from robuststats.divergence._capfile import CaptureReader  # noqa: F401
-    from robuststats.divergence._capture import CaptureInfo, capture_run  # noqa: F401
-    from robuststats.divergence._conditions import DTYPES, Condition, parse_condition  # noqa: F401
-    from robuststats.divergence._fit import GrowthFit  # noqa: F401
-    from robuststats.divergence._fromcaptures import compare_captures  # noqa: F401
-    from robuststats.divergence._metrics import (  # noqa: F401
-        DEFAULT_EPS,
-        METRICS,
-        RunningStats,
-        item_metrics,
-    )
-    from robuststats.divergence._runner import Divergence, compare_runs  # noqa: F401
-    from robuststats.divergence._sites import Site, find_sites  # noqa: F401
-    from robuststats.divergence._sketch import SketchParams  # noqa: F401
-
-
-__getattr__, __dir__ = lazy_exports("robuststats.divergence", _EXPORTS, globals())
+__getattr__, __dir__ = lazy_package(globals())

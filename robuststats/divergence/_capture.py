@@ -57,6 +57,17 @@ class CaptureInfo:
     def bytes_per_item(self) -> float:
         return self.n_bytes / max(self.n_items, 1)
 
+    def summary(self) -> dict[str, Any]:
+        """The plain-JSON summary the CLI prints: the file and its size, the counts, and the
+        header's condition, sketch, model, machine (without its environment) and notes."""
+        h = self.header
+        return {"capture": str(self.path), "bytes": self.n_bytes,
+                "bytes_per_item": round(self.bytes_per_item, 1), "n_items": self.n_items,
+                "n_sites": self.n_sites, "condition": h["condition"], "sketch": h["sketch"],
+                "model": h["model"], "machine": {k: v for k, v in h["machine"].items()
+                                                 if k != "environment"},
+                "seconds": round(self.seconds, 2), "notes": h["notes"]}
+
 
 def _sha256(data: bytes | str) -> str:
     return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()

@@ -20,61 +20,32 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from robuststats._lazy import lazy_exports
+from robuststats._lazy import lazy_package
 
-_EXPORTS: dict[str, str] = {
-    "INJECTION_LOG_VAR": "robuststats.engine._env",
-    "build_model_map": "robuststats.engine._model_map",
-    # torch-free
-    "ALL_OPS": "robuststats.engine._spec",
-    "KINDS": "robuststats.engine._spec",
-    "MATMUL_OPS": "robuststats.engine._spec",
-    "TARGETS": "robuststats.engine._spec",
-    "OP_PRESETS": "robuststats.engine._spec",
-    "PHASES": "robuststats.engine._spec",
-    "NoiseSpec": "robuststats.engine._spec",
-    "AQNSchedule": "robuststats.engine._aqn",
-    "ENV_VAR": "robuststats.engine._env",
-    "spec_from_env": "robuststats.engine._env",
-    # torch
-    "AQNPerturbation": "robuststats.engine._aqn",
-    "aqn_perturb": "robuststats.engine._aqn",
-    "apply_from_env": "robuststats.engine._env",
-    "stop_from_env": "robuststats.engine._env",
-    "quantize": "robuststats.engine._error_models",
-    "fake_quantize": "robuststats.engine._quantize",
-    "Injection": "robuststats.engine._inject",
-    "inject": "robuststats.engine._inject",
-    "required_ops": "robuststats.engine._inject",
-    "InjectionVerificationError": "robuststats.engine._session",
-    "NoiseSession": "robuststats.engine._session",
-    "UnsupportedAttentionError": "robuststats.engine._attention",
-}
+if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_package
+    from robuststats.engine._aqn import AQNPerturbation as AQNPerturbation
+    from robuststats.engine._aqn import AQNSchedule as AQNSchedule
+    from robuststats.engine._aqn import aqn_perturb as aqn_perturb
+    from robuststats.engine._attention import UnsupportedAttentionError as UnsupportedAttentionError
+    from robuststats.engine._env import ENV_VAR as ENV_VAR
+    from robuststats.engine._env import INJECTION_LOG_VAR as INJECTION_LOG_VAR
+    from robuststats.engine._env import apply_from_env as apply_from_env
+    from robuststats.engine._env import spec_from_env as spec_from_env
+    from robuststats.engine._env import stop_from_env as stop_from_env
+    from robuststats.engine._error_models import quantize as quantize
+    from robuststats.engine._inject import Injection as Injection
+    from robuststats.engine._inject import inject as inject
+    from robuststats.engine._inject import required_ops as required_ops
+    from robuststats.engine._model_map import build_model_map as build_model_map
+    from robuststats.engine._quantize import fake_quantize as fake_quantize
+    from robuststats.engine._session import InjectionVerificationError as InjectionVerificationError
+    from robuststats.engine._session import NoiseSession as NoiseSession
+    from robuststats.engine._spec import ALL_OPS as ALL_OPS
+    from robuststats.engine._spec import KINDS as KINDS
+    from robuststats.engine._spec import MATMUL_OPS as MATMUL_OPS
+    from robuststats.engine._spec import OP_PRESETS as OP_PRESETS
+    from robuststats.engine._spec import PHASES as PHASES
+    from robuststats.engine._spec import TARGETS as TARGETS
+    from robuststats.engine._spec import NoiseSpec as NoiseSpec
 
-__all__ = sorted(_EXPORTS)
-
-if TYPE_CHECKING:  # static analysers see the real names
-    from robuststats.engine._aqn import AQNPerturbation, AQNSchedule, aqn_perturb  # noqa: F401
-    from robuststats.engine._attention import UnsupportedAttentionError  # noqa: F401
-    from robuststats.engine._env import (  # noqa: F401
-        ENV_VAR,
-        apply_from_env,
-        spec_from_env,
-        stop_from_env,
-    )
-    from robuststats.engine._error_models import quantize  # noqa: F401
-    from robuststats.engine._inject import Injection, inject, required_ops  # noqa: F401
-    from robuststats.engine._quantize import fake_quantize  # noqa: F401
-    from robuststats.engine._session import InjectionVerificationError, NoiseSession  # noqa: F401
-    from robuststats.engine._spec import (  # noqa: F401
-        ALL_OPS,
-        KINDS,
-        MATMUL_OPS,
-        OP_PRESETS,
-        PHASES,
-        TARGETS,
-        NoiseSpec,
-    )
-
-
-__getattr__, __dir__ = lazy_exports('robuststats.engine', _EXPORTS, globals())
+__getattr__, __dir__ = lazy_package(globals())

@@ -16,32 +16,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from robuststats._lazy import lazy_exports
+from robuststats._lazy import lazy_package
 
-_EXPORTS: dict[str, str] = {
-    "GATE_COLUMNS": "robuststats.gate._gate",
-    "MARGIN_TYPES": "robuststats.gate._contrast",
-    "METRICS": "robuststats.gate._contrast",
-    "ContrastVariance": "robuststats.stats",
-    "GateResult": "robuststats.gate._gate",
-    "GateTest": "robuststats.gate._contrast",
-    "Protocol": "robuststats.gate._protocol",
-    "gate_markdown": "robuststats.gate._report",
-    "gate_test": "robuststats.gate._contrast",
-    "gate_text": "robuststats.gate._report",
-    "protocol_differences": "robuststats.gate._protocol",
-    "run_gate": "robuststats.gate._gate",
-    "unpaired_variance": "robuststats.stats",
-    "write_gate": "robuststats.gate._report",
-}
+if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_package
+    from robuststats.gate._contrast import MARGIN_TYPES as MARGIN_TYPES
+    from robuststats.gate._contrast import METRICS as METRICS
+    from robuststats.gate._contrast import GateTest as GateTest
+    from robuststats.gate._contrast import gate_test as gate_test
+    from robuststats.gate._gate import GATE_COLUMNS as GATE_COLUMNS
+    from robuststats.gate._gate import GateResult as GateResult
+    from robuststats.gate._gate import run_gate as run_gate
+    from robuststats.gate._protocol import Protocol as Protocol
+    from robuststats.gate._protocol import protocol_differences as protocol_differences
+    from robuststats.gate._report import gate_markdown as gate_markdown
+    from robuststats.gate._report import gate_text as gate_text
+    from robuststats.gate._report import write_gate as write_gate
+    from robuststats.stats import ContrastVariance as ContrastVariance
+    from robuststats.stats import unpaired_variance as unpaired_variance
 
-__all__ = sorted(_EXPORTS)
-
-if TYPE_CHECKING:  # static analysers see the real names
-    from robuststats.gate._contrast import MARGIN_TYPES, METRICS, GateTest, gate_test  # noqa: F401
-    from robuststats.gate._gate import GATE_COLUMNS, GateResult, run_gate  # noqa: F401
-    from robuststats.gate._protocol import Protocol, protocol_differences  # noqa: F401
-    from robuststats.gate._report import gate_markdown, gate_text, write_gate  # noqa: F401
-    from robuststats.stats import ContrastVariance, unpaired_variance  # noqa: F401
-
-__getattr__, __dir__ = lazy_exports("robuststats.gate", _EXPORTS, globals())
+__getattr__, __dir__ = lazy_package(globals())

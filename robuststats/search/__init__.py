@@ -14,45 +14,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from robuststats._lazy import lazy_exports
+from robuststats._lazy import lazy_package
 
-_EXPORTS: dict[str, str] = {
-    "pointing": "robuststats.search._objective",
-    "split_items": "robuststats.search._objective",
-    "check_storage": "robuststats.search._storage",
-    "default_storage": "robuststats.search._storage",
-    "normalise_url": "robuststats.search._storage",
-    "SearchSpec": "robuststats.search._spec",
-    "SearchSection": "robuststats.search._spec",
-    "ReevaluationSpec": "robuststats.search._spec",
-    "HeuristicSpec": "robuststats.search._spec",
-    "MAX_TRIALS": "robuststats.search._spec",
-    "SearchSpace": "robuststats.search._space",
-    "Place": "robuststats.search._space",
-    "budget": "robuststats.search._space",
-    "read_sensitivity": "robuststats.config.sensitivity",
-    "heuristic_multipliers": "robuststats.search._sensitivity",
-    "SearchRun": "robuststats.search._runner",
-    "run_search": "robuststats.search._runner",
-    "REEVALUATION_COLUMNS": "robuststats.search._reevaluate",
-    "TRIAL_COLUMNS": "robuststats.search._report",
-}
+if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_package
+    from robuststats.config.sensitivity import read_sensitivity as read_sensitivity
+    from robuststats.search._objective import pointing as pointing
+    from robuststats.search._objective import preflight as preflight
+    from robuststats.search._objective import split_items as split_items
+    from robuststats.search._reevaluate import REEVALUATION_COLUMNS as REEVALUATION_COLUMNS
+    from robuststats.search._report import TRIAL_COLUMNS as TRIAL_COLUMNS
+    from robuststats.search._runner import SearchRun as SearchRun
+    from robuststats.search._runner import run_search as run_search
+    from robuststats.search._sensitivity import heuristic_multipliers as heuristic_multipliers
+    from robuststats.search._space import Place as Place
+    from robuststats.search._space import SearchSpace as SearchSpace
+    from robuststats.search._space import budget as budget
+    from robuststats.search._spec import MAX_TRIALS as MAX_TRIALS
+    from robuststats.search._spec import HeuristicSpec as HeuristicSpec
+    from robuststats.search._spec import ReevaluationSpec as ReevaluationSpec
+    from robuststats.search._spec import SearchSection as SearchSection
+    from robuststats.search._spec import SearchSpec as SearchSpec
+    from robuststats.search._storage import check_storage as check_storage
+    from robuststats.search._storage import default_storage as default_storage
+    from robuststats.search._storage import normalise_url as normalise_url
 
-__all__ = sorted(_EXPORTS)
-
-if TYPE_CHECKING:
-    from robuststats.config.sensitivity import read_sensitivity  # noqa: F401
-    from robuststats.search._reevaluate import REEVALUATION_COLUMNS  # noqa: F401
-    from robuststats.search._report import TRIAL_COLUMNS  # noqa: F401
-    from robuststats.search._runner import SearchRun, run_search  # noqa: F401
-    from robuststats.search._sensitivity import heuristic_multipliers  # noqa: F401
-    from robuststats.search._space import Place, SearchSpace, budget  # noqa: F401
-    from robuststats.search._spec import (  # noqa: F401
-        MAX_TRIALS,
-        HeuristicSpec,
-        ReevaluationSpec,
-        SearchSection,
-        SearchSpec,
-    )
-
-__getattr__, __dir__ = lazy_exports("robuststats.search", _EXPORTS, globals())
+__getattr__, __dir__ = lazy_package(globals())

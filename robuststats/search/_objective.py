@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from robuststats.engine import NoiseSpec
     from robuststats.search._spec import SearchSpec
 
-__all__ = ["SearchContext", "evaluate_config", "model_digest"]
+__all__ = ["SearchContext", "evaluate_config", "model_digest", "preflight"]
 
 
 @dataclass
@@ -82,13 +82,7 @@ def build_context(spec: SearchSpec, run_dir: str | Path, *,
                   log: Callable[[str], None] | None = None) -> SearchContext:
     """Task, trainer, items and space; for ``tolerance`` also the probed models (trained
     now, or loaded from the run directory's cache) and their clean outcomes."""
-    from robuststats.runs import build_task, build_trainer
-
-    with pointing(spec, "task"):
-        task = build_task(spec)  # type: ignore[arg-type]
-    with pointing(spec, "trainer"):
-        trainer = build_trainer(spec)  # type: ignore[arg-type]
-    search_items, holdout_items = split_items(spec, task)
+    task, trainer, search_items, holdout_items = _task_trainer_items(spec)
     run_dir = Path(run_dir)
     ctx = SearchContext(spec, run_dir, task, trainer, search_items, holdout_items,
                         space=SearchSpace((), 1.0, 1.0, 0))
@@ -104,6 +98,29 @@ def build_context(spec: SearchSpec, run_dir: str | Path, *,
     lo, hi = spec.search.scale_range
     ctx.space = discover_space(probe, ops, spec.search.space, lo, hi)
     return ctx
+
+
+def preflight(spec: SearchSpec) -> tuple[list[Any], list[Any]]:
+    """What a search checks before it trains or evaluates anything: the task and the
+    trainer build (errors name their key and line), the split holds the search and
+    held-out items, and the ``search.sensitivity`` file reads. The search and held-out
+    items."""
+    from robuststats.search._study import sensitivity_file
+
+    _, _, search_items, holdout_items = _task_trainer_items(spec)
+    if spec.search.sensitivity is not None:
+        sensitivity_file(spec)
+    return search_items, holdout_items
+
+
+def _task_trainer_items(spec: SearchSpec) -> tuple[Any, Any, list[Any], list[Any]]:
+    from robuststats.runs import build_task, build_trainer
+
+    with pointing(spec, "task"):
+        task = build_task(spec)  # type: ignore[arg-type]
+    with pointing(spec, "trainer"):
+        trainer = build_trainer(spec)  # type: ignore[arg-type]
+    return (task, trainer, *split_items(spec, task))
 
 
 def split_items(spec: SearchSpec, task: Any) -> tuple[list[Any], list[Any]]:

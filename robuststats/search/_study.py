@@ -161,15 +161,20 @@ def sensitivity_profile(spec: SearchSpec, ctx: SearchContext, *,
     else (tolerance) the seeds' probe on the probed model, else none."""
     path = spec.search.sensitivity
     if path is not None:
-        try:
-            return read_sensitivity(path), f"file {path}"
-        except InputError as exc:
-            raise InputError(f"{spec.where(('search', 'sensitivity'))}: {exc}") from None
+        return sensitivity_file(spec), f"file {path}"
     if ctx.objective != "tolerance":
         return None, "none"
     if log is not None:
         log(f"measuring the per-layer sensitivity profile ({ctx.space.n_layers} layers)")
     return probe_sensitivity(ctx), "probe"
+
+
+def sensitivity_file(spec: SearchSpec) -> dict[int, float]:
+    """The profile in the file of ``search.sensitivity``; errors name that key."""
+    try:
+        return read_sensitivity(spec.search.sensitivity)
+    except InputError as exc:
+        raise InputError(f"{spec.where(('search', 'sensitivity'))}: {exc}") from None
 
 
 def probe_sensitivity(ctx: SearchContext) -> dict[int, float]:

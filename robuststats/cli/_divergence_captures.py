@@ -1,0 +1,121 @@
+"""The capture forms of ``robuststats divergence``: ``SOURCE --capture FILE`` runs one
+condition and writes its capture; ``CAPTURE --candidate CAPTURE`` compares two captures.
+
+Part of :mod:`robuststats.cli.divergence`, which parses, checks the flags every form shares
+and dispatches here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from robuststats.cli import _options as opts
+from robuststats.cli._output import emit
+from robuststats.cli.divergence import (
+    _CAPTURE_ONLY,
+    _COMPARE_ONLY,
+    _SOURCE_ONLY,
+    _checked_source,
+    _flag_error,
+    _load,
+    _progress,
+    _refuse,
+    _resolve,
+    _sensitivity,
+    publish,
+)
+
+__all__ = ["capture_one", "compare_two"]
+
+
+def capture_one(args: argparse.Namespace) -> int:
+    """``SOURCE --capture FILE``: one run of one condition, written as a capture."""
+    from robuststats.divergence import capture_run, check_device, parse_condition
+
+    _refuse(args, _COMPARE_ONLY, "applies when comparing; a capture holds one run (give it "
+            "when comparing the captures)")
+    _refuse(args, ("no_local",), "a capture holds one run; it has no local pass")
+    if args.reference is not None and args.candidate is not None:
+        raise _flag_error("--capture", "a capture holds one run: give --reference or "
+                          "--candidate, not both")
+    flag = "--candidate" if args.candidate is not None else "--reference"
+    _resolve(args)
+    cond = parse_condition(args.candidate if flag == "--candidate" else args.reference,
+                           name=flag)
+    if cond.checkpoint is not None:
+        raise _flag_error(f"{flag}.checkpoint", "a capture runs SOURCE's model; capture the "
+                          "other checkpoint with it as SOURCE")
+    check_device(cond, flag)
+    target = Path(args.capture)
+    if target.is_dir() or not target.parent.is_dir():
+        raise _flag_error("--capture", f"{args.capture!r} must be a file in an existing "
+                          "directory")
+    kind = _checked_source(args)
+    if target.resolve() == Path(args.source).resolve():
+        raise _flag_error("--capture", "would overwrite SOURCE")
+    src = _load(args, kind)
+    with _progress(args, len(src.texts), "capture") as bar:
+        info = capture_run(src.model, src.tokenizer, src.texts, target, condition=cond,
+                           item_ids=src.item_ids, modules=args.modules,
+                           batch_size=args.batch_size, max_length=args.max_length,
+                           subset_size=args.subset_size, projection_dim=args.projection_dim,
+                           sketch_seed=args.sketch_seed, source={**src.info, "name": src.name},
+                           progress=bar)
+    data = info.summary()
+    emit(args.format, data=data, text=lambda: _capture_text(data, cond))
+    return 0
+
+
+def _capture_text(data: dict[str, Any], cond: Any) -> str:
+    sk = data["sketch"]
+    lines = [f"captured {cond.name} ({cond.describe()}): {data['n_items']} items, "
+             f"{data['n_sites']} modules, {data['seconds']:.1f} s",
+             f"file: {data['capture']} ({data['bytes'] / 1e6:.2f} MB, "
+             f"{data['bytes_per_item'] / 1e3:.1f} kB per item)",
+             f"sketch: {sk['subset_size']} positions and a {sk['projection_dim']}-dimensional "
+             f"projection per item and module, seed {sk['seed']}",
+             f"model: {data['model']['architecture']}, {data['model']['n_parameters']} "
+             f"parameters, weights {data['model']['weights_sha256'][:16]}",
+             f"machine: {data['machine']['host']}, {data['machine']['device_name']}",
+             "compare with: robuststats divergence REFERENCE_CAPTURE --candidate "
+             "CANDIDATE_CAPTURE"]
+    lines += [f"note: {n}" for n in data["notes"]]
+    return "\n".join(lines)
+
+
+def compare_two(args: argparse.Namespace) -> int:
+    """``CAPTURE --candidate CAPTURE``: compare two captures."""
+    from robuststats.divergence import CaptureReader, compare_captures, store_name
+
+    why = "SOURCE is a capture: the items, batches and sketch were fixed when it was captured"
+    _refuse(args, _SOURCE_ONLY, why)
+    _refuse(args, _CAPTURE_ONLY, why)
+    if args.capture is not None:
+        raise _flag_error("--capture", "SOURCE is a capture already; capture from a model "
+                          "directory or a study file")
+    if args.reference is not None:
+        raise _flag_error("--reference", "SOURCE is the reference's capture; give the other "
+                          "capture with --candidate")
+    _refuse(args, ("no_local",), "captures have no local pass; it is never run")
+    if args.candidate is None:
+        raise _flag_error("--candidate", "required: the capture compared with SOURCE's")
+    if not Path(args.candidate).is_file():
+        raise _flag_error("--candidate", f"SOURCE is a capture, so --candidate must be "
+                          f"another capture file; {args.candidate!r} is not a file")
+    _resolve(args)
+    sensitivity = _sensitivity(args)
+    opts.check_output_dirs(args, "out")
+    with CaptureReader(args.source, name="SOURCE") as reader:
+        header = reader.header
+    with _progress(args, len(header["items"]["ids"]), "compare") as bar:
+        div = compare_captures(args.source, args.candidate, modules=args.modules,
+                               eps=args.eps, confidence_level=args.confidence_level,
+                               interval=args.interval, names=("SOURCE", "--candidate"),
+                               progress=bar)
+    origin = header.get("source") if isinstance(header.get("source"), dict) else {}
+    name = args.name or origin.get("name") or Path(args.source).stem
+    source = {"kind": "captures", "reference": str(args.source),
+              "candidate": str(args.candidate), "model": header.get("source")}
+    return publish(args, div, store_name(str(name)), sensitivity, source)
