@@ -8,13 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import (
-    Field,
-    PrivateAttr,
-    field_validator,
-    model_serializer,
-    model_validator,
-)
+from pydantic import Field, PrivateAttr, field_validator, model_serializer, model_validator
 
 from robuststats._validation import check_choice
 from robuststats.analysis import AnalysisOptions
