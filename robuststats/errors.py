@@ -37,3 +37,9 @@ def did_you_mean(value: object, choices: Iterable[str]) -> str:
         return ""
     close = closest_match(value, choices)
     return f" (did you mean {close!r}?)" if close else ""
+
+
+def first_message_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message, or its type's name when it has none."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

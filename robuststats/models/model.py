@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from robuststats.errors import InputError, did_you_mean
+from robuststats.errors import InputError, did_you_mean, first_message_line
 from robuststats.models.weights import check_weights, weight_file
 
 if TYPE_CHECKING:
@@ -256,7 +256,7 @@ def load_pretrained(
         # the directory's files, not the code: a storage missing from a .bin archive
         # (RuntimeError), a config of the wrong shape (TypeError), weights of other sizes
         raise InputError(f"`{key}`: cannot load a model from {str(path)!r}: "
-                         f"{_first_line(exc)}") from exc
+                         f"{first_message_line(exc)}") from exc
     _check_tokenizer(tokenizer, model, str(path), key)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -281,9 +281,6 @@ def check_saved_model(path: str | Path, *, key: str = "path") -> Path:
     return directory
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 #: files of which a checkpoint needs one for its tokenizer (transformers' serialisations)

@@ -32,7 +32,7 @@ import zipfile
 from pathlib import Path
 from typing import IO
 
-from robuststats.errors import InputError
+from robuststats.errors import InputError, first_message_line
 
 __all__ = ["WEIGHT_FILES", "check_weights", "weight_file"]
 
@@ -124,7 +124,7 @@ def _shards(index: Path) -> list[Path]:
     try:
         data = json.loads(index.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise _Refused(f"it is not a JSON index ({_first_line(exc)})") from None
+        raise _Refused(f"it is not a JSON index ({first_message_line(exc)})") from None
     weight_map = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise _Refused("it has no `weight_map` (parameter -> shard file)")
@@ -155,7 +155,7 @@ def _check_safetensors(path: Path) -> None:
         try:
             header = json.loads(fh.read(length))
         except (ValueError, UnicodeDecodeError) as exc:
-            raise _Refused(f"its safetensors header is not JSON ({_first_line(exc)})") \
+            raise _Refused(f"its safetensors header is not JSON ({first_message_line(exc)})") \
                 from None
     if not isinstance(header, dict):
         raise _Refused("its safetensors header is not a JSON object")
@@ -211,7 +211,7 @@ def _check_torch_file(path: Path) -> None:
                 with archive.open(names[0]) as fh:
                     _scan(_Bounded(fh), path)
         except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
-            raise _Refused(f"it is a damaged zip archive ({_first_line(exc)})") from None
+            raise _Refused(f"it is a damaged zip archive ({first_message_line(exc)})") from None
         return
     with open(path, "rb") as fh:
         stream = _Bounded(fh)
@@ -249,7 +249,7 @@ def _scan(stream: IO[bytes], path: Path) -> object:
     except _Refused:
         raise
     except (ValueError, EOFError, struct.error, OverflowError) as exc:
-        raise _Refused(f"its pickle cannot be read ({_first_line(exc)})") from None
+        raise _Refused(f"its pickle cannot be read ({first_message_line(exc)})") from None
     if ops == 0:
         raise _Refused("it is empty")
     return value if ops <= 3 else None  # PROTO, the number, STOP
@@ -274,6 +274,3 @@ class _Bounded:
         return self._fh.tell()
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -30,6 +30,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from robuststats._canonical import canonical_sha256
+
 __all__ = ["INDEX", "SEAL_FORMAT", "index_roots", "manifest_root", "record_in_index",
            "seal_problem", "spec_hash_of", "with_seal"]
 
@@ -39,19 +41,14 @@ INDEX = "index.jsonl"
 SEAL_FORMAT = 1
 
 
-def _canonical(data: Any) -> bytes:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=str).encode()
-
-
 def manifest_root(manifest: Mapping[str, Any]) -> str:
     """SHA-256 of the canonical JSON of ``manifest`` without its ``seal`` block."""
-    return hashlib.sha256(_canonical({k: v for k, v in manifest.items() if k != "seal"})
-                          ).hexdigest()
+    return canonical_sha256({k: v for k, v in manifest.items() if k != "seal"})
 
 
 def spec_hash_of(spec: Any) -> str:
-    """The ``spec_hash`` of a stored (resolved) spec."""
-    return hashlib.sha256(_canonical(spec)).hexdigest()
+    """The ``spec_hash`` of a stored (resolved) spec, as ``StudySpec.spec_hash`` takes it."""
+    return canonical_sha256(spec)
 
 
 def with_seal(manifest: Mapping[str, Any]) -> dict[str, Any]:

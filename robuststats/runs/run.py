@@ -8,7 +8,7 @@ Every command that computes (``study``, ``diagnose``, ``search``, ``gate``,
         with run.ledger(spec) as ledger:           # the locked run directory
             with run.progress(progress, total, done) as bar:
                 ... execute(..., progress=bar) ...
-        manifest = {..., **run.times()}           # started, finished, seconds
+        manifest = {..., "started": run.started, "seconds": run.seconds}
         publish(...)
 
 The output directories are checked without creating anything (:func:`check_output_dir`),
@@ -64,11 +64,6 @@ class Run:
     def seconds(self) -> float:
         """Seconds since the run started."""
         return time.perf_counter() - self.t0
-
-    def times(self, digits: int = 1) -> dict[str, Any]:
-        """``started``, ``finished`` (now) and ``seconds`` (rounded) for a manifest."""
-        return {"started": self.started, "finished": utc_now(),
-                "seconds": round(self.seconds, digits)}
 
     def run_dir(self, name: str) -> Path:
         """The run directory of study ``name`` under ``runs``."""

@@ -10,12 +10,12 @@ spec, from which its run hash is recomputed.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from robuststats._canonical import canonical_sha256
 from robuststats.runs.spec import StudySpec
 
 __all__ = ["read_spec_file", "run_hash", "run_scope", "stored_run_hash"]
@@ -49,8 +49,7 @@ def run_hash(spec: StudySpec | Mapping[str, Any]) -> str:
     recomputed from the spec it stored).
     """
     resolved = spec.resolved() if isinstance(spec, StudySpec) else spec
-    canon = json.dumps(run_scope(resolved), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(canon.encode()).hexdigest()
+    return canonical_sha256(run_scope(resolved))
 
 
 

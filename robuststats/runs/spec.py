@@ -17,8 +17,6 @@ when the classes that read them gain a field with a default.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from robuststats._canonical import canonical_sha256
 from robuststats.analysis import MULTIPLICITY_CHOICES
 from robuststats.config import Strict
 from robuststats.config.bounds import (
@@ -308,8 +307,7 @@ class StudySpec(Strict):
 
     def spec_hash(self) -> str:
         """SHA-256 of the canonical JSON of :meth:`resolved` (key order independent)."""
-        canon = json.dumps(self.resolved(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canon.encode()).hexdigest()
+        return canonical_sha256(self.resolved())
 
     def line_of(self, path: Sequence[str | int]) -> int | None:
         return line_for(tuple(path), self._lines)

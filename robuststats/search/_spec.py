@@ -11,8 +11,6 @@ file and a study file mean the same thing by the same key. Loading never imports
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from robuststats._canonical import canonical_sha256
 from robuststats.config import Strict
 from robuststats.config.bounds import MAX_NOISE_SEEDS, MAX_SEEDS, check_name
 from robuststats.config.fields import (
@@ -319,8 +318,7 @@ class SearchSpec(Strict):
         return data
 
     def spec_hash(self) -> str:
-        canon = json.dumps(self.resolved(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canon.encode()).hexdigest()
+        return canonical_sha256(self.resolved())
 
     def run_hash(self) -> str:
         """SHA-256 of what determines a trial's value and the search space: the trials of a
@@ -334,8 +332,7 @@ class SearchSpec(Strict):
         if search["objective"] == "training":
             kept["reports"] = search["reports"]
         outcome = {k: data[k] for k in ("task", "model", "trainer", "evaluation", "seeds")}
-        canon = json.dumps({**outcome, "search": kept}, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(canon.encode()).hexdigest()
+        return canonical_sha256({**outcome, "search": kept})
 
     def where(self, path: Sequence[str | int]) -> str:
         return location(self._source, tuple(path), self._lines)
