@@ -12,13 +12,13 @@ and its marker consistently.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
 from typing import Any
 
 from robuststats._atomic import atomic_write_bytes
+from robuststats.results import sha256_file
 
 __all__ = ["MARKER", "model_problem", "seal_model"]
 
@@ -29,12 +29,8 @@ MARKER = "COMPLETE"
 def _listing(model: Path) -> dict[str, dict[str, Any]]:
     files = {}
     for path in sorted(p for p in model.rglob("*") if p.is_file()):
-        digest = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
         files[path.relative_to(model).as_posix()] = {"bytes": path.stat().st_size,
-                                                     "sha256": digest.hexdigest()}
+                                                     "sha256": sha256_file(path)}
     return files
 
 
