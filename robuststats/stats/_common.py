@@ -53,6 +53,14 @@ class ConfidenceInterval:
         return self.low <= value <= self.high
 
 
+class Record:
+    """``to_dict`` of the frozen result dataclasses that are plain fields."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of the fields (JSON-serialisable)."""
+        return asdict(self)  # type: ignore[call-overload]
+
+
 class PairEstimate:
     """Methods shared by the pilot estimates of a pair of conditions (frozen dataclasses
     with ``accuracy_b`` and ``confidence_interval`` fields)."""

@@ -45,7 +45,7 @@ is recorded in ``detail`` as a diagnostic.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 
 import numpy as np
 import pandas as pd
@@ -61,7 +61,7 @@ from robuststats._validation import (
 )
 from robuststats.errors import InputError
 from robuststats.glossary import TABLE_COLUMNS
-from robuststats.stats._common import ConfidenceInterval, tidy_row
+from robuststats.stats._common import ConfidenceInterval, Record, tidy_row
 from robuststats.stats._multiplicity import MULTIPLICITY_METHODS, adjust_pvalues, local_levels
 
 __all__ = [
@@ -79,7 +79,7 @@ _REQUIRED = ("id", "metric", "a", "b", "eval_noise", "relation")
 
 
 @dataclass(frozen=True)
-class Hypothesis:
+class Hypothesis(Record):
     """A claim about ``a − b`` for ``metric`` at ``eval_noise`` (see module docstring)."""
 
     id: str
@@ -125,9 +125,6 @@ class Hypothesis:
             if key in values and isinstance(values[key], int) and not isinstance(values[key], bool):
                 values[key] = float(values[key])
         return cls(**values)
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
