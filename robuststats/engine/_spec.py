@@ -13,7 +13,6 @@ checks from the fields would let them drift apart.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from robuststats._datafile import DataSyntaxError, parse_data
 from robuststats._validation import check_choice, check_keys
 from robuststats.engine._formats import QUANT_FORMATS, check_format
 from robuststats.errors import InputError, did_you_mean
@@ -434,22 +434,14 @@ class NoiseSpec:
         path = Path(path)
         if not path.is_file():
             raise InputError(f"noise-spec file {str(path)!r} does not exist.")
-        text = path.read_text(encoding="utf-8")
-        if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            try:
-                data = yaml.safe_load(text)
-            except yaml.YAMLError as exc:
-                raise InputError(f"noise-spec file {str(path)!r} is not valid YAML: {exc}") from None
-        else:
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    f"noise-spec file {str(path)!r} is not valid JSON (line {exc.lineno}): "
-                    f"{exc.msg}."
-                ) from None
+        try:
+            data = parse_data(path.read_text(encoding="utf-8"), path.suffix)
+        except DataSyntaxError as exc:
+            if exc.format == "YAML":
+                raise InputError(f"noise-spec file {str(path)!r} is not valid YAML: "
+                                 f"{exc.reason}") from None
+            raise InputError(f"noise-spec file {str(path)!r} is not valid JSON (line "
+                             f"{exc.line}): {exc.reason}.") from None
         if isinstance(data, Mapping) and "provenance" in data:
             if not isinstance(data["provenance"], Mapping):
                 raise InputError(f"{path}: `provenance` must be a mapping of metadata, got "
