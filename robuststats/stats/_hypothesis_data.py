@@ -11,7 +11,11 @@ import pandas as pd
 
 from robuststats.errors import InputError
 from robuststats.outcomes import align, align_by_condition, align_series, seed_pairing
-from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning
+from robuststats.stats._common import (
+    ConfidenceInterval,
+    DegenerateDataWarning,
+    undefined_retention,
+)
 from robuststats.stats._evidence import (
     Evidence,
     bootstrap_evidence,
@@ -137,22 +141,15 @@ def _retention_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: i
         aligned = align_series(outcomes, series, by="seed")
         mats = [aligned.values[key] for key in series]  # clean a, noisy a, clean b, noisy b
     label += pairing
-    for cond, mat in ((h.a, mats[0]), (h.b, mats[2])):
-        if mat.mean() == 0.0:
-            # retention is undefined: no interval can decide, the verdict is INCONCLUSIVE
-            warnings.warn(
-                f"hypothesis {h.id!r}: clean accuracy of {cond!r} is 0, retention is "
-                "undefined; the verdict is INCONCLUSIVE.",
-                DegenerateDataWarning,
-                stacklevel=4,
-            )
-            return Evidence(
-                float("nan"),
-                lambda _level: ConfidenceInterval(-np.inf, np.inf),
-                lambda _value: (1.0, 1.0),
-                "none (retention undefined)",
-                f"{label}; clean accuracy of {cond!r} is 0",
-            )
+    cond = undefined_retention([h.a, h.b], mats[0::2])
+    if cond is not None:
+        # retention is undefined: no interval can decide, the verdict is INCONCLUSIVE
+        warnings.warn(f"hypothesis {h.id!r}: clean accuracy of {cond!r} is 0, retention is "
+                      "undefined; the verdict is INCONCLUSIVE.", DegenerateDataWarning,
+                      stacklevel=4)
+        return Evidence(float("nan"), lambda _level: ConfidenceInterval(-np.inf, np.inf),
+                        lambda _value: (1.0, 1.0), "none (retention undefined)",
+                        f"{label}; clean accuracy of {cond!r} is 0")
     k, n = mats[0].shape
     if independent:
         res = _quiet(independent_seeds_retention_test, *mats)

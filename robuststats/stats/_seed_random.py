@@ -83,7 +83,12 @@ from robuststats._validation import (
     check_number,
 )
 from robuststats.errors import InputError
-from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning, tidy_row
+from robuststats.stats._common import (
+    ConfidenceInterval,
+    DegenerateDataWarning,
+    tidy_row,
+    undefined_retention,
+)
 from robuststats.stats._evidence import Evidence, normal_evidence
 from robuststats.stats._few_seeds import SeedReference
 from robuststats.stats._paired_ci import paired_difference_ci, tango_pvalue, tango_statistic
@@ -444,13 +449,6 @@ def _retention_parts(clean: np.ndarray, noisy: np.ndarray) -> tuple[float, np.nd
     return ratio, (noisy - ratio * clean) / c_bar
 
 
-def _undefined_retention(names: list[str], mats: list[np.ndarray]) -> str | None:
-    for name, mat in zip(names, mats):
-        if mat.mean() == 0.0:
-            return name
-    return None
-
-
 def seed_random_retention(
     clean: object, noisy: object, *, confidence_level: float = 0.95,
 ) -> SeedRandomResult:
@@ -508,7 +506,7 @@ def _retention_difference(mats: list[np.ndarray], variance, alt: str, margin: fl
     delta-method influence values of each side, their ``variance(la, lb)`` (paired or
     unpaired) and the calibrated t; a clean accuracy of 0 gives the undefined result."""
     n = mats[0].shape[1]
-    bad = _undefined_retention(["clean_a", "clean_b"], mats[0::2])
+    bad = undefined_retention(["clean_a", "clean_b"], mats[0::2])
     if bad is not None:
         warnings.warn(f"clean accuracy of `{bad}` is 0: retention is undefined; returning "
                       "estimate NaN, p = 1 and interval (-inf, inf).", DegenerateDataWarning,
