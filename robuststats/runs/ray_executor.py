@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from robuststats._fields import check_whole
 from robuststats.errors import InputError
 from robuststats.runs.executor import ExecutionReport, JobCounts, mark_crashed, resume_job
 from robuststats.runs.ledger import RunLedger
@@ -67,9 +68,8 @@ class RayExecutor:
     def __init__(self, *, address: str | None = None, num_cpus: int | None = None) -> None:
         if address is not None and (not isinstance(address, str) or not address.strip()):
             raise InputError(f"`address` must be 'auto' or a Ray address, got {address!r}.")
-        if num_cpus is not None and (isinstance(num_cpus, bool) or not isinstance(num_cpus, int)
-                                     or num_cpus < 1):
-            raise InputError(f"`num_cpus` must be a positive integer, got {num_cpus!r}.")
+        if num_cpus is not None:
+            check_whole(num_cpus, "num_cpus", low=1)
         self.address = address
         self.num_cpus = num_cpus
         self._started = False

@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from robuststats._canonical import canonical_sha256
+from robuststats._fields import check_whole
 from robuststats.config import Strict
 from robuststats.config.bounds import MAX_NOISE_SEEDS, MAX_SEEDS, check_name
 from robuststats.config.fields import (
@@ -44,7 +45,6 @@ from robuststats.config.yaml_lines import (
     validate_keyed,
 )
 from robuststats.engine.eval_kinds import check_kind
-from robuststats.errors import InputError
 from robuststats.runs.spec import EvaluationSpec, NamedParams
 
 __all__ = ["MAX_TRIALS", "HeuristicSpec", "ReevaluationSpec", "SearchSection", "SearchSpec"]
@@ -272,10 +272,7 @@ class SearchSpec(Strict):
         """``--trials``: flag > file > default, applied only when given."""
         if trials is None:
             return self
-        if isinstance(trials, bool) or not isinstance(trials, int) or not \
-                1 <= trials <= MAX_TRIALS:
-            raise InputError(f"`trials` must be an integer in [1, {MAX_TRIALS:,}], got "
-                             f"{trials!r}.")
+        check_whole(trials, "trials", low=1, high=MAX_TRIALS, interval=True)
         data = self.model_dump()
         data["search"]["trials"] = trials
         lines = {p: n for p, n in self._lines.items() if p[:2] != ("search", "trials")}

@@ -45,15 +45,15 @@ is recorded in ``detail`` as a diagnostic.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from robuststats._fields import from_mapping
 from robuststats._validation import (
     check_choice,
     check_confidence_level,
-    check_keys,
     check_n_resamples,
     check_number,
     check_rng,
@@ -76,6 +76,7 @@ VERDICTS = ("VERIFIED", "FALSIFIED", "INCONCLUSIVE")
 METRICS = ("accuracy", "retention")
 RELATIONS = ("greater", "less", "equivalent")
 _REQUIRED = ("id", "metric", "a", "b", "eval_noise", "relation")
+_NUMBERS = ("eval_noise", "margin")
 
 
 @dataclass(frozen=True)
@@ -119,12 +120,10 @@ class Hypothesis(Record):
     def from_dict(cls, d: Mapping[str, object]) -> Hypothesis:
         """Build from a mapping; unknown keys and missing required keys raise InputError."""
         hid = d.get("id", "?") if isinstance(d, Mapping) else "?"
-        values = check_keys(d, f"hypothesis {hid!r}", [f.name for f in fields(cls)],
-                            required=_REQUIRED)
-        for key in ("eval_noise", "margin"):
-            if key in values and isinstance(values[key], int) and not isinstance(values[key], bool):
-                values[key] = float(values[key])
-        return cls(**values)
+        if isinstance(d, Mapping):  # a level or margin written as 1 is the number 1.0
+            d = {k: float(v) if k in _NUMBERS and isinstance(v, int) and not isinstance(v, bool)
+                 else v for k, v in d.items()}
+        return from_mapping(cls, d, f"hypothesis {hid!r}", required=_REQUIRED)
 
 
 @dataclass(frozen=True)
