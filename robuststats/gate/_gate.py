@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from robuststats._validation import check_choice, check_int, check_number
 from robuststats.errors import InputError
 from robuststats.gate._contrast import GateTest, _check, gate_test
-from robuststats.gate._protocol import Protocol, protocol_differences
+from robuststats.gate._protocol import Protocol, protocol_differences, unrecorded
 from robuststats.gate._sources import Baseline, Checkpoint, Side, load_baseline, load_candidate
 from robuststats.glossary import TABLE_COLUMNS
 
@@ -130,8 +130,10 @@ def _item_check(base: pd.DataFrame, cand: pd.DataFrame, where: str) -> None:
             f"candidate (e.g. {', '.join(map(repr, only_b[:3])) or '-'}).")
 
 
-def _noise_seeds(rows: pd.DataFrame) -> list[int]:
-    return sorted({int(v) for v in rows.loc[rows["eval_noise"] > 0, "noise_seed"]})
+def _noise_seeds(rows: pd.DataFrame, levels: list[float]) -> list[int]:
+    """The noise seeds of ``rows`` at the gated ``levels`` (at a clean level, the noise seed
+    the outcomes carry, 0 when a file has no such column)."""
+    return sorted({int(v) for v in rows.loc[rows["eval_noise"].isin(levels), "noise_seed"]})
 
 
 def _cell_check(rows: pd.DataFrame, levels: list[float], who: str) -> None:
@@ -261,6 +263,12 @@ def run_gate(candidate: str, baseline: str, *, max_degradation: float,
                 raise InputError(f"protocol mismatch between the baseline ({base.describe()}) "
                                  f"and the candidate ({source.describe()}): "
                                  + "; ".join(diffs) + ".")
+            trusted = unrecorded(base.protocol, source.protocol)
+            if trusted:
+                notes.append(f"the {' and the '.join(trusted)} of the protocol "
+                             f"{'is' if len(trusted) == 1 else 'are'} not recorded on both "
+                             "sides (harness output records no error model): the gate trusts "
+                             "they are the same; what both record was compared.")
         else:
             present = sorted({float(v) for v in source.outcomes["eval_noise"]})
             lacking = [lv for lv in wanted if not any(math.isclose(lv, p, abs_tol=1e-12)
@@ -273,10 +281,6 @@ def run_gate(candidate: str, baseline: str, *, max_degradation: float,
                          f"protocol: the gate trusts that it was evaluated like the baseline "
                          f"({base.protocol.task}, {base.protocol.error_model}); its items "
                          "and noise levels were checked.")
-            drawn = _noise_seeds(source.outcomes[source.outcomes["eval_noise"].isin(levels)])
-            if drawn != list(base.protocol.noise_seeds):
-                notes.append(f"noise seeds differ (baseline {list(base.protocol.noise_seeds)}, "
-                             f"candidate {drawn}): each side's items are averaged over its own.")
         rows = source.outcomes[source.outcomes["eval_noise"].isin(wanted)]
         if seed_list is not None:
             absent = sorted(set(seed_list) - set(rows["seed"]))
@@ -286,6 +290,10 @@ def run_gate(candidate: str, baseline: str, *, max_degradation: float,
             rows = rows[rows["seed"].isin(seed_list)]
         cand = replace(source, outcomes=rows.reset_index(drop=True))
     cand_rows = cand.outcomes[cand.outcomes["eval_noise"].isin(wanted)]
+    drawn = _noise_seeds(base_rows, levels), _noise_seeds(cand_rows, levels)
+    if drawn[0] != drawn[1]:
+        notes.append(f"noise seeds differ (baseline {drawn[0]}, candidate {drawn[1]}): each "
+                     "side's items are averaged over its own.")
     _item_check(base_rows, cand_rows, cand.label)
     _cell_check(base_rows, levels, f"the baseline ({base.describe()})")
     _cell_check(cand_rows, levels, f"the candidate ({cand.describe()})")
@@ -303,7 +311,7 @@ def run_gate(candidate: str, baseline: str, *, max_degradation: float,
                           alpha=alpha, pairing=resolved, eval_noise=lv)
         notes += [f"eval_noise {lv:g}: {w.message}" for w in caught]
         tests.append(t)
-    notes += _design_notes(tests, list(c_seeds), list(b_seeds), base, cand)
+    notes += _design_notes(tests, list(c_seeds), list(b_seeds))
     import pandas as pd
 
     both = pd.concat([cand_rows.assign(condition="candidate"),
@@ -334,8 +342,8 @@ def _pairing(pairing: str, c_seeds: list[Any], b_seeds: list[Any]) -> str:
     return pairing
 
 
-def _design_notes(tests: list[GateTest], c_seeds: list[Any], b_seeds: list[Any],
-                  base: Side, cand: Side) -> list[str]:
+def _design_notes(tests: list[GateTest], c_seeds: list[Any], b_seeds: list[Any]
+                  ) -> list[str]:
     notes = []
     design = tests[0].design if tests else ""
     if design == "one model each":
@@ -362,10 +370,6 @@ def _design_notes(tests: list[GateTest], c_seeds: list[Any], b_seeds: list[Any],
     elif design == "paired seeds":
         notes.append(f"seeds paired by label ({', '.join(map(str, c_seeds))}): conditions with "
                      "the same seed share initialisation and data order.")
-    cp, bp = cand.protocol, base.protocol
-    if cp is not None and bp is not None and cp.noise_seeds != bp.noise_seeds:
-        notes.append(f"noise seeds differ (baseline {list(bp.noise_seeds)}, candidate "
-                     f"{list(cp.noise_seeds)}): each side's items are averaged over its own.")
     for t in tests:
         null = t.baseline - t.max_degradation
         if (t.margin_type == "absolute" and math.isfinite(t.baseline) and t.baseline > 0

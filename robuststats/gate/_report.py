@@ -50,9 +50,16 @@ def _rows(result: GateResult) -> list[dict[str, str]]:
     return out
 
 
+def _accuracy_label(result: GateResult) -> str:
+    """``clean accuracy`` when every gated level is 0, ``noisy accuracy`` when none is."""
+    clean = {t.eval_noise == 0 for t in result.tests}
+    return "accuracy" if len(clean) > 1 else "clean accuracy" if clean == {True} \
+        else "noisy accuracy"
+
+
 def _head(result: GateResult) -> list[str]:
     what = "retention (noisy/clean accuracy)" if result.metric == "retention" \
-        else "noisy accuracy"
+        else _accuracy_label(result)
     margin = (f"candidate/baseline − 1 > −{result.max_degradation:g} (relative)"
               if result.margin_type == "relative" else
               f"candidate − baseline > −{result.max_degradation:g} (absolute)")

@@ -41,7 +41,12 @@ from robuststats.outcomes._holes import Completed, complete, missing_cells
 from robuststats.outcomes._inspect import is_inspect_log, read_inspect_log, read_inspect_runs
 from robuststats.outcomes._lmeval import is_lmeval_samples, read_lmeval_runs, read_lmeval_samples
 from robuststats.outcomes._read import read_outcomes, validate_outcomes
-from robuststats.outcomes._runsfile import harness_record, read_harness_runs
+from robuststats.outcomes._runsfile import (
+    UNRECORDED,
+    harness_record,
+    outcomes_protocol,
+    read_harness_runs,
+)
 from robuststats.outcomes._schema import (
     CELL_KEY,
     COLUMNS,
@@ -62,6 +67,7 @@ __all__ = [
     "DTYPES",
     "HOLE_POLICIES",
     "KEY",
+    "UNRECORDED",
     "Aligned",
     "Completed",
     "align",
@@ -76,6 +82,7 @@ __all__ = [
     "is_inspect_log",
     "is_lmeval_samples",
     "missing_cells",
+    "outcomes_protocol",
     "plain",
     "read_harness_runs",
     "read_inspect_log",

@@ -215,6 +215,10 @@ def read_inspect_log(
     out.attrs["inspect"] = {"task": str(log.eval.task), "dataset": _dataset(log),
                             "model": str(log.eval.model), "scorer": name,
                             "threshold": threshold, "epochs": epochs}
+    out.attrs["harness"] = harness_record(
+        "inspect", str(log.eval.task),
+        {"dataset": _dataset(log), "scorer": name, "threshold": threshold},
+        zip(out["item_id"], out["sample_hash"]))
     return out
 
 

@@ -133,7 +133,11 @@ def read_lmeval_samples(
         rows.append({"condition": condition, "seed": seed, "eval_noise": float(eval_noise),
                      "noise_seed": noise_seed, "item_id": item, "correct": int(value),
                      "score": float(value), "doc_hash": str(record["doc_hash"])})
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    out.attrs["harness"] = harness_record("lm-eval", _task_of(path),
+                                          {"filter": filter, "metric": metric},
+                                          zip(out["item_id"], out["doc_hash"]))
+    return out
 
 
 #: keys of an lm-eval sample that are not metrics (for "did you mean" on the metric)

@@ -23,9 +23,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CELL_FIELDS",
+    "UNRECORDED",
     "check_keys",
     "harness_record",
     "mapping_file",
+    "outcomes_protocol",
     "pairing_conflict",
     "read_harness_runs",
     "run_cell",
@@ -182,3 +184,38 @@ def read_harness_runs(source: str | Path, **options: Any) -> pd.DataFrame:
             raise InputError(f"`{key}` (--{key}) does not apply to {fmt} runs ({name}); "
                              f"they take {' and '.join(f'`{t}`' for t in takes)}.")
     return reader(source, **given)
+
+
+#: a protocol field the outcomes' source did not record (a harness records no error model)
+UNRECORDED = "unrecorded"
+
+
+def outcomes_protocol(outcomes: pd.DataFrame, condition: str) -> dict[str, Any]:
+    """The evaluation protocol of one condition of an outcomes table, as far as its source
+    recorded it, in the form a gate compares (``robuststats.gate.Protocol.to_dict``).
+
+    The task, the harness options (filter, metric, scorer, threshold, dataset) and the items'
+    digest come from ``outcomes.attrs["harness"]`` (:func:`harness_record`, set by the
+    harness readers); a plain file leaves the task ``"unrecorded"`` and digests its item
+    ids. The noise levels and the noise seeds of the noisy levels are those present;
+    ``n_items`` counts the condition's items. Split, error model and op scope are
+    ``"unrecorded"``: a harness run does not say how noise was injected.
+    """
+    rows = outcomes[outcomes["condition"] == condition]
+    if rows.empty:
+        raise InputError(f"no condition {condition!r} in the outcomes.")
+    harness = outcomes.attrs.get("harness")
+    if isinstance(harness, Mapping):
+        task = harness.get("task") or UNRECORDED
+        params = {"harness": harness.get("harness"), **dict(harness.get("options") or {}),
+                  "items_sha256": harness.get("items_sha256")}
+    else:
+        task = UNRECORDED
+        params = {"items_sha256": harness_record("-", None, {}, (
+            (item, "") for item in rows["item_id"]))["items_sha256"]}
+    noisy = rows[rows["eval_noise"] > 0]
+    return {"task": task, "task_params": params, "split": UNRECORDED, "kind": UNRECORDED,
+            "ops": UNRECORDED,
+            "noise_levels": sorted({float(v) for v in rows["eval_noise"]}),
+            "noise_seeds": sorted({int(v) for v in noisy["noise_seed"]}),
+            "n_items": int(rows["item_id"].nunique()), "batch_size": None}

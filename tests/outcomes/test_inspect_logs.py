@@ -204,6 +204,35 @@ def test_mapping_file_pairs_models_and_analyze_reads_it(logs, tmp_path, capsys):
 
 
 @pytest.mark.slow
+def test_an_inspect_baseline_gates_an_inspect_candidate(logs, tmp_path, capsys):
+    """An analysis of Inspect logs records its protocol; the gate compares another model's
+    log with it directly (clean accuracy, one model each: Tango's test)."""
+    base = {"format": "inspect-logs", "scorer": "match",
+            "conditions": {"mockllm/good": "base", "mockllm/bad": "small"}}
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(
+        {**base, "runs": [{"path": str(logs["good"])}]}))
+    (tmp_path / "cand.yaml").write_text(yaml.safe_dump(
+        {**base, "runs": [{"path": str(logs["bad"])}]}))
+    assert main(["analyze", str(tmp_path / "base.yaml"), "--out", str(tmp_path / "results"),
+                 "--format", "json", "--n-resamples", "200"]) == 0
+    capsys.readouterr()
+    (version,) = (tmp_path / "results" / "analysis").iterdir()
+    args = ["gate", str(tmp_path / "cand.yaml"), "--baseline", str(version), "--metric",
+            "accuracy", "--eval-noise", "0", "--margin-type", "absolute", "--no-progress",
+            "--format", "json"]
+    assert main([*args, "--max-degradation", "0.1"]) == 1  # 36 points worse: not within 0.1
+    data = json.loads(capsys.readouterr().out)
+    assert data["baseline_kind"] == "Inspect version"
+    assert data["candidate_kind"] == "Inspect runs"
+    assert data["levels"][0]["estimate"] == pytest.approx(-(3 + 1 / 3) / N_ITEMS)
+    # another scorer is another protocol
+    (tmp_path / "cand.yaml").write_text(yaml.safe_dump(
+        {**base, "scorer": "includes", "runs": [{"path": str(logs["bad"])}]}))
+    assert main([*args, "--max-degradation", "0.1"]) == 2
+    assert "task.params.scorer \"match\" vs \"includes\"" in capsys.readouterr().err
+
+
+@pytest.mark.slow
 def test_refusals_name_the_runs(logs, tmp_path):
     base = {"format": "inspect-logs", "scorer": "match",
             "conditions": {"mockllm/good": "base", "mockllm/bad": "small"}}
