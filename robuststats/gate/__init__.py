@@ -6,7 +6,9 @@ protocol?
 checkpoint under it (or reads the candidate's outcomes and checks they follow it), and
 decides non-inferiority of retention (or noisy accuracy) with a one-sided test at every
 noise level: the gate passes only when each one-sided ``1 − alpha`` lower bound of the
-candidate-vs-baseline contrast lies above ``−max_degradation`` (docs/gate.md).
+candidate-vs-baseline contrast lies above ``−max_degradation`` (docs/gate.md). The same
+design answers superiority by a margin and equivalence within one (TOST):
+``run_gate(..., question="superiority" | "equivalence")``.
 ``robuststats gate`` is its command line; exit 0 pass, 1 fail, 2 bad input.
 
 Torch is imported only to evaluate a checkpoint.
@@ -21,6 +23,7 @@ from robuststats._lazy import lazy_package
 if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_package
     from robuststats.gate._contrast import MARGIN_TYPES as MARGIN_TYPES
     from robuststats.gate._contrast import METRICS as METRICS
+    from robuststats.gate._questions import QUESTIONS as QUESTIONS
     from robuststats.gate._contrast import GateTest as GateTest
     from robuststats.gate._contrast import gate_test as gate_test
     from robuststats.gate._gate import GATE_COLUMNS as GATE_COLUMNS
