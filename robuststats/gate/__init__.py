@@ -23,7 +23,6 @@ from robuststats._lazy import lazy_package
 if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_package
     from robuststats.gate._contrast import MARGIN_TYPES as MARGIN_TYPES
     from robuststats.gate._contrast import METRICS as METRICS
-    from robuststats.gate._questions import QUESTIONS as QUESTIONS
     from robuststats.gate._contrast import GateTest as GateTest
     from robuststats.gate._contrast import gate_test as gate_test
     from robuststats.gate._gate import GATE_COLUMNS as GATE_COLUMNS
@@ -31,6 +30,7 @@ if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_pack
     from robuststats.gate._gate import run_gate as run_gate
     from robuststats.gate._protocol import Protocol as Protocol
     from robuststats.gate._protocol import protocol_differences as protocol_differences
+    from robuststats.gate._questions import QUESTIONS as QUESTIONS
     from robuststats.gate._report import gate_markdown as gate_markdown
     from robuststats.gate._report import gate_text as gate_text
     from robuststats.gate._report import write_gate as write_gate

@@ -101,6 +101,42 @@ class ReevaluationSpec(Strict):
         return check_seed_field(v, max_count=MAX_SEEDS)
 
 
+class TPESettings(Strict):
+    """Every setting of Optuna's TPE sampler that a search depends on, stated here so that
+    an Optuna upgrade cannot change a search silently (Optuna 5 turned multivariate TPE and
+    the constant liar on by default)."""
+
+    #: random trials before the model takes over (the baselines count)
+    n_startup_trials: int = Field(default=5, ge=0, le=MAX_TRIALS)
+    n_ei_candidates: int = Field(default=24, ge=1, le=10_000)
+    #: null: true for one objective, false for several (Optuna 5.0's choice, resolved here)
+    multivariate: bool | None = None
+    group: bool = False
+    #: parallel workers see running trials as bad ones (spreads their draws)
+    constant_liar: bool = True
+
+
+class NSGA2Settings(Strict):
+    """Every setting of Optuna's NSGA-II sampler that a search depends on."""
+
+    population_size: int = Field(default=50, ge=2, le=100_000)
+    #: null: 1 / (number of multipliers), Optuna's rule
+    mutation_prob: float | None = Field(default=None, ge=0.0, le=1.0)
+    crossover: Literal["uniform", "blxalpha", "sbx", "vsbx", "undx", "spx"] = "uniform"
+    crossover_prob: float = Field(default=0.9, ge=0.0, le=1.0)
+    swapping_prob: float = Field(default=0.5, ge=0.0, le=1.0)
+
+
+class PrunerSettings(Strict):
+    """Settings of the pruners: ``median`` (Optuna's ``MedianPruner``) reads
+    ``n_startup_trials`` and ``n_warmup_steps``, ``mcnemar`` (:mod:`._pruner`)
+    ``n_startup_trials`` and ``p_threshold``."""
+
+    n_startup_trials: int = Field(default=3, ge=0, le=MAX_TRIALS)
+    n_warmup_steps: int = Field(default=0, ge=0, le=1_000_000)
+    p_threshold: float = Field(default=0.05, gt=0.0, lt=1.0)
+
+
 class SearchSection(Strict):
     """The ``search:`` section: objective, search space, sampler and re-evaluation."""
 
@@ -118,7 +154,10 @@ class SearchSection(Strict):
     multi_objective: bool = False
     sampler: Literal["tpe", "random", "nsga2"] | None = None
     sampler_seed: int = Field(default=0, ge=0, le=MAX_SEED_VALUE)
-    pruner: Literal["median", "none"] | None = None
+    tpe: TPESettings = TPESettings()
+    nsga2: NSGA2Settings = NSGA2Settings()
+    pruner: Literal["median", "mcnemar", "none"] | None = None
+    pruning: PrunerSettings = PrunerSettings()
     #: training objective: intermediate evaluations per training run (for pruning)
     reports: int = Field(default=2, ge=0, le=100)
     #: tolerance: noise the probed model is trained with (null: clean); training: the
@@ -170,7 +209,7 @@ class SearchSection(Strict):
             if self.train_noise.layer_scales:
                 raise KeyedError(("train_noise", "layer_scales"), "is what the search sets; "
                                  "leave it out of the base training noise")
-        if self.pruner == "median":
+        if self.pruner in ("median", "mcnemar"):
             if self.multi_objective:
                 raise KeyedError(("pruner",), "pruning needs a single objective; use "
                                  "pruner: none with multi_objective: true")
@@ -185,6 +224,32 @@ class SearchSection(Strict):
     @property
     def sampler_name(self) -> str:
         return self.sampler or ("nsga2" if self.multi_objective else "tpe")
+
+    @property
+    def sampler_settings(self) -> dict[str, Any]:
+        """The sampler and every setting it runs with, none left to Optuna's defaults
+        (recorded in the search version's manifest)."""
+        name = self.sampler_name
+        out: dict[str, Any] = {"name": name, "seed": self.sampler_seed}
+        if name == "tpe":
+            tpe = self.tpe.model_dump()
+            if tpe["multivariate"] is None:
+                tpe["multivariate"] = not self.multi_objective
+            out |= tpe
+        elif name == "nsga2":
+            out |= self.nsga2.model_dump()
+        return out
+
+    @property
+    def pruner_settings(self) -> dict[str, Any]:
+        """The pruner and the settings it reads."""
+        name = self.pruner_name
+        p = self.pruning
+        reads = {"median": {"n_startup_trials": p.n_startup_trials,
+                            "n_warmup_steps": p.n_warmup_steps},
+                 "mcnemar": {"n_startup_trials": p.n_startup_trials,
+                             "p_threshold": p.p_threshold}}.get(name, {})
+        return {"name": name, **reads}
 
     @property
     def pruner_name(self) -> str:
