@@ -34,7 +34,7 @@ def _free_port() -> int:
 
 
 def _get(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=10) as reply:  # noqa: S310 - loopback only
+    with urllib.request.urlopen(url, timeout=10) as reply:
         return json.loads(reply.read())
 
 
