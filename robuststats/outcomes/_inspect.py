@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from robuststats.errors import InputError, did_you_mean
 from robuststats.outcomes._runsfile import (
+    RUN_KEYS,
     check_keys,
     harness_record,
     mapping_file,
@@ -60,7 +61,6 @@ __all__ = ["INSPECT_FORMAT", "is_inspect_log", "read_inspect_log", "read_inspect
 
 #: the ``format`` value of a mapping file
 INSPECT_FORMAT = "inspect-logs"
-_RUN_KEYS = ("path", "condition", "seed", "eval_noise", "noise_seed")
 _TOP_KEYS = ("format", "scorer", "threshold", "conditions", "runs")
 #: Inspect's score letters and the words it reads as 0/1 (``inspect_ai.scorer.value_to_float``)
 _WORDS = {"c": 1.0, "i": 0.0, "n": 0.0, "p": 0.5, "yes": 1.0, "no": 0.0, "true": 1.0,
@@ -256,7 +256,7 @@ def read_inspect_runs(
     cells: dict[tuple[Any, ...], str] = {}
     for i, entry in enumerate(runs):
         where = f"{name}: runs.{i}"
-        cell = run_cell(entry, _RUN_KEYS, where, need_condition=False)
+        cell = run_cell(entry, RUN_KEYS, where, need_condition=False)
         for path in run_files(cell["path"], base, f"{where}.path", several=True):
             try:
                 frame = read_inspect_log(path, condition="-", seed=cell["seed"],

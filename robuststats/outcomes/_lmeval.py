@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from robuststats.errors import InputError, did_you_mean
 from robuststats.outcomes._read import jsonl_objects
 from robuststats.outcomes._runsfile import (
+    RUN_KEYS,
     check_keys,
     harness_record,
     mapping_file,
@@ -52,7 +53,6 @@ __all__ = ["LMEVAL_FORMAT", "is_lmeval_samples", "read_lmeval_runs", "read_lmeva
 
 #: the ``format`` value of a mapping file
 LMEVAL_FORMAT = "lm-eval-samples"
-_RUN_KEYS = ("path", "condition", "seed", "eval_noise", "noise_seed")
 _TOP_KEYS = ("format", "task", "filter", "metric", "runs")
 
 
@@ -183,7 +183,7 @@ def read_lmeval_runs(
     frames, origin, tasks = [], [], {}
     for i, entry in enumerate(runs):
         where = f"{name}: runs.{i}"
-        cell = run_cell(entry, _RUN_KEYS, where)
+        cell = run_cell(entry, RUN_KEYS, where)
         (path,) = run_files(cell["path"], base, f"{where}.path")
         try:
             frame = read_lmeval_samples(path, condition=cell["condition"], seed=cell["seed"],

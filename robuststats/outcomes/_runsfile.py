@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CELL_FIELDS",
+    "RUN_KEYS",
     "UNRECORDED",
     "check_keys",
     "harness_record",
@@ -37,6 +38,8 @@ __all__ = [
 
 #: a run's cell, as a mapping file names it
 CELL_FIELDS = ("condition", "seed", "eval_noise", "noise_seed")
+#: the keys of one run entry
+RUN_KEYS = ("path", *CELL_FIELDS)
 
 
 def mapping_file(source: str | Path | Mapping[str, Any], what: str

@@ -46,11 +46,10 @@ from robuststats.config.yaml_lines import (
 from robuststats.engine.eval_kinds import check_kind
 from robuststats.errors import InputError
 from robuststats.runs.spec import EvaluationSpec, NamedParams
+from robuststats.search._settings import MAX_TRIALS, NSGA2Settings, PrunerSettings, TPESettings
 
 __all__ = ["MAX_TRIALS", "HeuristicSpec", "ReevaluationSpec", "SearchSection", "SearchSpec"]
 
-#: bound of ``search.trials`` and ``--trials``: far above any search a CPU or a GPU runs
-MAX_TRIALS = 100_000
 #: bound of ``search.scale_range``: a multiplier beyond 10⁴ is a typo, not a noise level
 _MAX_MULTIPLIER = 1e4
 
@@ -99,42 +98,6 @@ class ReevaluationSpec(Strict):
     @classmethod
     def _seeds(cls, v: int | list[int]) -> int | list[int]:
         return check_seed_field(v, max_count=MAX_SEEDS)
-
-
-class TPESettings(Strict):
-    """Every setting of Optuna's TPE sampler that a search depends on, stated here so that
-    an Optuna upgrade cannot change a search silently (Optuna 5 turned multivariate TPE and
-    the constant liar on by default)."""
-
-    #: random trials before the model takes over (the baselines count)
-    n_startup_trials: int = Field(default=5, ge=0, le=MAX_TRIALS)
-    n_ei_candidates: int = Field(default=24, ge=1, le=10_000)
-    #: null: true for one objective, false for several (Optuna 5.0's choice, resolved here)
-    multivariate: bool | None = None
-    group: bool = False
-    #: parallel workers see running trials as bad ones (spreads their draws)
-    constant_liar: bool = True
-
-
-class NSGA2Settings(Strict):
-    """Every setting of Optuna's NSGA-II sampler that a search depends on."""
-
-    population_size: int = Field(default=50, ge=2, le=100_000)
-    #: null: 1 / (number of multipliers), Optuna's rule
-    mutation_prob: float | None = Field(default=None, ge=0.0, le=1.0)
-    crossover: Literal["uniform", "blxalpha", "sbx", "vsbx", "undx", "spx"] = "uniform"
-    crossover_prob: float = Field(default=0.9, ge=0.0, le=1.0)
-    swapping_prob: float = Field(default=0.5, ge=0.0, le=1.0)
-
-
-class PrunerSettings(Strict):
-    """Settings of the pruners: ``median`` (Optuna's ``MedianPruner``) reads
-    ``n_startup_trials`` and ``n_warmup_steps``, ``mcnemar`` (:mod:`._pruner`)
-    ``n_startup_trials`` and ``p_threshold``."""
-
-    n_startup_trials: int = Field(default=3, ge=0, le=MAX_TRIALS)
-    n_warmup_steps: int = Field(default=0, ge=0, le=1_000_000)
-    p_threshold: float = Field(default=0.05, gt=0.0, lt=1.0)
 
 
 class SearchSection(Strict):
