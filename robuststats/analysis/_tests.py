@@ -148,8 +148,9 @@ def pairwise_tests(out: pd.DataFrame, opts: AnalysisOptions, drops: list[pd.Data
                              "statistic": float(procedures.statistic),
                              "dof": float(procedures.dof), "pvalue": float(procedures.pvalue)})
                 rows.append({**common, **no_interval, "role": ROLE_DIAGNOSTIC, **models})
-            else:
-                rows.append({**common, **interval, "role": ROLE_DECISION, **models})
+            else:  # one seed: the models' test decides; the interval is named on its own
+                rows.append({**common, **interval, "ci_method": procedures.interval_method,
+                             "role": ROLE_DECISION, **models})
     tests = pd.DataFrame(rows)
     if tests.empty:
         return tests

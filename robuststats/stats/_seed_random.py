@@ -110,6 +110,9 @@ ALTERNATIVES = ("two-sided", "greater", "less")
 _METHOD = "seed-random t (crossed ANOVA, calibrated Satterthwaite df)"
 _METHOD_ONE_SEED = "paired t over items (one seed)"
 _METHOD_TANGO = "Tango score test and interval (one seed)"
+#: a method's interval alone, for a table that reports another test's p-value beside it
+_INTERVAL_NAMES = {_METHOD_TANGO: "Tango score interval (one seed)",
+                   _METHOD_ONE_SEED: "paired t interval over items (one seed)"}
 
 
 @dataclass(frozen=True)
@@ -245,6 +248,11 @@ class SeedRandomResult:
     n_items: int
     #: the calibrated reference distribution (None: normal fallback or a closed form)
     reference: SeedReference | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def interval_method(self) -> str:
+        """The name of the interval alone (``method`` names the test and the interval)."""
+        return _INTERVAL_NAMES.get(self.method, self.method)
 
     def to_frame(self) -> pd.DataFrame:
         """One-row tidy table with ``ci_low``, ``ci_high``, ``ci_level`` and ``ci_method``."""
