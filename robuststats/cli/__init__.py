@@ -9,7 +9,9 @@ types are defined once (:mod:`._options`, :mod:`._types`); every command prints 
 Every invalid input ends the same way: exit code 2 and one line on stderr,
 ``robuststats COMMAND: error: <what is wrong, naming the flag or key>``. That holds for
 argparse's own errors (no usage block), the library's :class:`InputError` and a path the
-system refuses (:class:`OSError`: too long, not readable, not a directory).
+system refuses (:class:`OSError`: too long, not readable, not a directory). A file with
+several problems says so on that line and lists the others below it, one indented
+``  also: <key> (line N): <what is wrong>`` line each.
 """
 
 from __future__ import annotations
@@ -124,6 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except InputError as exc:
         print(f"robuststats {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
+        for detail in exc.details:  # the other problems of the same file, one line each
+            print(f"  also: {one_line(detail)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"robuststats {args.command}: interrupted", file=sys.stderr)
