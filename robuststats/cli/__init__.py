@@ -63,6 +63,11 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
+        # argparse's "invalid choice" (a misspelt command or value): name the nearest choice
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if choice is not None and "did you mean" not in message:
+            options = re.findall(r"'([^']*)'", choice.group(2))
+            message += did_you_mean(choice.group(1), options)
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
 
 

@@ -104,6 +104,9 @@ def test_no_parser_takes_abbreviations() -> None:
      "robuststats results diff: error: unrecognized arguments: --rtl=1 (did you mean "
      "'--rtol'?)"),
     (["power", "--zzzzzz"], "robuststats power: error: unrecognized arguments: --zzzzzz (see"),
+    # a misspelt command or choice: argparse's message, and the nearest choice
+    (["stdy"], "robuststats: error: argument COMMAND: invalid choice: 'stdy' (choose from "),
+    (["results", "lst"], "robuststats results: error: argument ACTION: invalid choice: 'lst'"),
 ])
 def test_an_unknown_flag_gets_one_line_with_the_nearest_flag(argv, line, capsys) -> None:
     from robuststats.cli import main
@@ -113,3 +116,6 @@ def test_an_unknown_flag_gets_one_line_with_the_nearest_flag(argv, line, capsys)
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(line), err
+    hint = {"stdy": "study", "lst": "list"}.get(argv[-1])
+    if hint:
+        assert f"(did you mean '{hint}'?) (see " in err, err
