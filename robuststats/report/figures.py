@@ -275,7 +275,11 @@ def _retention(retention: pd.DataFrame, summary: pd.DataFrame | None,
         if seeds is not None and {"condition", "eval_noise", "accuracy"} <= set(seeds.columns):
             s = _of(seeds, cond, eval_noise=0.0)
             _seed_points(left, i, _num(s["accuracy"]) * 100, 0.35, "black")
-    left.set_xticks(range(len(conditions)), conditions)
+    # names wider than their panel (about 0.085 in a character) collide: slant them
+    panel = 10.5 * 0.8 / (1 + max(len(levels), 1))
+    slanted = sum(0.085 * len(c) + 0.15 for c in conditions) > panel
+    left.set_xticks(range(len(conditions)), conditions, rotation=45 if slanted else 0,
+                    ha="right" if slanted else "center")
     left.set_ylabel("clean accuracy (%)")
     left.set_ylim(0, 100)
     clean_ci = interval_label(summary) if summary is not None else "no interval"
@@ -296,7 +300,12 @@ def _retention(retention: pd.DataFrame, summary: pd.DataFrame | None,
                 _seed_points(right, xs, _num(v) * 100, 0.5 * width, "black")
     right.axhline(100, color="grey", linewidth=0.8, linestyle="--")
     formats = {c: f for c, f in (formats or {}).items() if c in conditions}
-    right.set_xticks(range(len(levels)), [_level_tick(lv, formats, " noise") for lv in levels])
+    many = len(levels) > 4  # a sweep: slanted ticks that do not run into each other
+    right.set_xticks(range(len(levels)), [_level_tick(lv, formats, "" if many else " noise")
+                                          for lv in levels],
+                     rotation=45 if many else 0, ha="right" if many else "center")
+    if many:
+        right.set_xlabel("inference noise scale")
     right.set_ylabel("retention (% of clean accuracy)")
     # bars encode length: a truncated axis would exaggerate the differences
     right.set_ylim(0.0, max(105.0, float(np.nanmax(_upper(retention))) * 100 + 5))

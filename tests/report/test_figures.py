@@ -290,6 +290,14 @@ def test_uneven_levels_are_drawn_evenly_spaced_and_say_so() -> None:
         assert "only 2 training seeds" in ax.get_title()
     finally:
         _close(fig)
+    fig = _retention(t["retention"], t["summary"], t["seeds"], None)
+    try:  # ten levels and long names: slanted, so that no tick runs into the next
+        left, right = fig.axes[:2]
+        assert [x.get_rotation() for x in right.get_xticklabels()] == [45.0] * 10
+        assert [x.get_rotation() for x in left.get_xticklabels()] == [45.0] * 2
+        assert right.get_xticklabels()[0].get_text() == "0.1%"
+    finally:
+        _close(fig)
 
 
 def test_dose_response_dodges_conditions_and_keeps_intervals_light(tmp_path: Path) -> None:
