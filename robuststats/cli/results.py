@@ -289,7 +289,9 @@ def _diff(store: Any, args: argparse.Namespace) -> int:
 
     def text() -> str:
         if d.empty:
-            return f"{a.label} and {b.label}: tables identical"
+            # the cells may still differ (a cell lost with every table unchanged)
+            return "\n".join([f"{a.label} and {b.label}: tables identical",
+                              *_cell_lines(s, a.label, b.label)])
         per_table = ", ".join(f"{t} {n}" for t, n in s.counts.items())
         lines = [f"{a.label} vs {b.label}: {len(d)} difference(s) ({per_table})"]
         lines += _diff_summary_lines(s, a.label, b.label)
@@ -334,6 +336,12 @@ def _diff_summary_lines(s: Any, label_a: str, label_b: str) -> list[str]:
     lines += ["", "Cells (condition, seed, noise, noise seed)"]
     if not (s.cells_added or s.cells_missing):
         lines.append("  the same cells in both versions")
+    return lines + _cell_lines(s, label_a, label_b)
+
+
+def _cell_lines(s: Any, label_a: str, label_b: str) -> list[str]:
+    """``  1 added (only in b): E8a__s5__n0__ns0`` and the like, at most 8 cells named."""
+    lines = []
     for what, cells, where in (("added", s.cells_added, label_b),
                                ("missing", s.cells_missing, label_a)):
         if cells:

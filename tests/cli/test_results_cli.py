@@ -347,6 +347,12 @@ def test_diff_names_cells_added_and_missing(tmp_path: Path, capsys) -> None:
             "cells": {c: {"sha256": "0" * 64, "rows": 1} for c in cells}})
     version(["A__s0__n0__ns0", "A__s1__n0__ns0"], 0.8)
     version(["A__s0__n0__ns0", "B__s0__n0__ns0"], 0.85)
+    version(["A__s0__n0__ns0"], 0.85)
+    # identical tables, one cell fewer: still said
+    assert main(["results", "--root", str(tmp_path), "diff", "demo/v2", "demo/v3"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "demo/v2 and demo/v3: tables identical",
+        "  1 missing (only in demo/v2): B__s0__n0__ns0"]
     assert main(["results", "--root", str(tmp_path), "diff", "demo/v1", "demo/v2"]) == 1
     out = capsys.readouterr().out
     assert "1 added (only in demo/v2): B__s0__n0__ns0" in out
