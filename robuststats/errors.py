@@ -14,8 +14,14 @@ class InputError(RobuststatsError, ValueError):
     """A user-supplied value, file or option is invalid.
 
     The message names the parameter (or key and line) and the bad value. The CLI turns
-    it into a one-line error with exit code 2.
+    it into a one-line error with exit code 2. ``details``: the further problems of the
+    same input (a YAML file with several errors), one line each; the CLI lists them below
+    its error line.
     """
+
+    def __init__(self, *args: object, details: Iterable[str] = ()) -> None:
+        super().__init__(*args)
+        self.details: tuple[str, ...] = tuple(details)
 
 
 class RobuststatsWarning(UserWarning):

@@ -9,7 +9,9 @@ types are defined once (:mod:`._options`, :mod:`._types`); every command prints 
 Every invalid input ends the same way: exit code 2 and one line on stderr,
 ``robuststats COMMAND: error: <what is wrong, naming the flag or key>``. That holds for
 argparse's own errors (no usage block), the library's :class:`InputError` and a path the
-system refuses (:class:`OSError`: too long, not readable, not a directory).
+system refuses (:class:`OSError`: too long, not readable, not a directory). A file with
+several problems says so on that line and lists the others below it, one indented
+``  also: <key> (line N): <what is wrong>`` line each.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ import importlib
 import re
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from robuststats._quiet import quiet_dependencies
 from robuststats._version import __version__
-from robuststats.errors import InputError
+from robuststats.errors import InputError, did_you_mean
 
 __all__ = ["COMMANDS", "main", "one_line"]
 
@@ -52,9 +54,20 @@ def one_line(text: str, width: int = 2000) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with the package's error form: one line, exit code 2, a pointer to --help."""
+    """argparse with the package's error form: one line, exit code 2, a pointer to --help;
+    and no abbreviations: ``--seed 2`` is an unknown flag, never ``--seeds 2``. Subcommand
+    parsers are of this class too (argparse makes them with the parent's class)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
+        # argparse's "invalid choice" (a misspelt command or value): name the nearest choice
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if choice is not None and "did you mean" not in message:
+            options = re.findall(r"'([^']*)'", choice.group(2))
+            message += did_you_mean(choice.group(1), options)
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see '{self.prog} --help')\n")
 
 
@@ -76,16 +89,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
-    """``parser.parse_args``, but an unknown argument is reported by its subcommand
-    (``robuststats study: error: unrecognized arguments: --bogus``)."""
+    """``parser.parse_args``, but an unknown argument is reported by the (sub)command it was
+    given to, with the nearest flag of that command
+    (``robuststats study: error: unrecognized arguments: --seed 2 (did you mean '--seeds'?)``)."""
     args, extra = parser.parse_known_args(argv)
     if extra:
-        command = getattr(args, "command", None)
-        subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        owner = subparsers[0].choices.get(command, parser) if subparsers and command \
-            else parser
-        owner.error(f"unrecognized arguments: {' '.join(extra)}")
+        owner = _owner(parser, args)
+        owner.error(f"unrecognized arguments: {' '.join(extra)}{_flag_hint(owner, extra)}")
     return args
+
+
+def _owner(parser: argparse.ArgumentParser, args: argparse.Namespace
+           ) -> argparse.ArgumentParser:
+    """The innermost (sub)command parser that ``args`` went through (``results diff``)."""
+    while True:
+        subparsers = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        chosen = getattr(args, subparsers[0].dest, None) if subparsers else None
+        if chosen is None or chosen not in subparsers[0].choices:
+            return parser
+        parser = subparsers[0].choices[chosen]
+
+
+def _flag_hint(parser: argparse.ArgumentParser, extra: list[str]) -> str:
+    """`` (did you mean '--seeds'?)`` for the first unknown flag in ``extra``, or ``""``."""
+    flags = [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
+    for token in extra:
+        if token.startswith("--") and len(token) > 2:
+            return did_you_mean(token.split("=", 1)[0], flags)
+    return ""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -100,6 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except InputError as exc:
         print(f"robuststats {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
+        for detail in exc.details:  # the other problems of the same file, one line each
+            print(f"  also: {one_line(detail)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"robuststats {args.command}: interrupted", file=sys.stderr)

@@ -54,8 +54,10 @@ _OPTIONS = [
     opts.option("--labels", action="store_true", default=None,
                 help="add seed 004's fixed thresholds (sensitivity > 3 critical, window "
                      "degradation > 15%% avalanche point) as labels; they decide nothing"),
-    opts.out(),
-    opts.runs("run directories with the study's cached models (default runs/)"),
+    opts.out("result store root: the diagnosis is written to OUT/<study>.diagnose/v<N>/ "
+             "(default results/, relative to the current directory)"),
+    opts.runs("run directories with the study's cached models and stored evaluations "
+              "(default runs/, relative to the current directory)"),
     opts.workers("evaluate in N worker processes (default 1: in this process); the result is "
                  "the same for any N"),
     opts.option("--recompute", action="store_true",
@@ -97,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     progress = None if args.no_progress else _bar
     result = run_diagnosis(spec, plan, ledger_spec=ledger_spec, out=args.out, runs=args.runs,
                            progress=progress, reuse=not args.recompute,
-                           workers=args.workers)
+                           workers=args.workers, started=lambda: _say_where(spec.name, args))
     from robuststats.diagnose import protection_plan
 
     entries = protection_plan(result)
@@ -111,6 +113,18 @@ def run(args: argparse.Namespace) -> int:
             "protection_plan": entries}
     emit(args.format, data=data, text=lambda: _text(result, entries))
     return 0
+
+
+def _say_where(study: str, args: argparse.Namespace) -> None:
+    """One line on stderr before any compute: where the version and the run data go (the
+    defaults are directories of the current one, easy to write into a checkout unawares)."""
+    import sys
+    from pathlib import Path
+
+    out = Path(args.out).resolve() / f"{study}.diagnose"
+    runs = Path(args.runs).resolve() / study
+    print(f"robuststats diagnose: writing a new version under {out}/ (--out) and models and "
+          f"evaluations under {runs}/ (--runs)", file=sys.stderr)
 
 
 def _bar(total: int, initial: int) -> Any:

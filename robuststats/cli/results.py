@@ -7,7 +7,7 @@ from typing import Any
 
 from robuststats.cli import _options as opts
 from robuststats.cli._output import emit, fmt_noise, fmt_p, is_missing, render_table
-from robuststats.cli._types import non_negative_float
+from robuststats.cli._types import non_negative_float, positive_int
 from robuststats.glossary import table_names
 
 __all__ = ["add_parser", "run"]
@@ -33,12 +33,18 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     # --root and --format also after the action (`results list --root DIR`); SUPPRESS keeps
     # a --root given before the action when none is given after it
-    common = argparse.ArgumentParser(add_help=False)
+    common = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     opts.add_options(common, [
         opts.option("--root", default=argparse.SUPPRESS, metavar="DIR", help=_ROOT_HELP),
         opts.FORMAT])
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
-    sub.add_parser("list", parents=[common], help="every study and its versions")
+    sub.add_parser(
+        "list", parents=[common], help="every study and its versions",
+        description="One line per sealed version under --root: its kind (study, "
+                    "analysis-only, search, diagnosis, ...), when it was sealed, the first "
+                    "characters of its spec hash, its outcome rows and its finished/planned "
+                    "cells. A version whose manifest cannot be read is listed with the "
+                    "reason.")
     show = sub.add_parser(
         "show", parents=[common],
         help="hypothesis verdicts, accuracy and retention of a version",
@@ -48,16 +54,34 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                     "--format json gives the same records under glossary column names.")
     show.add_argument("version", metavar="VERSION",
                       help="STUDY (latest), STUDY/vN or a version directory")
-    ver = sub.add_parser("verify", parents=[common],
-                         help="recompute checksums; exit 1 on any change")
+    ver = sub.add_parser(
+        "verify", parents=[common], help="recompute checksums; exit 1 on any change",
+        description="Recompute the SHA-256 checksum of every file of each version and "
+                    "compare it with the seal in its manifest: files changed, missing or "
+                    "added, cells of outcomes.parquet changed, the manifest against its seal "
+                    "and the store's index, the stored spec against its hash, and, when the "
+                    "run directory is still there, each cell against it. Exit 0 when every "
+                    "version is intact, 1 otherwise.")
     ver.add_argument("version", metavar="VERSION", nargs="+",
                      help="STUDY, STUDY/vN (also 'STUDY vN') or a version directory")
-    diff = sub.add_parser("diff", parents=[common],
-                          help="compare the tables of two versions; exit 1 if they differ")
+    diff = sub.add_parser(
+        "diff", parents=[common], help="compare the tables of two versions; exit 1 if they differ",
+        description="Compare the tables of two versions row by row (rows matched by their "
+                    "keys, numbers equal within --rtol). The text output leads with what "
+                    "changed for a reader: hypotheses whose verdict changed and decision "
+                    "tests whose outcome changed, the largest estimate changes with both "
+                    "intervals, evaluation cells one version has and the other lacks, and "
+                    "the number of differences per table; --all adds every differing value. "
+                    "--format json gives the summary and every difference. Exit 0 when the "
+                    "tables are identical, 1 when they differ (as diff(1)).")
     diff.add_argument("a", metavar="VERSION_A")
     diff.add_argument("b", metavar="VERSION_B")
     diff.add_argument("--rtol", type=non_negative_float, default=1e-9,
                       help="relative tolerance")
+    diff.add_argument("--top", type=positive_int, default=10, metavar="N",
+                      help="estimate changes listed, largest first (default 10)")
+    diff.add_argument("--all", action="store_true",
+                      help="also list every differing value (table, key, column, a, b)")
     return p
 
 
@@ -253,22 +277,78 @@ def _verify(store: Any, args: argparse.Namespace) -> int:
 
 
 def _diff(store: Any, args: argparse.Namespace) -> int:
-    from robuststats.results import diff_versions
+    from robuststats.results import diff_versions, summarize_diff
 
     a, b = store.get(args.a), store.get(args.b)
     d = diff_versions(a, b, rtol=args.rtol)
+    s = summarize_diff(a, b, d, top=args.top)
     data = {"a": a.label, "b": b.label, "rtol": args.rtol, "identical": d.empty,
-            "differences": d}
+            "verdicts_changed": s.verdicts, "largest_estimate_changes": s.estimates,
+            "cells_added": s.cells_added, "cells_missing": s.cells_missing,
+            "differences_per_table": s.counts, "differences": d}
 
     def text() -> str:
         if d.empty:
-            return f"{a.label} and {b.label}: tables identical"
-        table = render_table(d.to_dict(orient="records"), list(d.columns),
-                             formats={"a": _diff_value, "b": _diff_value})
-        return f"{a.label} vs {b.label}: {len(d)} difference(s)\n{table}"
+            # the cells may still differ (a cell lost with every table unchanged)
+            return "\n".join([f"{a.label} and {b.label}: tables identical",
+                              *_cell_lines(s, a.label, b.label)])
+        per_table = ", ".join(f"{t} {n}" for t, n in s.counts.items())
+        lines = [f"{a.label} vs {b.label}: {len(d)} difference(s) ({per_table})"]
+        lines += _diff_summary_lines(s, a.label, b.label)
+        if args.all:
+            lines += ["", "Every difference",
+                      render_table(d.to_dict(orient="records"), list(d.columns),
+                                   formats={"a": _diff_value, "b": _diff_value})]
+        else:
+            lines += ["", f"(--all lists all {len(d)} differing values; --format json gives "
+                          "them too)"]
+        return "\n".join(lines)
 
     emit(args.format, data=data, text=text)
     return 0 if d.empty else 1  # like diff(1): 1 means the versions differ
+
+
+def _diff_summary_lines(s: Any, label_a: str, label_b: str) -> list[str]:
+    """The reader's part of ``results diff``: verdicts, estimates, cells."""
+    from robuststats._format import fmt_ci, fmt_pct
+
+    lines = ["", "Verdicts that changed"]
+    for table, what in (("hypotheses", "hypothesis"), ("tests", "decision test")):
+        n = s.compared.get(table)
+        changed = int((s.verdicts["what"] == what).sum())
+        if n and not changed:
+            lines.append(f"  {what} verdicts: all {n} the same")
+    if len(s.verdicts):
+        lines.append(render_table(s.verdicts.to_dict(orient="records"),
+                                  ["what", "key", "a", "b"],
+                                  headers={"key": "row", "a": label_a, "b": label_b}))
+    lines += ["", "Largest estimate changes (percent / percentage points)"]
+    if len(s.estimates):
+        rows = [{"what": r["what"], "key": r["key"],
+                 "a": f"{fmt_pct(r['a'])} {fmt_ci(r['a_ci_low'], r['a_ci_high'], r['a_ci_level'])}",
+                 "b": f"{fmt_pct(r['b'])} {fmt_ci(r['b_ci_low'], r['b_ci_high'], r['b_ci_level'])}",
+                 "change": fmt_pct(r["change"], signed=True)}
+                for r in s.estimates.to_dict(orient="records")]
+        lines.append(render_table(rows, ["what", "key", "a", "b", "change"],
+                                  headers={"key": "row", "a": label_a, "b": label_b}))
+    else:
+        lines.append("  none: no estimate of a row both versions hold changed")
+    lines += ["", "Cells (condition, seed, noise, noise seed)"]
+    if not (s.cells_added or s.cells_missing):
+        lines.append("  the same cells in both versions")
+    return lines + _cell_lines(s, label_a, label_b)
+
+
+def _cell_lines(s: Any, label_a: str, label_b: str) -> list[str]:
+    """``  1 added (only in b): E8a__s5__n0__ns0`` and the like, at most 8 cells named."""
+    lines = []
+    for what, cells, where in (("added", s.cells_added, label_b),
+                               ("missing", s.cells_missing, label_a)):
+        if cells:
+            shown = ", ".join(cells[:8]) + (f", ... ({len(cells) - 8} more)"
+                                            if len(cells) > 8 else "")
+            lines.append(f"  {len(cells)} {what} (only in {where}): {shown}")
+    return lines
 
 
 def _diff_value(value: Any) -> str:

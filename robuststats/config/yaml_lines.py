@@ -3,7 +3,9 @@
 :func:`load_yaml_with_lines` parses a study file and records the 1-based line of every key
 path (``("conditions", "E8b", "train_noise", "scale") -> 14``), refusing duplicate keys.
 :func:`pydantic_message` turns a pydantic ``ValidationError`` into one line of the form
-``studies/x.yaml: conditions.E8b.train_noise.scale (line 14): <what is wrong>.``
+``studies/x.yaml: conditions.E8b.train_noise.scale (line 14): <what is wrong>.``; when the
+file has several problems, that line counts the others and :func:`pydantic_problems` gives
+one line each (the error's ``details``, which the CLI prints below its one error line).
 
 Values validated by the engine or the statistics (``NoiseSpec``, ``AQNSchedule``,
 ``Hypothesis``) raise :class:`~robuststats.errors.InputError` whose message names the
@@ -28,7 +30,7 @@ from robuststats.errors import InputError
 
 __all__ = ["MAX_DEPTH", "MAX_FILE_BYTES", "MAX_VALUES", "KeyPath", "KeyedError",
            "check_document", "component_key", "display", "keyed", "load_yaml_with_lines", "location",
-           "pydantic_message", "read_study_text", "validate_keyed"]
+           "pydantic_message", "pydantic_problems", "read_study_text", "validate_keyed"]
 
 KeyPath = tuple[str | int, ...]
 LineMap = Mapping[KeyPath, int]
@@ -350,7 +352,8 @@ def validate_keyed(cls: Any, data: Any, *, source: str | None, lines: LineMap | 
     try:
         spec = cls.model_validate(dict(data))
     except ValidationError as exc:
-        raise InputError(pydantic_message(exc, source, line_map, suggest)) from None
+        raise InputError(pydantic_message(exc, source, line_map, suggest),
+                         details=pydantic_problems(exc, line_map, suggest)) from None
     spec._lines = line_map
     spec._source = source
     return spec
@@ -362,23 +365,41 @@ def _sentence(text: str) -> str:
 
 def pydantic_message(exc: ValidationError, source: str | None, lines: LineMap,
                      suggest: Callable[[KeyPath], str]) -> str:
-    """One line for the first problem of ``exc``; ``suggest(path)`` completes an unknown key."""
+    """One line for the first problem of ``exc``; ``suggest(path)`` completes an unknown key.
+    When there are more, the line ends with their count; :func:`pydantic_problems` lists
+    them."""
+    errors = _ordered(exc)
+    more = (f" ({len(errors) - 1} more problem(s), listed below)" if len(errors) > 1
+            else "")
+    return _problem(errors[0], source, lines, suggest, more)
+
+
+def pydantic_problems(exc: ValidationError, lines: LineMap,
+                      suggest: Callable[[KeyPath], str]) -> list[str]:
+    """Every problem of ``exc`` after the first, one line each, without the file name
+    (``evaluation.noise_seeds (line 12): must be at most 64, got 100.``)."""
+    return [_problem(err, None, lines, suggest, "") for err in _ordered(exc)[1:]]
+
+
+def _ordered(exc: ValidationError) -> list[Any]:
     # an unknown key is usually a typo that also explains a "missing" one: report it first
-    errors = sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
-    err = errors[0]
+    return sorted(exc.errors(), key=lambda e: e["type"] != "extra_forbidden")
+
+
+def _problem(err: Any, source: str | None, lines: LineMap, suggest: Callable[[KeyPath], str],
+             more: str) -> str:
     # pydantic appends the member type of a union to loc ('int', 'list[int]'): drop it
     path = tuple(p for p in err["loc"]
                  if not (isinstance(p, str) and ("[" in p or p in ("int", "float", "str"))))
-    extra = f" ({len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     ctx_err = (err.get("ctx") or {}).get("error")
     if isinstance(ctx_err, KeyedError):
-        return _sentence(_format(source, (*path, *ctx_err.path), str(ctx_err), lines) + extra)
+        return _sentence(_format(source, (*path, *ctx_err.path), str(ctx_err), lines) + more)
     kind = err["type"]
     if kind == "extra_forbidden":
-        return _format(source, path, "unknown key", lines) + suggest(path)
+        return _format(source, path, "unknown key", lines) + suggest(path) + more
     if kind == "missing":
-        return _format(source, path, "required key is missing", lines) + "."
+        return _format(source, path, "required key is missing", lines) + more + "."
     message = err["msg"].removeprefix("Value error, ")
     value = err.get("input")
     shown = "" if isinstance(value, (dict, list)) or ", got " in message else f", got {_clip(value, 60)}"
-    return _format(source, path, f"{message}{shown}", lines) + extra + "."
+    return _format(source, path, f"{message}{shown}", lines) + more + "."

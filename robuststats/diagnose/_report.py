@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from robuststats._format import fmt_ci, fmt_p, fmt_pct, is_missing
+from robuststats.diagnose._heatmap import heatmap
 from robuststats.diagnose._markdown import fmt_s, level_rows, markdown
 
 __all__ = ["SENSITIVITY_FORMAT", "cross_reference", "protection_plan", "sensitivity_profile",
@@ -219,48 +220,6 @@ def sensitivity_profile(diagnosis: Any) -> dict[str, Any]:
                     "modules": [e["target"] for e in plan_entries if e["kind"] == "module"]},
         "layer_scales": {str(i): 0.0 for i in protected_layers},
     }
-
-
-# ---------------------------------------------------------------------- figure
-def heatmap(diagnosis: Any, path: Path) -> Path | None:
-    """Layers × (the layer alone, each window): the drop in percentage points."""
-    t = diagnosis.table
-    cols = [("alone", None)] + [(r.label, r.layers) for r in t[t["level"] == "window"]
-                                .sort_values("target").itertuples()]
-    if diagnosis.n_layers == 0 or t[t["level"] == "layer"].empty:
-        return None
-    grid = np.full((diagnosis.n_layers, len(cols)), np.nan)
-    for i in range(diagnosis.n_layers):
-        single = t[t["target"] == f"layer:{i}"]
-        if len(single):
-            grid[i, 0] = 100 * float(single["estimate"].iloc[0])
-        for j, (label, layers) in enumerate(cols[1:], start=1):
-            if str(i) in str(layers).split(","):
-                w = t[(t["level"] == "window") & (t["label"] == label)]
-                grid[i, j] = 100 * float(w["estimate"].iloc[0])
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(1.6 + 0.7 * len(cols), 1.2 + 0.4 * diagnosis.n_layers))
-    vmax = np.nanmax(np.abs(grid)) if np.isfinite(grid).any() else 1.0
-    im = ax.imshow(grid, cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto")
-    for (i, j), v in np.ndenumerate(grid):
-        if np.isfinite(v):
-            ax.text(j, i, f"{v:.1f}", ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(len(cols)), [c[0] for c in cols], rotation=45, ha="right")
-    ax.set_yticks(range(diagnosis.n_layers), [f"L{i}" for i in range(diagnosis.n_layers)])
-    ax.set_xlabel("noise in")
-    ax.set_ylabel("layer")
-    plan = diagnosis.plan
-    ax.set_title(f"accuracy drop (pp), {plan.kind} {plan.scale:g} on {plan.ops}", fontsize=9)
-    fig.colorbar(im, ax=ax, label="clean − noisy (pp)")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
 def _timing(diagnosis: Any) -> dict[str, Any]:

@@ -104,7 +104,8 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
                   ledger_spec: StudySpec | None = None, out: str | Path = "results",
                   runs: str | Path = "runs",
                   progress: Callable[[int, int], Callable[[int], None]] | None = None,
-                  write: bool = True, reuse: bool = True, workers: int = 1) -> Diagnosis:
+                  write: bool = True, reuse: bool = True, workers: int = 1,
+                  started: Callable[[], None] | None = None) -> Diagnosis:
     """Diagnose the study's models of ``plan.condition`` and write a new result version.
 
     Models come from ``<runs>/<study>/models/`` (trained there first when missing, exactly as
@@ -117,7 +118,8 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
     reads the finished ones back and evaluates only the rest, with the same result. With
     ``reuse=False`` the stored evaluations of this probe are deleted first. ``workers > 1``
     evaluates in that many processes first (:mod:`robuststats.diagnose._pool`); the result
-    is the same as with one.
+    is the same as with one. ``started()`` is called once the inputs are checked, before
+    any model is trained or evaluated.
     """
     from robuststats.runs import Run, TrainJob, one_torch_thread, planned_items, preflight, run_hash
 
@@ -127,6 +129,8 @@ def run_diagnosis(spec: StudySpec, plan: DiagnosisPlan | None = None, *,
     with Run.start(out=out if write else None, runs=runs, signals=False) as run:
         task = preflight(ledger_spec)
         _check_window_early(spec, plan)
+        if started is not None:
+            started()
         items = planned_items(replace_items(ledger_spec, plan.n_items), task)
         calibration = list(task.items("train"))[: plan.calibration_items] \
             if "channel" in plan.levels else None

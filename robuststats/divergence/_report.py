@@ -63,9 +63,37 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return json.loads(df.to_json(orient="records"))
 
 
+#: the predictions of the residual stream's divergence drawn beside the measurement
+#: (columns of the depth table; docs/divergence.md gives their formulas)
+PREDICTIONS = (("additive", "additive: sum of the layers' own errors", "-."),
+               ("quadrature", "quadrature: root of the sum of squares", ":"),
+               ("compounding", "compounding: each layer amplifies what it receives", (0, (5, 2))))
+
+
 def depth_figure(div: Any, path: Path) -> Path | None:
-    """Divergence by depth per module type: rel RMS (log scale) and MAPE against the layer
-    index, accumulated (solid, with intervals) and the residual stream's local (dashed)."""
+    """Divergence by depth, three panels against the decoder layer:
+
+    * the residual stream's relative RMS error, measured (with its interval over items, as
+      error bars and a band), beside each layer's local error and the additive, quadrature
+      and compounding predictions the report's verdict weighs it against (linear axis);
+    * the relative RMS error of every module type (accumulated, log axis);
+    * the MAPE of every module type (accumulated).
+    """
+    fig = _depth(div)
+    if fig is None:
+        return None
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fig.savefig(path, dpi=120, bbox_inches="tight", pad_inches=0.15)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def _depth(div: Any) -> Any:
+    """The figure of :func:`depth_figure` (not saved), or None without decoder layers."""
     t = div.modules[div.modules["layer"] >= 0]
     if t.empty:
         return None
@@ -74,43 +102,66 @@ def depth_figure(div: Any, path: Path) -> Path | None:
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), layout="constrained")
+    level = fmt_level(float(div.modules["ci_level"].iloc[0]))
     acc = t[t["mode"] == "accumulated"]
+    _residual_panel(axes[0], acc, t, div.depth, level)
     types = list(dict.fromkeys(acc["module_type"]))
     cmap = plt.get_cmap("tab20")
-    for ax, metric, label in ((axes[0], "rel_rms", "relative RMS error ‖b − a‖/‖a‖"),
-                              (axes[1], "mape", f"MAPE (ε = {div.settings['eps']:g}·RMS)")):
+    for ax, metric, label in ((axes[1], "rel_rms", "relative RMS error ‖b − a‖/‖a‖ (log)"),
+                              (axes[2], "mape", f"MAPE (ε = {div.settings['eps']:g}·RMS)")):
         for k, mtype in enumerate(types):
             g = acc[acc["module_type"] == mtype].sort_values("layer")
             if metric == "rel_rms":  # exact zeros have no place on a log scale
                 g = g.assign(rel_rms=g["rel_rms"].where(g["rel_rms"] > 0))
             residual = mtype == RESIDUAL
-            ax.plot(g["layer"], g[metric], marker="o", lw=2.4 if residual else 1.0,
-                    color="black" if residual else cmap(k % 20), label=mtype, zorder=3
-                    if residual else 2)
-            if residual:
-                ax.fill_between(g["layer"], g[f"{metric}_ci_low"], g[f"{metric}_ci_high"],
-                                color="black", alpha=0.15, lw=0)
-        loc = t[(t["mode"] == "local") & (t["module_type"] == RESIDUAL)].sort_values("layer")
-        if len(loc):
-            ax.plot(loc["layer"], loc[metric], ls="--", color="black", marker="x",
-                    label="residual, local (layer alone)")
+            ax.plot(g["layer"], g[metric], marker="o", markersize=4 if not residual else 5,
+                    lw=2.4 if residual else 1.0, color="black" if residual else cmap(k % 20),
+                    label=mtype, zorder=3 if residual else 2)
         if metric == "rel_rms" and (acc[metric] > 0).any():
             ax.set_yscale("log")
         ax.set_xlabel("decoder layer")
         ax.set_ylabel(label)
         ax.set_xticks(sorted(acc["layer"].unique()))
-    level = fmt_level(float(div.modules["ci_level"].iloc[0]))
+        ax.set_title("every module type (accumulated)", fontsize=9)
+    handles, labels = axes[1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(7, len(labels)),
+               fontsize=7, frameon=False, title="module type", title_fontsize=8)
     fig.suptitle(f"{div.candidate.name} vs {div.reference.name}: divergence by depth "
-                 f"({div.n_items} items; band: {level} CI of the residual stream)", fontsize=10)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(6, len(labels)), fontsize=7,
-               frameon=False)
-    fig.tight_layout(rect=(0, 0.06 + 0.035 * (len(labels) // 6), 1, 0.95))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+                 f"({div.n_items} items; intervals: {level} CI over items)", fontsize=10)
+    return fig
+
+
+def _residual_panel(ax: Any, acc: pd.DataFrame, t: pd.DataFrame, depth: pd.DataFrame,
+                    level: str) -> None:
+    res = acc[acc["module_type"] == RESIDUAL].sort_values("layer")
+    if res.empty:
+        ax.set_axis_off()
+        return
+    x = res["layer"].to_numpy(dtype=float)
+    y = res["rel_rms"].to_numpy(dtype=float)
+    low = res["rel_rms_ci_low"].to_numpy(dtype=float)
+    high = res["rel_rms_ci_high"].to_numpy(dtype=float)
+    ax.fill_between(x, low, high, color="black", alpha=0.25, lw=0, zorder=2,
+                    gid="residual:band")
+    ax.errorbar(x, y, yerr=np.vstack([y - low, high - y]), fmt="o-", color="black", lw=2.2,
+                capsize=4, markersize=5, zorder=4, label=f"measured ({level} CI)")
+    loc = t[(t["mode"] == "local") & (t["module_type"] == RESIDUAL)].sort_values("layer")
+    if len(loc):
+        ax.plot(loc["layer"], loc["rel_rms"], ls="--", color="0.35", marker="x",
+                label="local: the layer alone", zorder=3)
+    d = depth.sort_values("layer") if "layer" in depth.columns else depth
+    colors = {"additive": "tab:blue", "quadrature": "tab:green", "compounding": "tab:red"}
+    for column, label, style in PREDICTIONS:
+        if column in d.columns and pd.to_numeric(d[column], errors="coerce").notna().any():
+            ax.plot(d["layer"], pd.to_numeric(d[column], errors="coerce"), ls=style, lw=1.6,
+                    color=colors[column], label=label, zorder=3, gid=f"prediction:{column}")
+    ax.set_xlabel("decoder layer")
+    ax.set_ylabel("residual stream: relative RMS error")
+    ax.set_xticks(sorted(res["layer"].unique()))
+    ax.set_ylim(bottom=0)
+    ax.set_title("residual stream: measured against the predictions", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> str:

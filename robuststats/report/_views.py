@@ -20,6 +20,7 @@ __all__ = [
     "HYPOTHESIS_HEADERS",
     "claim",
     "condition_descriptions",
+    "condition_formats",
     "condition_rows",
     "hypothesis_rows",
     "records",
@@ -119,6 +120,24 @@ def condition_descriptions(meta: Mapping[str, Any]) -> dict[str, str]:
         text = (cond or {}).get("description") if isinstance(cond, Mapping) else None
         if text and str(text).strip():
             out[str(name)] = " ".join(str(text).split())
+    return out
+
+
+def condition_formats(meta: Mapping[str, Any]) -> dict[str, str]:
+    """condition -> the number format its noisy cells are evaluated in (``NVFP4 weights
+    (W4A16), lm_head kept``), for the conditions whose evaluation kind (its ``eval_kind``,
+    else the study's ``evaluation.kind``) is a format rather than a noise scale."""
+    from robuststats.engine.eval_kinds import EVALUATION_KINDS
+
+    spec = meta.get("spec") or {}
+    evaluation = spec.get("evaluation") or {}
+    default = evaluation.get("kind") if isinstance(evaluation, Mapping) else None
+    out = {}
+    for name, cond in (spec.get("conditions") or {}).items():
+        kind = (cond or {}).get("eval_kind") if isinstance(cond, Mapping) else None
+        found = EVALUATION_KINDS.get(str(kind or default))
+        if found is not None and not found.level_is_scale:
+            out[str(name)] = found.description
     return out
 
 

@@ -60,7 +60,7 @@ def _labels(conditions: list[str], descriptions: Mapping[str, str] | None) -> di
     out = {}
     for c in conditions:
         text = f"{c}: {descriptions[c]}" if descriptions.get(c) else c
-        out[c] = "\n".join(textwrap.wrap(text, 44, subsequent_indent="    ")) or c
+        out[c] = "\n".join(textwrap.wrap(text, 60, subsequent_indent="    ")) or c
     return out
 
 
@@ -68,10 +68,17 @@ def _palette(sns: Any, conditions: list[str]) -> dict[str, Any]:
     return dict(zip(conditions, sns.color_palette("colorblind", max(len(conditions), 1))))
 
 
+def _ncols(labels: list[str]) -> int:
+    """Two legend columns when the entries are short enough to sit side by side."""
+    widest = max((len(line) for text in labels for line in text.splitlines()), default=0)
+    return 2 if len(labels) > 1 and widest <= 40 else 1
+
+
 def _legend_below(fig: Any, handles: list[Any], labels: list[str]) -> None:
-    ncols = 2 if len(labels) > 1 else 1
-    fig.legend(handles, labels, loc="lower center", ncols=ncols, fontsize="small",
-               frameon=False, title="training condition", title_fontsize="small")
+    # "condition", not "training condition": a condition may also set its evaluation's
+    # error model (`eval_kind`)
+    fig.legend(handles, labels, loc="lower center", ncols=_ncols(labels), fontsize="small",
+               frameon=False, title="condition", title_fontsize="small")
 
 
 def _intervals(ax: Any, x: np.ndarray, low: np.ndarray, high: np.ndarray, color: Any,
@@ -100,33 +107,41 @@ def _seed_points(ax: Any, x0: float, values: np.ndarray, width: float, color: An
 
 
 def accuracy_figure(summary: pd.DataFrame, path: Path, *, seeds: pd.DataFrame | None = None,
-                    descriptions: Mapping[str, str] | None = None) -> Path:
+                    descriptions: Mapping[str, str] | None = None,
+                    formats: Mapping[str, str] | None = None) -> Path:
     """Accuracy against inference-noise level: one line per condition with its interval
     (level from ``ci_level``), and one dot per training seed from the ``seeds`` table.
 
     ``summary`` needs ``condition, eval_noise, accuracy``; ``ci_low, ci_high, ci_level``
     draw the intervals. ``seeds`` needs ``condition, seed, eval_noise, accuracy``.
-    ``descriptions`` (condition -> text) label the legend.
+    ``descriptions`` (condition -> text) label the legend. ``formats`` (condition -> the
+    number format it is evaluated in, e.g. ``NVFP4 weights (W4A16)``) names the conditions
+    whose noisy cells are a number format, not a noise scale: their noisy points are drawn
+    as squares and the tick of their level names the format. Levels that are not evenly
+    spaced are drawn at evenly spaced positions (a sweep's log grid would crowd its low end).
     """
-    return _save(_accuracy(summary, seeds, descriptions), path)
+    return _save(_accuracy(summary, seeds, descriptions, formats), path)
 
 
 def _accuracy(summary: pd.DataFrame, seeds: pd.DataFrame | None,
-              descriptions: Mapping[str, str] | None) -> Any:
+              descriptions: Mapping[str, str] | None,
+              formats: Mapping[str, str] | None = None) -> Any:
     plt, sns = _pyplot()
     conditions = _conditions(summary)
     palette = _palette(sns, conditions)
     labels = _labels(conditions, descriptions)
+    formats = {c: f for c, f in (formats or {}).items() if c in conditions}
     levels = sorted(float(v) for v in summary["eval_noise"].unique())
+    position = _positions(levels)
+    spacing = min(np.diff(sorted(position.values()))) if len(levels) > 1 else 1.0
     # dodge conditions horizontally so intervals and seed dots do not overlap
-    spacing = min(np.diff(levels)) * 100 if len(levels) > 1 else 1.0
     step = 0.4 * spacing / max(len(conditions), 1)
     fig, ax = plt.subplots(figsize=(7.2, 4.4))
     handles = []
     for i, cond in enumerate(conditions):
         offset = (i - (len(conditions) - 1) / 2) * step
         d = _of(summary, cond).sort_values("eval_noise")
-        x = _num(d["eval_noise"]) * 100 + offset
+        x = np.array([position[float(v)] for v in d["eval_noise"]]) + offset
         y = _num(d["accuracy"]) * 100
         if {"ci_low", "ci_high"} <= set(d.columns):
             _intervals(ax, x, _num(d["ci_low"]) * 100, _num(d["ci_high"]) * 100,
@@ -134,24 +149,68 @@ def _accuracy(summary: pd.DataFrame, seeds: pd.DataFrame | None,
         (h,) = ax.plot(x, y, marker="o", markersize=6, linewidth=1.6, color=palette[cond],
                        zorder=4)
         handles.append(h)
+        if cond in formats:  # its noisy cells are the format: a square says so
+            noisy = _num(d["eval_noise"]) > 0
+            ax.plot(x[noisy], y[noisy], "s", markersize=8, color=palette[cond],
+                    markeredgecolor="black", zorder=5, gid=f"{cond}:format")
         if seeds is not None and {"condition", "eval_noise", "accuracy"} <= set(seeds.columns):
             s = _of(seeds, cond)
             for level, xs in zip(d["eval_noise"], x):
                 v = s.loc[np.isclose(s["eval_noise"].astype(float), float(level)), "accuracy"]
                 _seed_points(ax, xs, _num(v) * 100, 0.7 * step, palette[cond])
-    ax.set_xticks([lv * 100 for lv in levels], [f"{lv * 100:g}%" for lv in levels])
-    ax.set_xlabel("inference noise scale")
+    ax.set_xticks([position[lv] for lv in levels], [_level_tick(lv, formats) for lv in levels],
+                  rotation=45 if len(levels) > 6 else 0, ha="right" if len(levels) > 6 else "center")
+    even = "" if _evenly_spaced(levels) else " (levels evenly spaced, not to scale)"
+    ax.set_xlabel(f"inference noise scale{even}")
     ax.set_ylabel("accuracy (%)")
     dots = "; dots: single training seeds" if seeds is not None else ""
-    ax.set_title(f"Accuracy vs inference noise\nmean with {interval_label(summary)}{dots}",
-                 fontsize="medium")
+    squares = "; squares: a number format, not a noise scale" if formats else ""
+    ax.set_title(f"Accuracy vs inference noise\nmean with {interval_label(summary)}{dots}"
+                 f"{squares}{_few_seeds(summary)}", fontsize="medium")
     _legend_below(fig, handles, [labels[c] for c in conditions])
     return _finish(fig, conditions, labels)
+
+
+def _few_seeds(summary: pd.DataFrame) -> str:
+    """A note when the intervals rest on few training seeds (a seed-random t interval from
+    2 seeds has 1 degree of freedom: t = 12.7 at 95 %, so it is honestly wide)."""
+    if "n_seeds" not in summary.columns:
+        return ""
+    n = _num(summary["n_seeds"])
+    n = n[np.isfinite(n)]
+    if not n.size or n.max() > 3:
+        return ""
+    return f"\nonly {int(n.max())} training seeds: intervals over seeds are wide"
+
+
+def _evenly_spaced(levels: list[float]) -> bool:
+    gaps = np.diff(levels)
+    return len(levels) < 3 or bool(np.allclose(gaps, gaps[0], rtol=0.05))
+
+
+def _positions(levels: list[float]) -> dict[float, float]:
+    """Where each level is drawn: at its value in percent when the levels are evenly spaced,
+    else at 0, 1, 2, ... times the mean gap (ticks name the true levels)."""
+    if _evenly_spaced(levels):
+        return {lv: lv * 100 for lv in levels}
+    gap = (levels[-1] - levels[0]) * 100 / (len(levels) - 1)
+    return {lv: levels[0] * 100 + i * gap for i, lv in enumerate(levels)}
+
+
+def _level_tick(level: float, formats: Mapping[str, str], suffix: str = "") -> str:
+    """``5%``, and below it, at a noisy level, each format condition's format."""
+    lines = [f"{level * 100:g}%{suffix}"]
+    if level > 0:
+        for c, f in formats.items():
+            lines += textwrap.wrap(f"{c}: {f}", 26, subsequent_indent="  ")
+    return "\n".join(lines)
 
 
 def _save(fig: Any, path: Path, **kwargs: Any) -> Path:
     import matplotlib.pyplot as plt
 
+    if "bbox_inches" not in kwargs:  # nothing drawn is cut at the figure's edge
+        kwargs.update(bbox_inches="tight", pad_inches=0.15)
     try:
         fig.savefig(path, dpi=_DPI, **kwargs)
     finally:
@@ -162,9 +221,12 @@ def _save(fig: Any, path: Path, **kwargs: Any) -> Path:
 def _finish(fig: Any, conditions: list[str], labels: Mapping[str, str]) -> Any:
     """Grow the figure by the height of the legend below the axes, then lay it out, so
     that long condition descriptions never squeeze the data."""
-    rows = -(-len(conditions) // 2) if len(conditions) > 1 else 1
-    lines = max((labels[c].count("\n") + 1 for c in conditions), default=1)
-    legend = 0.45 + 0.2 * rows * lines  # inches
+    texts = [labels[c] for c in conditions]
+    ncols = _ncols(texts)
+    # text lines of the legend: each row is as tall as its tallest entry
+    heights = [t.count("\n") + 1 for t in texts]
+    lines = sum(max(heights[i:i + ncols]) for i in range(0, len(heights), ncols))
+    legend = 0.5 + 0.19 * max(lines, 1)  # inches
     height = fig.get_figheight() + legend
     fig.set_figheight(height)
     fig.tight_layout(rect=(0, legend / height, 1, 1))
@@ -173,20 +235,23 @@ def _finish(fig: Any, conditions: list[str], labels: Mapping[str, str]) -> Any:
 
 def retention_figure(retention: pd.DataFrame, path: Path, *,
                      summary: pd.DataFrame | None = None, seeds: pd.DataFrame | None = None,
-                     descriptions: Mapping[str, str] | None = None) -> Path:
+                     descriptions: Mapping[str, str] | None = None,
+                     formats: Mapping[str, str] | None = None) -> Path:
     """Clean accuracy beside retention (noisy / clean accuracy), per condition.
 
     A high retention can come from a low clean accuracy with little left to lose; the left
     panel shows the clean accuracy each retention is relative to. Intervals carry the
     level of their table's ``ci_level``; dots are single training seeds when ``seeds`` is
     given. ``summary`` supplies the clean accuracy and its interval (without it, the
-    retention table's ``clean_accuracy`` is drawn without an interval).
+    retention table's ``clean_accuracy`` is drawn without an interval). ``formats``: as in
+    :func:`accuracy_figure` (the tick of a noisy level names each condition's format).
     """
-    return _save(_retention(retention, summary, seeds, descriptions), path)
+    return _save(_retention(retention, summary, seeds, descriptions, formats), path)
 
 
 def _retention(retention: pd.DataFrame, summary: pd.DataFrame | None,
-               seeds: pd.DataFrame | None, descriptions: Mapping[str, str] | None) -> Any:
+               seeds: pd.DataFrame | None, descriptions: Mapping[str, str] | None,
+               formats: Mapping[str, str] | None = None) -> Any:
     plt, sns = _pyplot()
     conditions = _conditions(summary, retention)
     palette = _palette(sns, conditions)
@@ -210,7 +275,11 @@ def _retention(retention: pd.DataFrame, summary: pd.DataFrame | None,
         if seeds is not None and {"condition", "eval_noise", "accuracy"} <= set(seeds.columns):
             s = _of(seeds, cond, eval_noise=0.0)
             _seed_points(left, i, _num(s["accuracy"]) * 100, 0.35, "black")
-    left.set_xticks(range(len(conditions)), conditions)
+    # names wider than their panel (about 0.085 in a character) collide: slant them
+    panel = 10.5 * 0.8 / (1 + max(len(levels), 1))
+    slanted = sum(0.085 * len(c) + 0.15 for c in conditions) > panel
+    left.set_xticks(range(len(conditions)), conditions, rotation=45 if slanted else 0,
+                    ha="right" if slanted else "center")
     left.set_ylabel("clean accuracy (%)")
     left.set_ylim(0, 100)
     clean_ci = interval_label(summary) if summary is not None else "no interval"
@@ -230,7 +299,13 @@ def _retention(retention: pd.DataFrame, summary: pd.DataFrame | None,
                 v = s.loc[np.isclose(s["eval_noise"].astype(float), level), "retention"]
                 _seed_points(right, xs, _num(v) * 100, 0.5 * width, "black")
     right.axhline(100, color="grey", linewidth=0.8, linestyle="--")
-    right.set_xticks(range(len(levels)), [f"{lv * 100:g}% noise" for lv in levels])
+    formats = {c: f for c, f in (formats or {}).items() if c in conditions}
+    many = len(levels) > 4  # a sweep: slanted ticks that do not run into each other
+    right.set_xticks(range(len(levels)), [_level_tick(lv, formats, "" if many else " noise")
+                                          for lv in levels],
+                     rotation=45 if many else 0, ha="right" if many else "center")
+    if many:
+        right.set_xlabel("inference noise scale")
     right.set_ylabel("retention (% of clean accuracy)")
     # bars encode length: a truncated axis would exaggerate the differences
     right.set_ylim(0.0, max(105.0, float(np.nanmax(_upper(retention))) * 100 + 5))
@@ -304,7 +379,12 @@ def _dose(summary: pd.DataFrame, curves: pd.DataFrame, thresholds: pd.DataFrame,
     positive = _num(summary["eval_noise"])
     positive = positive[positive > 0]
     lowest = float(positive.min()) if positive.size else 1e-3
+    highest = max(float(positive.max()) if positive.size else 1, 1e-9)
     clean_x = lowest / 4  # where scale 0 is drawn, left of the log axis
+    # conditions dodged by a fixed share of the axis (in decades), so that their points and
+    # intervals sit side by side at any grid
+    decades = np.log10(highest * 1.6) - np.log10(clean_x / 1.6)
+    dodge = 10 ** (0.018 * decades)
     fig, ax = plt.subplots(figsize=(7.2, 4.6))
     handles = []
 
@@ -313,42 +393,49 @@ def _dose(summary: pd.DataFrame, curves: pd.DataFrame, thresholds: pd.DataFrame,
 
     for i, cond in enumerate(conditions):
         color = palette[cond]
+        shift = i - (len(conditions) - 1) / 2
         d = _of(summary, cond).sort_values("eval_noise")
-        x = at(_num(d["eval_noise"])) * (1 + 0.04 * (i - (len(conditions) - 1) / 2))
+        x = at(_num(d["eval_noise"])) * dodge ** shift
         if {"ci_low", "ci_high"} <= set(d.columns):
-            _intervals(ax, x, _num(d["ci_low"]) * 100, _num(d["ci_high"]) * 100, color, 0.0)
-        (h,) = ax.plot(x, _num(d["accuracy"]) * 100, "o", markersize=5, color=color, zorder=4)
+            # thin and light: with few seeds they are honestly wide, and must not hide the
+            # points, the curve and its band
+            low, high = _num(d["ci_low"]) * 100, _num(d["ci_high"]) * 100
+            ok = np.isfinite(low) & np.isfinite(high)
+            ax.vlines(x[ok], low[ok], high[ok], color=color, linewidth=0.9, alpha=0.45,
+                      zorder=3, gid=f"{cond}:intervals")
+        (h,) = ax.plot(x, _num(d["accuracy"]) * 100, "o", markersize=6, color=color,
+                       markeredgecolor="white", markeredgewidth=0.6, zorder=6)
         handles.append(h)
         c = _of(curves, cond).sort_values("eval_noise") if not curves.empty else curves
         c = c[_num(c["eval_noise"]) > 0] if not c.empty else c
         if not c.empty:
             cx = _num(c["eval_noise"])
-            ax.plot(cx, _num(c["estimate"]) * 100, color=color, linewidth=1.5, zorder=3)
+            ax.plot(cx, _num(c["estimate"]) * 100, color=color, linewidth=1.5, zorder=4)
             ax.fill_between(cx, _num(c["ci_low"]) * 100, _num(c["ci_high"]) * 100,
-                            color=color, alpha=0.18, linewidth=0, zorder=2)
+                            color=color, alpha=0.15, linewidth=0, zorder=2)
         t = _of(thresholds, cond)
         if not t.empty and np.isfinite(_float(t["estimate"].iloc[0])):
             est = _float(t["estimate"].iloc[0])
             level = (1 - _float(t["drop"].iloc[0])) * _float(
-                t["fitted_clean_accuracy"].iloc[0]) * 100
+                t["fitted_clean_accuracy"].iloc[0]) * 100 + 1.5 * shift  # bars side by side
             ax.axvline(est, color=color, linestyle="--", linewidth=1.0, zorder=1)
             low, high = _float(t["ci_low"].iloc[0]), _float(t["ci_high"].iloc[0])
             if np.isfinite(low):
-                ax.hlines(level, low, high if np.isfinite(high) else ax.get_xlim()[1],
+                ax.hlines(level, low, high if np.isfinite(high) else highest * 1.6,
                           color=color, linewidth=3, alpha=0.7, zorder=5)
-            ax.plot([est], [level], "D", color=color, markersize=7, zorder=6,
+            ax.plot([est], [level], "D", color=color, markersize=7, zorder=7,
                     markeredgecolor="white")
     ax.set_xscale("log")
-    ticks = [clean_x, *[t for t in ax.get_xticks() if lowest / 1.5 <= t]]
-    ax.set_xlim(clean_x / 1.6, max(float(positive.max()) if positive.size else 1, 1e-9) * 1.6)
+    ax.set_xlim(clean_x / 1.6, highest * 1.6)
+    ticks = [clean_x, *[t for t in ax.get_xticks() if lowest / 1.5 <= t <= highest * 1.6]]
     ax.set_xticks(ticks, ["0 (clean)", *[f"{t:g}" for t in ticks[1:]]])
     ax.axvline(np.sqrt(clean_x * lowest), color="0.6", linewidth=0.8, linestyle=":")
+    ax.set_ylim(-2, 102)
     ax.set_xlabel("inference noise scale (log)")
     ax.set_ylabel("accuracy (%)")
     drop = _float(thresholds["drop"].iloc[0]) if not thresholds.empty else float("nan")
-    ax.set_title(f"Dose-response: points with {interval_label(summary)}, fitted curve with "
-                 f"its band;\ndiamond: scale of a {drop:.0%} accuracy drop, bar: its "
-                 f"{interval_label(thresholds)}", fontsize="medium")
+    ax.set_title(f"Dose-response: points with {interval_label(summary)} (thin lines), fitted "
+                 f"curve with its band;\ndiamond: scale of a {drop:.0%} accuracy drop, bar: "
+                 f"its {interval_label(thresholds)}{_few_seeds(summary)}", fontsize="medium")
     _legend_below(fig, handles, [labels[c] for c in conditions])
     return _finish(fig, conditions, labels)
-

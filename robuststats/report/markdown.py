@@ -28,6 +28,7 @@ from robuststats.report._injections import injection_section
 from robuststats.report._views import (
     HYPOTHESIS_HEADERS,
     condition_descriptions,
+    condition_formats,
     hypothesis_rows,
     records,
 )
@@ -145,7 +146,7 @@ def write_report(outdir: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping
     t = {name: normalize_table(name, df, confidence_level=level)
          for name, df in tables.items() if df is not None}
     descriptions = condition_descriptions(meta)
-    figs = _figures(outdir / "figures", t, descriptions)
+    figs = _figures(outdir / "figures", t, descriptions, condition_formats(meta))
 
     parts = [f"# {meta.get('study', 'study')} — results {meta.get('label', '')}\n"]
     if is_analysis_only(meta):
@@ -183,7 +184,8 @@ def write_report(outdir: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping
 
 
 def _figures(figdir: Path, t: Mapping[str, pd.DataFrame],
-             descriptions: Mapping[str, str]) -> dict[str, str]:
+             descriptions: Mapping[str, str],
+             formats: Mapping[str, str] | None = None) -> dict[str, str]:
     """Draw every figure the tables allow; name -> path relative to the report."""
     figdir.mkdir(exist_ok=True)
     out = {}
@@ -191,11 +193,11 @@ def _figures(figdir: Path, t: Mapping[str, pd.DataFrame],
     seeds = seeds if seeds is not None and not seeds.empty else None
     if summary is not None and not summary.empty:
         accuracy_figure(summary, figdir / "accuracy_vs_noise.png", seeds=seeds,
-                        descriptions=descriptions)
+                        descriptions=descriptions, formats=formats)
         out["summary"] = "figures/accuracy_vs_noise.png"
     if retention is not None and not retention.empty:
         retention_figure(retention, figdir / "retention.png", summary=summary, seeds=seeds,
-                         descriptions=descriptions)
+                         descriptions=descriptions, formats=formats)
         out["retention"] = "figures/retention.png"
     hyp = t.get("hypotheses")
     if hyp is not None and not hyp.empty:

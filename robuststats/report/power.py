@@ -80,8 +80,11 @@ def power_figure(
     data = curve.assign(**{hue_title: curve[hue].map(label)})
     fig, ax = plt.subplots(figsize=(8, 4.5))
     sns.lineplot(data=data, x=x, y="power", hue=hue_title, ax=ax, palette="viridis")
-    if target is not None:
+    if target is not None:  # labelled: a dashed line alone does not say what it is
         ax.axhline(target, color="grey", linestyle="--", linewidth=1)
+        ax.annotate(f"target power {target:g}", (1.0, target), xycoords=("axes fraction",
+                    "data"), xytext=(-4, 3), textcoords="offset points", ha="right",
+                    va="bottom", color="grey", fontsize=8, gid="target")
     if pool_size and pool_size <= float(curve[x].max()):
         ax.axvline(pool_size, color="firebrick", linestyle=":", linewidth=1)
         ax.text(pool_size, 0.03, f"item pool {pool_size} ", color="firebrick", rotation=90,

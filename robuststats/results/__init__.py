@@ -6,7 +6,7 @@ Never imports torch.
 from __future__ import annotations
 
 from robuststats.outcomes import cell_digest, cell_digests, cell_key
-from robuststats.results._diff import TABLE_KEYS, diff_versions
+from robuststats.results._diff import TABLE_KEYS, DiffSummary, diff_versions, summarize_diff
 from robuststats.results._manifest import Manifest
 from robuststats.results._seal import INDEX, seal_problem
 from robuststats.results._store import MANIFEST, ResultStore, ResultVersion, seal, sha256_file
@@ -28,6 +28,7 @@ __all__ = [
     "TABLE_KEYS",
     "ResultStore",
     "ResultVersion",
+    "DiffSummary",
     "VerifyReport",
     "cell_digest",
     "cell_digests",
@@ -40,6 +41,7 @@ __all__ = [
     "read_tables",
     "seal",
     "seal_problem",
+    "summarize_diff",
     "sha256_file",
     "verify",
 ]

@@ -76,3 +76,46 @@ def test_groups_keep_the_order_of_their_options() -> None:
         opts.option("--b"), opts.option("--c")]), opts.option("--d")])
     assert parser.format_usage() == "usage: x [--a A] [--b B] [--c C] [--d D]\n"
     assert "g:\n  about g\n\n  --b B\n  --c C" in parser.format_help()
+
+
+def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """``parser`` and every (sub)command parser below it."""
+    out = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                out += _parsers(sub)
+    return out
+
+
+def test_no_parser_takes_abbreviations() -> None:
+    parsers = _parsers(build_parser())
+    assert len(parsers) > 12  # the commands and the results actions
+    assert all(p.allow_abbrev is False for p in parsers)
+
+
+@pytest.mark.parametrize(("argv", "line"), [
+    # the regression: `--seed 2` was silently taken as `--seeds 2`
+    (["study", "studies/e8_smoke.yaml", "--seed", "2", "--check"],
+     "robuststats study: error: unrecognized arguments: --seed 2 (did you mean '--seeds'?)"),
+    (["study", "studies/e8_smoke.yaml", "--chek"],
+     "robuststats study: error: unrecognized arguments: --chek (did you mean '--check'?)"),
+    (["results", "diff", "a", "b", "--rtl=1"],
+     "robuststats results diff: error: unrecognized arguments: --rtl=1 (did you mean "
+     "'--rtol'?)"),
+    (["power", "--zzzzzz"], "robuststats power: error: unrecognized arguments: --zzzzzz (see"),
+    # a misspelt command or choice: argparse's message, and the nearest choice
+    (["stdy"], "robuststats: error: argument COMMAND: invalid choice: 'stdy' (choose from "),
+    (["results", "lst"], "robuststats results: error: argument ACTION: invalid choice: 'lst'"),
+])
+def test_an_unknown_flag_gets_one_line_with_the_nearest_flag(argv, line, capsys) -> None:
+    from robuststats.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(line), err
+    hint = {"stdy": "study", "lst": "list"}.get(argv[-1])
+    if hint:
+        assert f"(did you mean '{hint}'?) (see " in err, err

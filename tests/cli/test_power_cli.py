@@ -643,3 +643,27 @@ def test_fuzzed_argument_vectors_never_give_a_traceback(main, capsys, flags, dat
         assert err.startswith("robuststats power: error: ") and "--" in err, (argv, err)
     elif "--format" in argv and argv[argv.index("--format") + 1] == "json":
         json.loads(out)
+
+
+def test_plot_labels_its_target_line(tmp_path: Path, monkeypatch) -> None:
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from robuststats.report.power import power_figure
+
+    kept = []
+    monkeypatch.setattr(plt, "close", kept.append)  # keep the figure to look at it
+    curve = pd.DataFrame({"n": [10, 100, 1000] * 2, "power": [0.1, 0.5, 0.9, 0.05, 0.3, 0.7],
+                          "discordance": [0.1] * 3 + [0.2] * 3})
+    power_figure(curve, tmp_path / "p.png", x="n", hue="discordance", hue_title="π_D",
+                 target=0.8, in_use=0.2)
+    (fig,) = kept
+    try:
+        ax = fig.axes[0]
+        (note,) = [t for t in ax.texts if t.get_gid() == "target"]
+        assert note.get_text() == "target power 0.8"
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == ["0.1", "0.2 (in use)"]
+        assert len(ax.get_lines()) >= 3  # two curves and the target
+    finally:
+        monkeypatch.undo()
+        plt.close(fig)

@@ -296,3 +296,64 @@ def test_verify_names_cells_that_changed(tmp_path: Path, capsys) -> None:
     (v.path / "manifest.json").write_text(json.dumps(manifest))
     assert main([*root, "verify", "demo"]) == 1
     assert "demo/v1: cell changed in outcomes.parquet: A__s0__n0__ns0" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("action", ["list", "show", "verify", "diff"])
+def test_every_action_has_a_description(action: str, capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["results", action, "--help"])
+    _, _, rest = capsys.readouterr().out.partition("\n\n")
+    description = rest.split("\n\n")[0]
+    assert not description.startswith(("positional arguments", "options")), description
+    assert len(description.split()) >= 15, description
+
+
+def test_diff_of_the_committed_e8_versions_leads_with_a_summary(capsys) -> None:
+    """v1 (BCa bootstrap) against v2 (seed-random t): the same cells, the same hypothesis
+    verdicts, decision tests that no longer reject; the largest change is listed first
+    with both intervals, and the 508 raw rows only behind --all."""
+    root = ["results", "--root", str(ROOT / "results")]
+    assert main([*root, "diff", "e8_matrix/v1", "e8_matrix/v2"]) == 1
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].startswith("e8_matrix/v1 vs e8_matrix/v2: 508 difference(s) (summary 73,")
+    assert "hypothesis verdicts: all 6 the same" in out
+    assert re.search(r"^decision test +E8a − E8b at 0% noise +differ +no difference shown$",
+                     out, re.M)
+    # H4's change, with the interval of each version (pp, level from the data)
+    assert re.search(r"^hypothesis a − b +H4 +-23\.7 \[-30\.1, -13\.5\] 99\.17% +"
+                     r"-21\.6 \[-41\.6, -1\.6\] 99\.17% +\+2\.1$", out, re.M)
+    changes = [float(m) for m in re.findall(r" ([+-]\d+\.\d)$", out, re.M)]
+    assert len(changes) == 10 and changes[0] == 3.5
+    assert [abs(c) for c in changes] == sorted((abs(c) for c in changes), reverse=True)
+    assert "the same cells in both versions" in out
+    assert len(lines) < 50 and "seed_sd" not in out  # the raw rows are not printed
+    assert main([*root, "diff", "e8_matrix/v1", "e8_matrix/v2", "--all", "--top", "3"]) == 1
+    full = capsys.readouterr().out
+    assert "seed_sd" in full and len(full.splitlines()) > 508
+    assert main([*root, "diff", "e8_matrix/v1", "e8_matrix/v2", "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["differences"]) == 508 and data["cells_added"] == []
+    assert data["differences_per_table"]["tests"] == 231
+    top = data["largest_estimate_changes"][0]
+    assert top["change"] == pytest.approx(0.0352) and top["b_ci_level"] == 0.95
+
+
+def test_diff_names_cells_added_and_missing(tmp_path: Path, capsys) -> None:
+    def version(cells: list[str], acc: float) -> None:
+        def writer(path: Path) -> None:
+            _hypotheses(acc).to_parquet(path / "hypotheses.parquet")
+        ResultStore(tmp_path).write("demo", writer, {
+            "cells": {c: {"sha256": "0" * 64, "rows": 1} for c in cells}})
+    version(["A__s0__n0__ns0", "A__s1__n0__ns0"], 0.8)
+    version(["A__s0__n0__ns0", "B__s0__n0__ns0"], 0.85)
+    version(["A__s0__n0__ns0"], 0.85)
+    # identical tables, one cell fewer: still said
+    assert main(["results", "--root", str(tmp_path), "diff", "demo/v2", "demo/v3"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "demo/v2 and demo/v3: tables identical",
+        "  1 missing (only in demo/v2): B__s0__n0__ns0"]
+    assert main(["results", "--root", str(tmp_path), "diff", "demo/v1", "demo/v2"]) == 1
+    out = capsys.readouterr().out
+    assert "1 added (only in demo/v2): B__s0__n0__ns0" in out
+    assert "1 missing (only in demo/v1): A__s1__n0__ns0" in out

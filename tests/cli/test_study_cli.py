@@ -37,10 +37,31 @@ def test_bad_study_file_is_a_one_line_error_with_exit_2(tmp_path: Path, capsys, 
     path = tmp_path / "s.yaml"
     path.write_text(body)
     assert main(["study", str(path)]) == 2
-    err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1
-    assert err.startswith("robuststats study: error: ")
-    assert re.search(message, err)
+    first, *also = capsys.readouterr().err.strip().splitlines()
+    assert first.startswith("robuststats study: error: ")
+    assert re.search(message, first)
+    # the keys the file also lacks (task, conditions, ...) are listed below, one line each
+    assert f"({len(also)} more problem(s), listed below)" in first
+    assert also and all(re.fullmatch(r"  also: \w+: required key is missing\.",
+                                     line) for line in also), also
+
+
+def test_a_file_with_several_problems_lists_every_one(tmp_path: Path, capsys) -> None:
+    """The error line names the first problem (a misspelt key first) and counts the others;
+    each other problem follows on its own line with its key and line."""
+    path = tmp_path / "s.yaml"
+    path.write_text("name: bad\nversion: 1\ntask: {name: arithmetic}\nseeds: 0\n"
+                    "conditions:\n  A: {train_noise: null}\nevaluation:\n"
+                    "  noise_levels: [0, 2.5]\n  batch_sise: 4\n")
+    assert main(["study", str(path), "--check"]) == 2
+    first, *rest = capsys.readouterr().err.splitlines()
+    assert first == (f"robuststats study: error: {path}: evaluation.batch_sise (line 9): "
+                     "unknown key; did you mean 'batch_size'? (2 more problem(s), listed "
+                     "below)")
+    assert sorted(rest) == [
+        "  also: evaluation.noise_levels (line 8): each noise level must lie in [0, 1), "
+        "got 2.5.",
+        "  also: seeds (line 4): a count must be >= 1, got 0."]
 
 
 def test_bad_flag_value_exits_2(capsys) -> None:

@@ -57,6 +57,14 @@ def test_help_lists_diagnose(capsys: pytest.CaptureFixture[str]) -> None:
     assert "diagnose" in capsys.readouterr().out
 
 
+def test_help_says_where_it_writes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["diagnose", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "written to OUT/<study>.diagnose/v<N>/ (default results/, relative to the " \
+           "current directory)" in out
+
+
 @pytest.mark.parametrize(("flags", "message"), [
     (["--levels", "layr"], "argument --levels: unknown level 'layr' (did you mean 'layer'?)"),
     (["--levels", "layer,layer"], "argument --levels: levels must be distinct"),
@@ -173,8 +181,14 @@ def test_full_run_writes_a_version_and_reuses_models(
     argv = ["diagnose", str(path), "--runs", str(tmp_path / "runs"), "--out",
             str(tmp_path / "out"), "--seeds", "1", "--no-progress", "--format", "json"]
     assert main(argv) == 0
-    data = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
     assert data["version"] == "tiny_probe.diagnose/v1"
+    # where it writes is said before any compute, with the absolute paths
+    assert captured.err.splitlines()[0] == (
+        f"robuststats diagnose: writing a new version under "
+        f"{(tmp_path / 'out').resolve()}/tiny_probe.diagnose/ (--out) and models and "
+        f"evaluations under {(tmp_path / 'runs').resolve()}/tiny_probe/ (--runs)")
     levels = {r["level"] for r in data["targets"]}
     assert levels == {"operator", "layer", "window"}
     assert [r["target"] for r in data["avalanche"]] and len(data["avalanche"]) == 2

@@ -66,6 +66,66 @@ def test_clean_evaluation_runs_once_and_noise_stays_in_its_target(planted) -> No
     assert len(probe.outcomes) == 40 * 7
 
 
+def test_heatmap_shows_every_target_with_its_interval(planted, tmp_path) -> None:
+    """Layers × (alone, each window): every cell carries its drop and interval, each window
+    is outlined once over its layers, nothing is clipped, and the figure is large enough to
+    read (the old one was about 280 × 230 px with its title cut)."""
+    import matplotlib.image as mpimg
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    from robuststats.diagnose._heatmap import figure, heatmap
+
+    _, _, _, _, diagnosis = planted
+    t = diagnosis.table
+    fig = figure(diagnosis)
+    try:
+        ax = fig.axes[0]  # no operator level in this probe: the grid alone
+        cells = [x.get_text() for x in ax.texts]
+        n_layer, n_window = (t["level"] == "layer").sum(), (t["level"] == "window").sum()
+        assert len(cells) == n_layer + n_window == 4 + 2
+        assert all("\n[" in c for c in cells)  # an interval in every cell
+        top = t[t["target"] == f"layer:{PLANTED}"].iloc[0]
+        assert any(c.startswith(f"{100 * top['estimate']:+.1f}*\n") for c in cells)  # starred
+        outlines = [p for p in ax.patches if isinstance(p, Rectangle) and not p.get_fill()]
+        assert sorted(p.get_height() for p in outlines) == [3, 3]  # two windows of 3 layers
+        assert [x.get_text() for x in ax.get_xticklabels()] == [
+            "layer\nalone", "window\nL0-2", "window\nL1-3"]
+        colorbar = fig.axes[1]
+        assert colorbar.get_xlabel() == "accuracy drop, clean − noisy (pp)"
+        assert "95% CI" in fig.get_suptitle() and "clean accuracy" in fig.get_suptitle()
+    finally:
+        plt.close(fig)
+    img = mpimg.imread(heatmap(diagnosis, tmp_path / "h.png"))
+    assert img.shape[1] >= 600 and img.shape[0] >= 400
+
+
+def test_heatmap_draws_the_operator_level(planted) -> None:
+    from dataclasses import replace
+
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from robuststats.diagnose._heatmap import figure
+
+    _, _, _, _, diagnosis = planted
+    t = diagnosis.table
+    ops = t[t["level"] == "layer"].head(3).assign(
+        level="operator", target=["op:linear", "op:softmax", "op:silu"],
+        label=["linear", "softmax", "silu"], layers="all")
+    fig = figure(replace(diagnosis, table=pd.concat([t, ops], ignore_index=True)))
+    try:
+        ax_ops = fig.axes[0]
+        assert [x.get_text() for x in ax_ops.get_yticklabels()] == list(
+            ops.sort_values("estimate")["label"])
+        (bars,) = [c for c in ax_ops.collections if c.get_gid() == "operator:intervals"]
+        assert len(bars.get_segments()) == 3
+        filled = [ln for ln in ax_ops.get_lines() if ln.get_gid() == "operator:significant"]
+        assert len(filled[0].get_xdata()) == int(ops["significant"].sum())
+    finally:
+        plt.close(fig)
+
+
 def test_protection_plan_and_sensitivity_file(planted, tmp_path) -> None:
     from dataclasses import replace
 

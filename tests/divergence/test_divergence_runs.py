@@ -126,3 +126,38 @@ def test_modules_filter_keeps_residual_only(qwen):
     assert set(div.modules["module_type"]) == {"residual"}
     assert set(div.modules["mode"]) == {"accumulated"}
     assert div.fit.verdict is None
+
+
+def test_depth_figure_draws_the_predictions_and_the_residual_interval(qwen, tmp_path):
+    """The figure shows what the report's verdict weighs: the measured residual stream with
+    its interval (error bars and a band), its local error and the additive, quadrature and
+    compounding predictions, at the depth table's values."""
+    import matplotlib.pyplot as plt
+
+    from robuststats.divergence._report import _depth, depth_figure
+
+    model, tok, texts = qwen
+    div = compare_runs(model, tok, texts[:6], reference="fp32", candidate="bf16", batch_size=6)
+    fig = _depth(div)
+    try:
+        residual, types, mape = fig.axes[:3]
+        depth = div.depth.sort_values("layer")
+        for column in ("additive", "quadrature", "compounding"):
+            (line,) = [ln for ln in residual.get_lines()
+                       if ln.get_gid() == f"prediction:{column}"]
+            assert np.allclose(line.get_ydata(), depth[column].to_numpy(float))
+        (band,) = [c for c in residual.collections if c.get_gid() == "residual:band"]
+        assert band.get_alpha() >= 0.2
+        from matplotlib.collections import LineCollection
+
+        bars = [c for c in residual.collections if isinstance(c, LineCollection)]
+        assert bars and len(bars[0].get_segments()) == div.n_layers  # one error bar a layer
+        labels = residual.get_legend().get_texts()
+        assert {t.get_text().split(":")[0] for t in labels} >= {
+            "additive", "quadrature", "compounding", "local", "measured (95% CI)"}
+        assert types.get_yscale() == "log" and "MAPE" in mape.get_ylabel()
+        assert "module type" in fig.legends[0].get_title().get_text()
+    finally:
+        plt.close(fig)
+    path = depth_figure(div, tmp_path / "depth.png")
+    assert path.read_bytes()[:4] == b"\x89PNG"

@@ -5,7 +5,8 @@ The contract every input must keep (issue 10, "Inputs that cannot crash"):
 * no exception other than ``SystemExit`` escapes :func:`robuststats.cli.main`;
 * the exit code is 0, or 2 for an invalid input (1 only where a command documents it:
   ``results verify``/``diff`` report a difference, ``study`` a failed cell);
-* an error is exactly one line on stderr, ``robuststats COMMAND: error: ...``;
+* an error is exactly one line on stderr, ``robuststats COMMAND: error: ...`` (a file with
+  several problems: that line, then one indented ``  also: ...`` line per other problem);
 * nothing hangs: each call runs under a wall-clock limit (:data:`CASE_SECONDS`).
 """
 
@@ -80,9 +81,13 @@ def check_contract(outcome: Outcome, *, may_exit_1: bool = False) -> None:
     assert outcome.code in allowed, f"exit {outcome.code} from {list(outcome.argv)!r}: " \
                                     f"{outcome.stderr!r}"
     if outcome.code == 2:
+        # one error line; a file with several problems lists the others below it, each on
+        # an indented `  also: ` line, and says so on the error line
         lines = outcome.error_lines
-        assert len(lines) == 1, f"{list(outcome.argv)!r} wrote {len(lines)} error lines: " \
-                                f"{outcome.stderr!r}"
+        also = [line for line in lines[1:] if line.startswith("  also: ")]
+        assert len(lines) == 1 + len(also), f"{list(outcome.argv)!r} wrote {len(lines)} " \
+                                            f"error lines: {outcome.stderr!r}"
+        assert not also or f"({len(also)} more problem(s), listed below)" in lines[0], lines
         assert lines[0].startswith("robuststats"), lines[0]
         assert ": error: " in lines[0], lines[0]
 

@@ -216,3 +216,111 @@ def test_condition_names_that_are_numbers() -> None:
         assert [round(p.get_height(), 3) for p in fig.axes[1].patches] == [62.5, 85.7]
     finally:
         _close(fig)
+
+
+# ------------------------------------------------ the figures of the committed versions
+ROOT = PACKAGE.parent
+
+
+def _committed(label: str) -> tuple[dict, dict]:
+    from robuststats.results import ResultStore, read_tables
+
+    v = ResultStore(ROOT / "results").get(label)
+    t = read_tables(v)
+    for extra in ("thresholds", "dose_curves"):
+        if (v.path / f"{extra}.parquet").is_file():
+            t[extra] = pd.read_parquet(v.path / f"{extra}.parquet")
+    return t, v.manifest
+
+
+def _inside_saved_image(fig) -> bool:
+    """Every text artist lies inside what ``bbox_inches="tight"`` saves."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    tight = fig.get_tightbbox(renderer)
+    for text in fig.findobj(lambda a: hasattr(a, "get_text") and a.get_visible()):
+        if not text.get_text() or not hasattr(text, "get_window_extent"):
+            continue
+        box = text.get_window_extent(renderer).transformed(fig.dpi_scale_trans.inverted())
+        if box.width and not (tight.x0 - 1e-6 <= box.x0 and box.x1 <= tight.x1 + 1e-6):
+            return False
+    return True
+
+
+def test_seed002_names_its_formats_and_its_conditions() -> None:
+    """seed002: the legend says "condition" (nvfp4 and static are evaluation error models,
+    not training conditions); nvfp4's noisy point is a square and the 5 % tick names the
+    format; every label is inside the saved image."""
+    from robuststats.report import condition_descriptions, condition_formats
+
+    t, manifest = _committed("seed002_nvfp4/v1")
+    formats = condition_formats(manifest)
+    assert formats == {"nvfp4": "NVFP4 weights (W4A16), lm_head kept"}
+    fig = _accuracy(t["summary"], t["seeds"], condition_descriptions(manifest), formats)
+    try:
+        (legend,) = fig.legends
+        assert legend.get_title().get_text() == "condition"
+        assert "training condition" not in _texts(fig)
+        (square,) = _by_gid(fig, "nvfp4:format")
+        assert square.get_marker() == "s" and len(square.get_xdata()) == 1
+        ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+        assert ticks[0] == "0%" and ticks[1].startswith("5%\nnvfp4: NVFP4 weights")
+        assert "squares: a number format, not a noise scale" in fig.axes[0].get_title()
+        assert _inside_saved_image(fig)
+    finally:
+        _close(fig)
+    fig = _retention(t["retention"], t["summary"], t["seeds"], None, formats)
+    try:
+        (tick,) = [t.get_text() for t in fig.axes[1].get_xticklabels()]
+        assert tick.startswith("5% noise\nnvfp4: NVFP4 weights")
+    finally:
+        _close(fig)
+
+
+def test_uneven_levels_are_drawn_evenly_spaced_and_say_so() -> None:
+    t, _ = _committed("dose_response/v1")
+    fig = _accuracy(t["summary"], t["seeds"], None)
+    try:
+        ax = fig.axes[0]
+        ticks = ax.get_xticks()
+        assert len(ticks) == 11 and np.allclose(np.diff(ticks), np.diff(ticks)[0])
+        assert ax.get_xticklabels()[-1].get_text() == "30%"
+        assert "evenly spaced, not to scale" in ax.get_xlabel()
+        # 2 seeds: the title says why the intervals are wide
+        assert "only 2 training seeds" in ax.get_title()
+    finally:
+        _close(fig)
+    fig = _retention(t["retention"], t["summary"], t["seeds"], None)
+    try:  # ten levels and long names: slanted, so that no tick runs into the next
+        left, right = fig.axes[:2]
+        assert [x.get_rotation() for x in right.get_xticklabels()] == [45.0] * 10
+        assert [x.get_rotation() for x in left.get_xticklabels()] == [45.0] * 2
+        assert right.get_xticklabels()[0].get_text() == "0.1%"
+    finally:
+        _close(fig)
+
+
+def test_dose_response_dodges_conditions_and_keeps_intervals_light(tmp_path: Path) -> None:
+    from robuststats.report.figures import _dose, dose_response_figure
+
+    t, _ = _committed("dose_response/v1")
+    fig = _dose(t["summary"], t["dose_curves"], t["thresholds"], None)
+    try:
+        ax = fig.axes[0]
+        points = [line for line in ax.get_lines() if line.get_marker() == "o"]
+        assert len(points) == 2
+        # the clean point of each condition: side by side, 1.8 % of the axis apart (log)
+        x0 = sorted(float(p.get_xdata()[0]) for p in points)
+        lo, hi = np.log10(ax.get_xlim())
+        assert (np.log10(x0[1]) - np.log10(x0[0])) / (hi - lo) == pytest.approx(0.018)
+        for cond in ("all_ops", "matmul"):
+            (bars,) = _by_gid(fig, f"{cond}:intervals")
+            assert bars.get_alpha() < 0.5 and bars.get_linewidth()[0] < 1.2
+            assert len(bars.get_segments()) == 9  # one per level, none dropped
+        assert ax.get_ylim() == (-2, 102)
+        assert "only 2 training seeds" in ax.get_title()
+    finally:
+        _close(fig)
+    w, h = _png(dose_response_figure(t["summary"], t["dose_curves"], t["thresholds"],
+                                     tmp_path / "d.png"))
+    assert w > 700 and h > 500
