@@ -28,6 +28,9 @@ _EXPORTS: dict[str, str] = {
     "paired_variance": "robuststats.stats._contrast_variance",
     "unpaired_variance": "robuststats.stats._contrast_variance",
     "DiscordanceEstimate": "robuststats.stats._discordance",
+    "Estimability": "robuststats.stats._estimability",
+    "clip_interval": "robuststats.stats._estimability",
+    "retention_estimability": "robuststats.stats._estimability",
     "estimate_discordance": "robuststats.stats._discordance",
     "estimate_icc": "robuststats.stats._discordance",
     "PilotPairs": "robuststats.stats._discordance",
@@ -110,6 +113,11 @@ if TYPE_CHECKING:  # static analysers see the real names
         estimate_discordance,
         estimate_icc,
         read_pilot,
+    )
+    from robuststats.stats._estimability import (  # noqa: F401
+        Estimability,
+        clip_interval,
+        retention_estimability,
     )
     from robuststats.stats._hypotheses import (  # noqa: F401
         Hypothesis,
