@@ -50,7 +50,8 @@ def test_retention_of_a_near_zero_clean_accuracy_is_not_estimable() -> None:
     low, high = ret.loc["low"], ret.loc["high"]
     assert math.isnan(low["retention"]) and math.isnan(low["ci_low"])
     assert math.isnan(low["ci_high"]) and math.isnan(low["seed_sd"])
-    assert low["ci_method"].startswith("none, not estimable: the clean accuracy, 5 %")
+    assert low["ci_method"].startswith("none, not estimable: the clean accuracy of 1 of 2 "
+                                       "training seeds (lowest 0 % of 40 items)")
     assert "Fieller's g" in low["ci_method"]
     # the accuracies behind it are still reported
     assert (low["clean_accuracy"], low["noisy_accuracy"]) == (0.05, 0.025)

@@ -34,28 +34,50 @@ def test_one_seed_g_is_fiellers_with_the_item_t() -> None:
     assert retention_estimability(_one_seed(4)).g == pytest.approx(0.9441, abs=1e-3)
 
 
-def test_g_of_one_is_the_clean_interval_reaching_zero() -> None:
+def test_every_seed_must_carry_its_ratio() -> None:
     rng = np.random.default_rng(3)
     for _ in range(200):
         k, n = rng.integers(2, 6), rng.integers(5, 60)
         clean = (rng.random((k, n)) < rng.uniform(0.01, 0.4)).astype(float)
         if clean.mean() == 0:
             continue
-        cv = crossed_variance(clean)
-        if cv.variance == 0:
-            continue
-        low = clean.mean() - cv.reference.critical(0.95) * math.sqrt(cv.variance)
         judged = retention_estimability(clean, confidence_level=0.95)
-        # Fieller's set is bounded exactly when the denominator's interval excludes 0
-        assert judged.estimable == bool(low > 0), (judged, low)
+        per_seed = [retention_estimability(row, confidence_level=0.95) for row in clean]
+        # Fieller's set of each seed's ratio is bounded exactly when that seed's clean
+        # interval (mean ± t·se over its items) excludes 0
+        for row, seed in zip(clean, per_seed):
+            if row.mean() > 0 and np.var(row) > 0:
+                q = crossed_variance(row[None, :]).reference.critical(0.95)
+                low = row.mean() - q * math.sqrt(np.var(row, ddof=1) / n)
+                assert seed.estimable == bool(low > 0)
+        assert judged.estimable == all(s.estimable for s in per_seed)
+        assert judged.g == pytest.approx(max(s.g for s in per_seed))
+
+
+def test_a_seed_effect_alone_does_not_make_retention_inestimable() -> None:
+    # a clean accuracy of 70 % on 3 seeds × 300 items (as seed002_nvfp4); with seeds at 45, 70
+    # and 95 % the crossed variance of the mean (seed part included) gives g > 1, while
+    # each seed's items give g < 0.05
+    rows = [np.r_[np.ones(round(300 * p)), np.zeros(300 - round(300 * p))]
+            for p in (0.45, 0.70, 0.95)]
+    clean = np.vstack(rows)
+    cv = crossed_variance(clean)
+    assert (cv.reference.critical(0.95) * math.sqrt(cv.variance) / clean.mean()) ** 2 > 1
+    judged = retention_estimability(clean)
+    assert judged.estimable and judged.g < 0.05
 
 
 def test_the_reason_says_why_and_zero_is_undefined() -> None:
     # e8_smoke's clean accuracy: 2 seeds × 40 items, 0 and 4 correct (5 %)
     clean = np.vstack([_one_seed(0), _one_seed(4)])
     judged = retention_estimability(clean)
-    assert not judged.estimable and judged.g > 100
-    assert "cannot be told from 0 at 95 %" in judged.reason and "Fieller's g" in judged.reason
+    assert not judged.estimable and math.isinf(judged.g)
+    assert judged.reason.startswith("the clean accuracy of 1 of 2 training seeds (lowest 0 % "
+                                    "of 40 items) cannot be told from 0 at 95 %")
+    # 1 and 4 of 40 (e8_smoke's E8c): the first seed fails with g = 4.09
+    e8c = retention_estimability(np.vstack([_one_seed(1), _one_seed(4)]))
+    assert not e8c.estimable and e8c.g == pytest.approx(4.09, abs=0.01)
+    assert "(Fieller's g = 4.09 ≥ 1)" in e8c.reason
     zero = retention_estimability(np.zeros((2, 10)))
     assert not zero.estimable and math.isinf(zero.g) and "undefined" in zero.reason
     perfect = retention_estimability(np.ones((3, 10)))
