@@ -232,6 +232,9 @@ def gate_test(clean_c: Any, noisy_c: Any, clean_b: Any, noisy_b: Any, *,
                   n_items=n, question=question)
     if clean is not None and float(clean[1].mean()) == 0.0:
         raise InputError("the baseline's clean accuracy is 0: its retention is undefined.")
+    if clean is not None and (why := _not_estimable(clean[1], alpha)) is not None:
+        raise InputError(f"the baseline's retention at eval_noise {eval_noise:g} is not "
+                         f"estimable: {why}; no gate can be decided against it.")
     theta_b_raw = float(zb.mean()) / (float(clean[1].mean()) if clean is not None else 1.0)
     if relative and theta_b_raw == 0.0:
         raise InputError(f"the baseline's {metric} at eval_noise {eval_noise:g} is 0: a "
@@ -350,13 +353,27 @@ def _tango_test(zc: np.ndarray, zb: np.ndarray, cv: ContrastVariance, m: float,
                                    f", {tests}"), **common)
 
 
+def _not_estimable(clean: np.ndarray, alpha: float) -> str | None:
+    """Why a side's retention has no bounded one-sided ``1 − alpha`` bound (Fieller's
+    ``g ≥ 1`` at the two-sided level ``1 − 2 alpha``,
+    :func:`robuststats.stats.retention_estimability`), or None when it has one."""
+    from robuststats.stats import retention_estimability
+
+    judged = retention_estimability(clean, confidence_level=max(1.0 - 2.0 * alpha, 0.5))
+    return None if judged.estimable else judged.reason
+
+
 def _lost(clean: tuple[np.ndarray, np.ndarray] | None, zc: np.ndarray, theta_b: float,
           relative: bool, common: dict[str, Any]) -> GateTest | None:
-    """A candidate without a correct clean answer (``clean``: both sides' clean outcomes,
-    for a retention), or (relative) without a correct noisy one, fails outright: its metric
-    is undefined or its log-ratio is −∞."""
+    """A candidate without a correct clean answer or whose retention is not estimable
+    (``clean``: both sides' clean outcomes, for a retention), or (relative) without a
+    correct noisy one, fails outright: its metric is undefined, unbounded or its log-ratio
+    is −∞."""
     if clean is not None and float(clean[0].mean()) == 0.0:
         why, theta = "the candidate's clean accuracy is 0: its retention is undefined", math.nan
+    elif clean is not None and (reason := _not_estimable(clean[0],
+                                                         common["alpha"])) is not None:
+        why, theta = f"the candidate's retention is not estimable: {reason}", math.nan
     elif relative and float(zc.mean()) == 0.0:
         why, theta = "the candidate answers no item correctly under noise", 0.0
     else:

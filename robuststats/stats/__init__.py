@@ -32,6 +32,11 @@ if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_pack
     from robuststats.stats._discordance import estimate_discordance as estimate_discordance
     from robuststats.stats._discordance import estimate_icc as estimate_icc
     from robuststats.stats._discordance import read_pilot as read_pilot
+    from robuststats.stats._estimability import Estimability as Estimability
+    from robuststats.stats._estimability import clip_interval as clip_interval
+    from robuststats.stats._estimability import (
+        retention_estimability as retention_estimability,
+    )
     from robuststats.stats._hypotheses import Hypothesis as Hypothesis
     from robuststats.stats._hypotheses import HypothesisResult as HypothesisResult
     from robuststats.stats._hypotheses import evaluate_hypotheses as evaluate_hypotheses

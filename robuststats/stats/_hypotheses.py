@@ -62,6 +62,7 @@ from robuststats._validation import (
 from robuststats.errors import InputError
 from robuststats.glossary import TABLE_COLUMNS
 from robuststats.stats._common import ConfidenceInterval, Record, tidy_row
+from robuststats.stats._estimability import clip_interval
 from robuststats.stats._multiplicity import MULTIPLICITY_METHODS, adjust_pvalues, local_levels
 
 __all__ = [
@@ -324,11 +325,21 @@ def _evaluate(hypotheses, outcomes, *, confidence_level, n_resamples, rng, clean
             note += (f"; {procedure} over {len(hs)} hypotheses: interval level "
                      f"{1.0 - float(t):.4g}")
         verdict, reason = _decide(h, ci)
+        method = e.method
+        if h.metric == "accuracy":  # a difference of shares: never outside [-1, 1]
+            ci, cut = clip_interval(ci, "accuracy_difference")
+            if cut:  # the verdict is the full interval's (the same for margins in ±1)
+                method += ", cut to [-1, 1]"
+                same, cut_reason = _decide(h, ci)
+                reason = cut_reason if same == verdict else reason
+        if e.missing:  # no interval to report: the reason instead of (-inf, inf)
+            reason = e.missing
+            ci = ConfidenceInterval(np.nan, np.nan)
         out.append(HypothesisResult(
             id=h.id, statement=h.statement, metric=h.metric, a=h.a, b=h.b,
             eval_noise=h.eval_noise, relation=h.relation, margin=h.margin,
             estimate=e.estimate, confidence_interval=ci, confidence_level=1.0 - float(t),
-            ci_method=e.method, pvalue=float(p), pvalue_adjusted=float(q),
+            ci_method=method, pvalue=float(p), pvalue_adjusted=float(q),
             multiplicity=procedure, verdict=verdict, reason=reason, detail=note,
         ))
     return out

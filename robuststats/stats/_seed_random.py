@@ -248,6 +248,8 @@ class SeedRandomResult:
     n_items: int
     #: the calibrated reference distribution (None: normal fallback or a closed form)
     reference: SeedReference | None = field(default=None, repr=False, compare=False)
+    #: the interval was cut to the range of its quantity (see :func:`_clip`)
+    clipped: bool = field(default=False, compare=False)
 
     @property
     def interval_method(self) -> str:
@@ -341,9 +343,13 @@ def _h0(n: int, level: float) -> float:
 
 
 def _clip(res: SeedRandomResult, low: float, high: float) -> SeedRandomResult:
+    """``res`` with its interval cut to ``[low, high]``, the range of its quantity;
+    ``clipped`` records whether that changed it (tables say so in ``ci_method``)."""
     ci = res.confidence_interval
     clipped = ConfidenceInterval(max(low, ci.low), min(high, ci.high))
-    return SeedRandomResult(**{**res.__dict__, "confidence_interval": clipped})
+    changed = res.clipped or clipped.low != ci.low or clipped.high != ci.high
+    return SeedRandomResult(**{**res.__dict__, "confidence_interval": clipped,
+                               "clipped": bool(changed)})
 
 
 def _tango(x: np.ndarray, y: np.ndarray, alternative: str, margin: float,
