@@ -44,6 +44,7 @@ class JobReporter:
         self.record: dict[str, Any] = {"started": time.time(), "steps": 0, "steps_total": None, "train_seconds": 0.0,
                                        "trained": False, "cells": 0, "cell_seconds": 0.0,
                                        "finished": False}
+        self._write(force=True)  # the job has begun (a trainer may never report a step)
 
     def step(self, done: int, total: int) -> None:
         """``done`` of ``total`` training steps (the trainer's progress callback)."""

@@ -229,7 +229,9 @@ class _Tqdm:
             est.update("step", done=w.steps_done, total=steps_total,
                        seconds=w.train_seconds, units=w.steps_done)
             text = f"models {w.models_done}/{w.models_total}"
-            if w.steps_done or w.steps_total:
+            if w.started_ago is None:  # no job has reported yet: processes still start
+                text += " (workers starting)"
+            elif w.steps_done or w.steps_total:
                 total = "?" if w.steps_total is None else _count(w.steps_total)
                 text += f" (steps {_count(w.steps_done)}/{total})"
             parts.append(text)

@@ -128,6 +128,9 @@ def test_the_bar_moves_with_training_and_stays_quiet_off_a_terminal(monkeypatch)
         stream.isatty = lambda tty=tty: tty  # type: ignore[method-assign]
         monkeypatch.setattr(sys, "stderr", stream)
         bar = _Tqdm(4, 0, "cell", "cells", clock=lambda: now[0])
+        bar.work(Work(0, 2, 0, 200, 0.0, 0, 0.0))  # no job has reported yet
+        if tty:
+            assert "models 0/2 (workers starting)" in stream.getvalue()
         written = len(stream.getvalue())
         for step in range(1, 6):
             now[0] += 1.0
@@ -151,13 +154,16 @@ def test_reporter_records_are_summed_by_the_tally(tmp_path: Path) -> None:
     tally = TrainingTally(ledger, jobs, jobs, rec, steps_per_model=None)
     now = [0.0]
     reporter = JobReporter(ledger, jobs[0], on_write=tally.poll, clock=lambda: now[0])
+    now[0] = 0.6
     reporter.step(1, 12)
-    now[0] = 0.1
+    now[0] = 0.7
     reporter.step(2, 12)  # within WRITE_SECONDS of the last write: not written
     now[0] = 3.0
     reporter.step(6, 12)
     works = [w for kind, w in rec.events if kind == "work"]
-    assert [(w.steps_done, w.steps_total) for w in works] == [(1, 12), (6, 12)]
+    # begun, then the first step and one 3 s in (the one 0.1 s after a write is not written)
+    assert [(w.steps_done, w.steps_total) for w in works] == [(0, None), (1, 12), (6, 12)]
+    assert works[0].started_ago is not None
     assert works[-1].train_seconds == pytest.approx(3.0) and works[-1].models_done == 0
     reporter.trained()
     reporter.cell(0.5)
@@ -179,7 +185,9 @@ def test_training_progress_arrives_before_the_first_cell(tmp_path: Path) -> None
     before = [w for kind, w in rec.events[:first_cell] if kind == "work"]
     assert before, rec.events  # the training was reported while it ran
     assert before[0].models_total == 1 and before[0].steps_total == 12
-    assert 0 < before[0].steps_done <= 12
+    # the job's start, then its steps while it trains
+    assert before[0].steps_done == 0 and before[0].started_ago is not None
+    assert any(0 < w.steps_done <= 12 for w in before), before
     final = [w for kind, w in rec.events if kind == "work"][-1]
     assert (final.models_done, final.steps_done, final.cells_measured) == (1, 12, 1)
     ledger.close()
