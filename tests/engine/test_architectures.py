@@ -21,6 +21,7 @@ from robuststats.engine import InjectionVerificationError, NoiseSpec, inject
 from robuststats.engine._model_map import build_model_map
 from robuststats.engine._products import PRODUCT_NAMES
 from robuststats.errors import InputError
+from tests.engine.conftest import set_checkpointing
 
 transformers = pytest.importorskip("transformers")
 
@@ -270,14 +271,7 @@ def test_gradient_checkpointing_replays_noise(arch, ids) -> None:
     spec = NoiseSpec(scale=0.05, phases="both", seed=3)
 
     def grads(checkpointing: bool):
-        model.zero_grad()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            if checkpointing:
-                model.gradient_checkpointing_enable(
-                    gradient_checkpointing_kwargs={"use_reentrant": False})
-            else:
-                model.gradient_checkpointing_disable()
+        set_checkpointing(model, checkpointing)
         with inject(model, spec) as s:
             model(ids, labels=ids).loss.backward()
         return [p.grad.clone() for p in model.parameters() if p.grad is not None], s
@@ -482,17 +476,10 @@ def test_two_checkpointed_forwards_then_one_backward(early_stop, ids, make_qwen)
     spec = NoiseSpec(scale=0.05, phases="both", seed=3)
 
     def grads(checkpointing: bool):
-        model.zero_grad()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            if checkpointing:
-                model.gradient_checkpointing_enable(
-                    gradient_checkpointing_kwargs={"use_reentrant": False})
-            else:
-                model.gradient_checkpointing_disable()
-            with cp.set_checkpoint_early_stop(early_stop), inject(model, spec) as s:
-                loss = model(ids, labels=ids).loss + model(other, labels=other).loss
-                loss.backward()
+        set_checkpointing(model, checkpointing)
+        with cp.set_checkpoint_early_stop(early_stop), inject(model, spec) as s:
+            loss = model(ids, labels=ids).loss + model(other, labels=other).loss
+            loss.backward()
         return [p.grad.clone() for p in model.parameters() if p.grad is not None], s
 
     g1, s1 = grads(True)

@@ -8,13 +8,12 @@ device threads. Each test checks the device result against the CPU rule it must 
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 
 from robuststats.engine import NoiseSpec, inject
 from robuststats.engine._quantize import fake_quantize
+from tests.engine.conftest import set_checkpointing
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 DEV = torch.device("cuda")
@@ -88,16 +87,9 @@ def test_backward_noise_and_checkpoint_replay_on_cuda(ids) -> None:
     other = torch.randint(0, 64, ids.shape, generator=torch.Generator().manual_seed(2)).to(DEV)
 
     def grads(checkpointing: bool) -> list[torch.Tensor]:
-        model.zero_grad()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            if checkpointing:
-                model.gradient_checkpointing_enable(
-                    gradient_checkpointing_kwargs={"use_reentrant": False})
-            else:
-                model.gradient_checkpointing_disable()
-            with inject(model, spec) as s:
-                (model(ids, labels=ids).loss + model(other, labels=other).loss).backward()
+        set_checkpointing(model, checkpointing)
+        with inject(model, spec) as s:
+            (model(ids, labels=ids).loss + model(other, labels=other).loss).backward()
         assert s.unreplayed == 0 and s.count(phase="backward") > 0
         return [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
