@@ -6,12 +6,14 @@ ops there are booked under)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from robuststats.engine._autograd import BackwardNoise
+from robuststats.engine._model_map import OUTSIDE
 from robuststats.engine._streams import in_backward
 
 if TYPE_CHECKING:
@@ -59,11 +61,17 @@ def child_post(inst: Installation) -> Any:
     return hook
 
 
-def norm_pre(inst: Installation, op: str, layer: int, name: str) -> Any:
+# ``site(session)`` → the (layer, name) an op call is booked under
+Site = Callable[[Any], tuple[int, str]]
+
+
+def _input_noise(inst: Installation, op: str, site: Site) -> Any:
+    """Pre-hook: backward noise on the gradient of the module's input."""
     def hook(module: nn.Module, args: Any) -> Any:
         s = inst.active()
         if s is None or not args or not isinstance(args[0], torch.Tensor):
             return None
+        layer, name = site(s)
         _, bs = s.scales(op, layer, name)
         if bs > 0.0 and torch.is_grad_enabled() and args[0].requires_grad:
             return (BackwardNoise.apply(args[0], s, layer, op, bs), *args[1:])
@@ -72,17 +80,27 @@ def norm_pre(inst: Installation, op: str, layer: int, name: str) -> Any:
     return hook
 
 
-def norm_post(inst: Installation, op: str, layer: int, name: str) -> Any:
+def _output_noise(inst: Installation, op: str, site: Site) -> Any:
+    """Post-hook: forward noise on the module's output."""
     def hook(module: nn.Module, args: Any, output: Any) -> Any:
         s = inst.active()
         if s is None or not isinstance(output, torch.Tensor):
             return None
+        layer, name = site(s)
         fs, _ = s.scales(op, layer, name)
         if fs > 0.0:
             return s.forward_noise(output, layer, op, fs)
         return None
 
     return hook
+
+
+def norm_pre(inst: Installation, op: str, layer: int, name: str) -> Any:
+    return _input_noise(inst, op, lambda s: (layer, name))
+
+
+def norm_post(inst: Installation, op: str, layer: int, name: str) -> Any:
+    return _output_noise(inst, op, lambda s: (layer, name))
 
 
 def parent_pre(inst: Installation, pid: int) -> Any:
@@ -96,8 +114,19 @@ def parent_pre(inst: Installation, pid: int) -> Any:
     return hook
 
 
+def _act_site(inst: Installation, s: Any, layer: int, name: str) -> tuple[int, str]:
+    """Where an activation call is booked: its module's layer and name; a module outside
+    the decoder layers (one activation shared by every block of a plain model) called
+    while a layer runs belongs to that layer, as its functional call did."""
+    if layer == OUTSIDE:
+        current = s.current_layer()
+        if current is not None and current != OUTSIDE:
+            return current, inst.map.layer_path(current)
+    return layer, name
+
+
 def act_pre(inst: Installation, op: str, layer: int, name: str) -> Any:
-    pre = norm_pre(inst, op, layer, name)
+    pre = _input_noise(inst, op, lambda s: _act_site(inst, s, layer, name))
 
     def hook(module: nn.Module, args: Any) -> Any:
         inst.tls.in_act = getattr(inst.tls, "in_act", 0) + 1
@@ -107,7 +136,7 @@ def act_pre(inst: Installation, op: str, layer: int, name: str) -> Any:
 
 
 def act_post(inst: Installation, op: str, layer: int, name: str) -> Any:
-    post = norm_post(inst, op, layer, name)
+    post = _output_noise(inst, op, lambda s: _act_site(inst, s, layer, name))
 
     def hook(module: nn.Module, args: Any, output: Any) -> Any:
         inst.tls.in_act = max(getattr(inst.tls, "in_act", 1) - 1, 0)

@@ -353,3 +353,36 @@ def test_unreached_linear_is_named_by_verification() -> None:
                                                 layer_scales=off)) as s:
         net(x)
     assert s.count(op="linear") == 4
+
+
+def test_shared_activation_module_is_booked_in_the_calling_layer() -> None:
+    # one GELU at the root, called by every block and by the head: inside a block it
+    # belongs to that block's layer (as its F.gelu call did), outside to layer -1
+    class Block(nn.Module):
+        def __init__(self, act: nn.Module) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+            self.acts = [act]  # not a submodule: the root owns it
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.acts[0](self.fc(x))
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.act = nn.GELU()
+            self.blocks = nn.ModuleList([Block(self.act), Block(self.act)])
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.act(x))
+
+    net, x = Net(), torch.randn(3, 8, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad(), inject(net, NoiseSpec(scale=0.1, ops=["gelu"], layers=[0])) as s:
+        net(x)
+    assert s.stats[["layer", "count"]].values.tolist() == [[0, 1]]
+    with torch.no_grad(), inject(net, NoiseSpec(scale=0.1, ops=["gelu"])) as s:
+        net(x)
+    assert s.stats[["layer", "count"]].values.tolist() == [[-1, 1], [0, 1], [1, 1]]
