@@ -45,9 +45,7 @@ __all__ = ["ERROR_MODELS", "FORMATS", "compute_error", "error_tensor", "quantize
 FORMATS = ("fp8_e4m3", "fp8_e5m2", "int8", "mxfp4", "nvfp4")
 
 _FP8 = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
-_E2M1_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 _MX_BLOCK = 32
-_E2M1_EMAX = 2  # exponent of the largest E2M1 magnitude (6 = 1.5·2²)
 
 
 def _amax(y: torch.Tensor) -> torch.Tensor:
@@ -74,30 +72,9 @@ def _quant_int8(y: torch.Tensor) -> torch.Tensor:
 
 
 def _quant_mxfp4(y: torch.Tensor) -> torch.Tensor:
-    if y.ndim == 0:
-        return _quant_mxfp4(y.reshape(1)).reshape(())
-    shape = y.shape
-    n = shape[-1]
-    pad = (-n) % _MX_BLOCK
-    yf = y.float()
-    if pad:
-        yf = torch.nn.functional.pad(yf, (0, pad))
-    blocks = yf.reshape(*yf.shape[:-1], -1, _MX_BLOCK)
-    amax = blocks.abs().amax(dim=-1, keepdim=True)
-    # E8M0 shared scale: a power of two; all-zero blocks get scale 1 (their values are 0)
-    exp = torch.floor(torch.log2(amax.clamp_min(torch.finfo(torch.float32).tiny))) - _E2M1_EMAX
-    scale = torch.where(amax > 0, torch.exp2(exp), torch.ones_like(amax))
-    v = (blocks / scale).abs().clamp_(max=_E2M1_GRID[-1])
-    grid = torch.tensor(_E2M1_GRID, dtype=v.dtype, device=v.device)
-    mids = (grid[1:] + grid[:-1]) / 2
-    # round to nearest grid value; ties go to the larger magnitude (searchsorted right=False
-    # puts a value equal to a midpoint on the lower side, so use right=True)
-    idx = torch.searchsorted(mids, v, right=True)
-    q = grid[idx] * torch.sign(blocks) * scale
-    q = q.reshape(*yf.shape)
-    if pad:
-        q = q[..., :n]
-    return q.reshape(shape).to(y.dtype)
+    # input quantization's MXFP4 (torchao's to_mx, bit for bit, NaN and inf included) with
+    # this error model's tie rule: a magnitude halfway between two E2M1 values rounds up
+    return _quant_blocks(y, "mxfp4", _MX_BLOCK, "away")
 
 
 def _check_tensor(y: object, name: str = "y") -> torch.Tensor:
@@ -131,11 +108,15 @@ def _quantize(y: torch.Tensor, kind: str) -> torch.Tensor:
 
 
 def _quant_nvfp4(y: torch.Tensor) -> torch.Tensor:
+    return _quant_blocks(y, "nvfp4", 16, "even")
+
+
+def _quant_blocks(y: torch.Tensor, fmt: str, block: int, ties: str) -> torch.Tensor:
     from robuststats.engine._quantize import _fake_quantize
 
     if y.ndim == 0:
-        return _quant_nvfp4(y.reshape(1)).reshape(())
-    return _fake_quantize(y, "nvfp4", "block", 16, "even").to(y.dtype)
+        return _quant_blocks(y.reshape(1), fmt, block, ties).reshape(())
+    return _fake_quantize(y, fmt, "block", block, ties).to(y.dtype)
 
 
 # ``g``: the session's NoiseStream (parallel, thread-count independent) or, through the

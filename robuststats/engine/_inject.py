@@ -83,6 +83,10 @@ def _features(spec: NoiseSpec, mm: ModelMap) -> set[str]:
         features.add("norm")
     if ops & _ATTENTION_OPS and _attention_switchable(mm):
         features.add("attention")
+    if ops & {"silu", "gelu"} and mm.activations:
+        features.add("activation")
+    if ops & FUNCTIONAL_OPS and mm.outside:
+        features.add("paths")
     return features
 
 
@@ -183,6 +187,8 @@ class Injection:
                 for phase, on in ran.items():
                     if on and session.phase_scales[phase] > 0:
                         missing.append((f"{what} ({why})", phase))
+            if ran["forward"] and session.phase_scales["forward"] > 0:
+                missing.extend((what, "forward") for what in _unreached(session, self.map))
         if self.verify == "ops":
             missing = [m for m in missing if m[0].startswith("op ")]
         if missing:
@@ -193,6 +199,24 @@ class Injection:
                 f"phases={self.spec.phases!r}). Pass verify=False to allow this deliberately.",
                 missing,
             )
+
+
+def _unreached(session: NoiseSession, mm: ModelMap) -> list[str]:
+    """The linear and product modules with forward noise whose parent ran but which were
+    never reached: neither their forward nor a product with their weights ran (a parent
+    that uses a child's weight in a way the engine does not watch, or never calls it)."""
+    out = []
+    for pid in session.parents_ran:
+        for child in mm.weight_parents[pid][1]:
+            name = mm.names[id(child)]
+            where = f"op 'linear' at module {name!r}"
+            if (name in session.reached or where in session.blind
+                    or session.scales("linear", mm.layer_of[id(child)], name)[0] <= 0.0):
+                continue
+            out.append(f"{where} (its parent {mm.names[pid]!r} ran, but neither its forward "
+                       "nor a product with its weights did; if it is unused, switch it off "
+                       f"with layer_scales={{{name!r}: 0}})")
+    return out
 
 
 def inject(

@@ -43,9 +43,25 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from robuststats.engine._autograd import BackwardNoise
-from robuststats.engine._model_map import ModelMap
-from robuststats.engine._products import own_products_hidden, product_forward, watcher_forward
+from robuststats.engine._hooks import (
+    act_post,
+    act_pre,
+    child_post,
+    child_pre,
+    layer_pre,
+    norm_post,
+    norm_pre,
+    parent_pre,
+    path_post,
+    path_pre,
+)
+from robuststats.engine._model_map import OUTSIDE, ModelMap
+from robuststats.engine._products import (
+    own_products_hidden,
+    product_forward,
+    run_as_owner,
+    watcher_forward,
+)
 from robuststats.engine._session import NoiseSession
 from robuststats.engine._streams import in_backward
 
@@ -67,6 +83,8 @@ class Installation:
         self.tls = threading.local()
         self._features: Counter[str] = Counter()
         self._undo: dict[str, list[Any]] = {}
+        # linears whose parent's code may use their weights directly (watched parents)
+        self.marked: set[int] = set()
 
     # --- session dispatch ------------------------------------------------------------------
 
@@ -123,11 +141,11 @@ class Installation:
             handles.append(entry.register_forward_pre_hook(self._root_pre))
             handles.append(entry.register_forward_hook(self._root_post, always_call=True))
         for i, layer in enumerate(self.map.layer_modules):
-            handles.append(layer.register_forward_pre_hook(_layer_pre(self, i)))
+            handles.append(layer.register_forward_pre_hook(layer_pre(self, i)))
             handles.append(layer.register_forward_hook(self._layer_post, always_call=True))
             for child in layer.children():
-                handles.append(child.register_forward_pre_hook(_child_pre(self, i)))
-                handles.append(child.register_forward_hook(_child_post(self), always_call=True))
+                handles.append(child.register_forward_pre_hook(child_pre(self, i)))
+                handles.append(child.register_forward_hook(child_post(self), always_call=True))
         return [h.remove for h in handles]
 
     def _root_pre(self, module: nn.Module, args: Any) -> None:
@@ -152,21 +170,27 @@ class Installation:
 
     def _install_linear(self) -> list[Any]:
         undo = []
+        children = {id(c) for cs in self.map.weight_children.values() for c in cs}
         for module in self.map.linears:
             rec = _LINEAR.get(id(module))
             if rec is None or rec[0] is not module:
                 rec = _LINEAR[id(module)] = [module, module.__dict__.get("forward"), []]
             rec[2].append(self)
+            if id(module) in children:
+                self.marked.add(id(module))
             _chain_linear(rec)
             undo.append(_unchain_linear(rec, self))
         for module in self.map.product_modules:
             prev = module.__dict__.get("forward")
             module.forward = types.MethodType(product_forward(self, module, prev), module)
             undo.append(_restore_forward(module, prev))
-        for module in self.map.conv_parents:
+        for module in self.map.watched_parents:
             prev = module.__dict__.get("forward")
             module.forward = types.MethodType(watcher_forward(self, module, prev), module)
             undo.append(_restore_forward(module, prev))
+        for pid, (parent, _) in self.map.weight_parents.items():
+            handle = parent.register_forward_pre_hook(parent_pre(self, pid))
+            undo.append(handle.remove)
         return undo
 
     def _install_norm(self) -> list[Any]:
@@ -175,8 +199,33 @@ class Installation:
             op = self.map.norms[id(module)]
             layer = self.map.layer_of[id(module)]
             name = self.map.names[id(module)]
-            handles.append(module.register_forward_pre_hook(_norm_pre(self, op, layer, name)))
-            handles.append(module.register_forward_hook(_norm_post(self, op, layer, name)))
+            handles.append(module.register_forward_pre_hook(norm_pre(self, op, layer, name)))
+            handles.append(module.register_forward_hook(norm_post(self, op, layer, name)))
+        return [h.remove for h in handles]
+
+    def _install_activation(self) -> list[Any]:
+        # an activation module's output is its op, whatever formula it computes (Bloom's,
+        # GPT-Neo's and CLIP's tanh or sigmoid GELUs never call F.gelu); the session's mode
+        # leaves F.silu / F.gelu calls inside such a module to these hooks
+        handles = []
+        for module, op in self.map.activations:
+            layer = self.map.layer_of[id(module)]
+            name = self.map.names[id(module)] if layer == OUTSIDE else self.map.layer_path(layer)
+            handles.append(module.register_forward_pre_hook(act_pre(self, op, layer, name)))
+            handles.append(module.register_forward_hook(act_post(self, op, layer, name),
+                                                        always_call=True))
+        return [h.remove for h in handles]
+
+    def _install_paths(self) -> list[Any]:
+        # functional ops outside the decoder layers are booked under the innermost running
+        # module (T5's encoder, Whisper's, a BERT head), so a module prefix can match them
+        handles = []
+        entries = {id(m) for m in self.map.entry_modules}
+        for module, name in ((m, self.map.names[i]) for i, m in self.map.outside.items()):
+            if id(module) in entries:
+                continue
+            handles.append(module.register_forward_pre_hook(path_pre(self, name)))
+            handles.append(module.register_forward_hook(path_post(self), always_call=True))
         return [h.remove for h in handles]
 
     def _install_attention(self) -> list[Any]:
@@ -243,11 +292,21 @@ def _linear_forward(inst: Installation, module: nn.Module, prev: Any) -> Any:
     # (e.g. a quantized linear) gets it on grad_input only
     plain = prev is None and type(module).forward is nn.Linear.forward
     hidden = clean if plain else own_products_hidden(module, clean)
+    if id(module) in inst.marked:
+        # a watched parent's frame must leave this module's own product to it
+        inner = _linear_call(inst, layer, name, clean, plain, hidden)
+        owner = (layer, name)
+        return lambda self, x: run_as_owner(owner, inner, self, x)
+    return _linear_call(inst, layer, name, clean, plain, hidden)
 
+
+def _linear_call(inst: Installation, layer: int, name: str, clean: Any, plain: bool,
+                 hidden: Any) -> Any:
     def forward(self: nn.Module, x: torch.Tensor) -> torch.Tensor:
         s = inst.active()
         if s is None:
             return clean(x)
+        s.reached.add(name)
         fs, bs = s.scales("linear", layer, name)
         if fs == 0.0 and bs == 0.0:
             return clean(x) if plain else hidden(x)
@@ -259,70 +318,6 @@ def _linear_forward(inst: Installation, module: nn.Module, prev: Any) -> Any:
         return s.apply_op("linear", layer, name, hidden, (x,))
 
     return forward
-
-
-def _layer_pre(inst: Installation, index: int) -> Any:
-    def hook(module: nn.Module, args: Any) -> None:
-        s = inst.active()
-        if s is not None:
-            s.layer_enter(index, module)
-
-    return hook
-
-
-def _child_pre(inst: Installation, index: int) -> Any:
-    def hook(module: nn.Module, args: Any) -> None:
-        s = inst.active()
-        if s is None or not in_backward():
-            return
-        s.child_enter(index)
-        # the autograd engine runs a recompute without the caller's TorchFunctionMode:
-        # push the session's mode around each child so functional ops are reached again
-        mode = s.mode
-        if mode is not None:
-            torch._C._push_on_torch_function_stack(mode)
-            pushed = getattr(inst.tls, "pushed", None)
-            if pushed is None:
-                pushed = inst.tls.pushed = []
-            pushed.append(id(module))
-
-    return hook
-
-
-def _child_post(inst: Installation) -> Any:
-    def hook(module: nn.Module, args: Any, output: Any) -> None:
-        pushed = getattr(inst.tls, "pushed", None)
-        if pushed and pushed[-1] == id(module):
-            pushed.pop()
-            torch._C._pop_torch_function_stack()
-
-    return hook
-
-
-def _norm_pre(inst: Installation, op: str, layer: int, name: str) -> Any:
-    def hook(module: nn.Module, args: Any) -> Any:
-        s = inst.active()
-        if s is None or not args or not isinstance(args[0], torch.Tensor):
-            return None
-        _, bs = s.scales(op, layer, name)
-        if bs > 0.0 and torch.is_grad_enabled() and args[0].requires_grad:
-            return (BackwardNoise.apply(args[0], s, layer, op, bs), *args[1:])
-        return None
-
-    return hook
-
-
-def _norm_post(inst: Installation, op: str, layer: int, name: str) -> Any:
-    def hook(module: nn.Module, args: Any, output: Any) -> Any:
-        s = inst.active()
-        if s is None or not isinstance(output, torch.Tensor):
-            return None
-        fs, _ = s.scales(op, layer, name)
-        if fs > 0.0:
-            return s.forward_noise(output, layer, op, fs)
-        return None
-
-    return hook
 
 
 def acquire(model: nn.Module, mm: ModelMap, session: NoiseSession, features: set[str]) -> Installation:

@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from robuststats.engine._model_map import OUTSIDE
+
 if TYPE_CHECKING:
     from robuststats.engine._install import Installation
     from robuststats.engine._session import NoiseSession
@@ -58,6 +60,7 @@ def _funcs() -> dict[Any, str]:
 
 
 _FUNCS = _funcs()
+_ACTIVATIONS = frozenset({"silu", "gelu"})
 #: Ops this mode can reach.
 FUNCTIONAL_OPS = frozenset(_FUNCS.values())
 
@@ -82,12 +85,19 @@ class NoiseMode(TorchFunctionMode):
                 self._note_hidden_attention()
             return func(*args, **kwargs)
         s = self.session
-        if self.inst.active() is not s or getattr(self.inst.tls, "in_attention", False):
+        tls = self.inst.tls
+        if self.inst.active() is not s or getattr(tls, "in_attention", False):
             return func(*args, **kwargs)
+        if op in _ACTIVATIONS and getattr(tls, "in_act", 0) > 0:
+            return func(*args, **kwargs)  # inside an activation module: its hooks inject
         layer = s.current_layer()
         if layer is None:  # the model is not running: user code, sampling, loss
             return func(*args, **kwargs)
-        name = s.map.layer_path(layer)
+        if layer == OUTSIDE:  # booked under the innermost running module ("" at the root)
+            paths = getattr(tls, "paths", None)
+            name = paths[-1] if paths else ""
+        else:
+            name = s.map.layer_path(layer)
         return s.apply_op(op, layer, name, lambda *a: func(*a, **kwargs), tuple(args))
 
     def _note_hidden_attention(self) -> None:

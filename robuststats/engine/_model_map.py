@@ -18,9 +18,12 @@ Embeddings (a lookup) and norms are not product modules.
 
 from __future__ import annotations
 
+import inspect
+import re
 from dataclasses import dataclass, field
 
 from torch import nn
+from torch.nn.modules.batchnorm import _NormBase
 from torch.nn.modules.conv import _ConvNd
 from torch.nn.parameter import UninitializedParameter
 
@@ -34,16 +37,40 @@ OUTSIDE = -1
 _PREFERRED_LIST_NAMES = ("layers", "h", "blocks", "layer")
 
 
+#: torch's normalization bases (``nn.modules.normalization``, ``nn.modules.batchnorm``,
+#: ``nn.modules.instancenorm``): mean-and-variance normalizations are ``layer_norm`` ops
+_NORM_BASES = (nn.LayerNorm, nn.GroupNorm, _NormBase)
+
+
 def _norm_op(module: nn.Module) -> str | None:
-    name = type(module).__name__
-    if isinstance(module, nn.RMSNorm) or name.endswith("RMSNorm"):
+    """``rms_norm`` / ``layer_norm`` for a normalization module, else None.
+
+    A norm is recognised by its base class (``nn.RMSNorm``; ``nn.LayerNorm``,
+    ``nn.GroupNorm``, batch and instance norms) or, for the many models that write their
+    own (``Qwen2RMSNorm``, ``MambaRMSNormGated``, ``Llama4TextL2Norm``, ``T5LayerNorm``), by
+    being a leaf module with no matrix-shaped weight whose class name contains ``Norm``:
+    root-mean-square ones (``RMS``/``Rms``/``L2`` in the name) are ``rms_norm``, the rest
+    ``layer_norm``.
+    """
+    if isinstance(module, nn.RMSNorm):
         return "rms_norm"
-    if isinstance(module, nn.LayerNorm) or name.endswith("LayerNorm"):
+    if isinstance(module, _NORM_BASES):
         return "layer_norm"
-    return None
+    name = type(module).__name__
+    if "Norm" not in name or next(module.children(), None) is not None:
+        return None
+    if any(p.ndim >= 2 for p in module.parameters(recurse=False)):
+        return None
+    low = name.lower()
+    return "rms_norm" if "rms" in low or "l2norm" in low else "layer_norm"
 
 
 def _activation_op(module: nn.Module) -> str | None:
+    """``silu`` / ``gelu`` for an activation module (by class name: ``nn.SiLU``,
+    ``nn.GELU``, transformers' ``GELUActivation``, ``NewGELUActivation``, ``BloomGelu``,
+    ``QuickGELUActivation``, ...), whatever formula its ``forward`` computes."""
+    if next(module.children(), None) is not None:
+        return None
     name = type(module).__name__.lower()
     if "silu" in name or "swish" in name:
         return "silu"
@@ -57,10 +84,18 @@ def _is_attention(module: nn.Module) -> bool:
     return type(module).__name__.endswith("Attention") and hasattr(module, "config")
 
 
+def _is_plain_linear(module: nn.Module) -> bool:
+    """An ``nn.Linear`` whose class keeps ``nn.Linear.forward`` (one ``F.linear``)."""
+    return isinstance(module, nn.Linear) and type(module).forward is nn.Linear.forward
+
+
 def _is_product_module(module: nn.Module) -> bool:
-    """A module other than ``nn.Linear`` that owns a floating parameter of ≥ 2 dims
-    (a convolution included; a lazy one only once its weight is initialised)."""
-    if isinstance(module, (nn.Linear, nn.Embedding, nn.EmbeddingBag)):
+    """A module other than a plain ``nn.Linear`` that owns a floating parameter of ≥ 2
+    dims (a convolution included; a lazy one only once its weight is initialised). An
+    ``nn.Linear`` subclass with its own ``forward`` is one (PhiMoE's and Llama 4's routers
+    return tuples; Falcon's ``FalconLinear`` computes ``x @ W.T``): its products with its
+    weight are its ``linear`` ops, whatever it returns."""
+    if _is_plain_linear(module) or isinstance(module, (nn.Embedding, nn.EmbeddingBag)):
         return False
     if _norm_op(module) is not None or "Embedding" in type(module).__name__:
         return False
@@ -81,12 +116,21 @@ class ModelMap:
     layer_of: dict[int, int]
     linears: list[nn.Module] = field(default_factory=list)
     product_modules: list[nn.Module] = field(default_factory=list)
-    # id(parent) → the convolutions among its children: transformers' Mamba-family mixers
-    # pass ``self.conv1d.weight`` to a conv function themselves instead of calling the
-    # module, so the parent's forward is watched for products with those weights too
-    conv_children: dict[int, list[nn.Module]] = field(default_factory=dict)
-    # parents of convolutions that are not product modules themselves
-    conv_parents: list[nn.Module] = field(default_factory=list)
+    # id(parent) → children whose weights the parent's own code may multiply: every
+    # convolution (transformers' Mamba-family mixers pass ``self.conv1d.weight`` to a conv
+    # function instead of calling the module) and every linear that the parent's class
+    # names as ``self.<child>.weight`` (Mamba's ``self.dt_proj.weight @ x``); the parent's
+    # forward is watched for products with those weights
+    weight_children: dict[int, list[nn.Module]] = field(default_factory=dict)
+    # parents of such children that are not product modules themselves
+    watched_parents: list[nn.Module] = field(default_factory=list)
+    # id(parent) → its children that are linears or product modules (every one of them
+    # must be reached in a forward in which its parent ran)
+    weight_parents: dict[int, tuple[nn.Module, list[nn.Module]]] = field(default_factory=dict)
+    # id → module, for the modules outside the decoder layers
+    outside: dict[int, nn.Module] = field(default_factory=dict)
+    # the activation modules and their ops ("silu" / "gelu")
+    activations: list[tuple[nn.Module, str]] = field(default_factory=list)
     norms: dict[int, str] = field(default_factory=dict)  # id → "rms_norm" | "layer_norm"
     norm_modules: list[nn.Module] = field(default_factory=list)
     attention: list[nn.Module] = field(default_factory=list)
@@ -211,6 +255,27 @@ def _entry_modules(model: nn.Module, prefix: str | None) -> list[nn.Module]:
     return entries
 
 
+_WEIGHT_REF = re.compile(r"self\.(\w+)\.weight\b")
+_NAMED: dict[type, frozenset[str]] = {}
+
+
+def _weights_named(cls: type) -> frozenset[str]:
+    """Attribute names ``x`` for which the source of ``cls`` (and its bases up to
+    ``nn.Module``) mentions ``self.x.weight``: children whose weight it may use directly."""
+    hit = _NAMED.get(cls)
+    if hit is None:
+        found: set[str] = set()
+        for klass in cls.__mro__:
+            if klass in (nn.Module, object) or klass.__module__.startswith("torch."):
+                continue
+            try:
+                found.update(_WEIGHT_REF.findall(inspect.getsource(klass)))
+            except (OSError, TypeError):  # no source (built in, generated): nothing named
+                continue
+        hit = _NAMED[cls] = frozenset(found)
+    return hit
+
+
 def build_model_map(model: nn.Module) -> ModelMap:
     """Walk ``model`` once and record names, layers and op anchors."""
     if not isinstance(model, nn.Module):
@@ -236,8 +301,10 @@ def build_model_map(model: nn.Module) -> ModelMap:
             stack.append((name, layer_ids[id(module)]))
         layer = stack[-1][1] if stack else OUTSIDE
         layer_of[id(module)] = layer
+        if layer == OUTSIDE:
+            mm.outside[id(module)] = module
         op, key = None, name
-        if isinstance(module, nn.Linear):
+        if _is_plain_linear(module):
             mm.linears.append(module)
             op = "linear"
         elif (norm := _norm_op(module)) is not None:
@@ -245,7 +312,10 @@ def build_model_map(model: nn.Module) -> ModelMap:
             mm.norm_modules.append(module)
             op = norm
         elif (act := _activation_op(module)) is not None:
-            op, key = act, None
+            mm.activations.append((module, act))
+            # inside a layer an activation is booked under the layer's path, like the
+            # functional calls there; outside the layers under its own name
+            op, key = act, (None if layer != OUTSIDE else name)
         elif _is_attention(module):
             mm.attention.append(module)
             for a in ("attention_scores", "softmax", "attention_output"):
@@ -259,14 +329,17 @@ def build_model_map(model: nn.Module) -> ModelMap:
             mm.sites.append((layer, op, mm.layer_path(layer) if key is None else key))
     by_name = {n: m for n, m in model.named_modules()}
     products = {id(m) for m in mm.product_modules}
-    for module in mm.product_modules:
-        if not isinstance(module, _ConvNd):
-            continue
+    for module in [*mm.linears, *mm.product_modules]:
         name = names[id(module)]
         parent = by_name.get(name.rsplit(".", 1)[0] if "." in name else "")
         if parent is None or parent is module:
             continue
-        if id(parent) not in mm.conv_children and id(parent) not in products:
-            mm.conv_parents.append(parent)
-        mm.conv_children.setdefault(id(parent), []).append(module)
+        mm.weight_parents.setdefault(id(parent), (parent, []))[1].append(module)
+        if not isinstance(module, _ConvNd):
+            child = name.rsplit(".", 1)[-1]
+            if child not in _weights_named(type(parent)):
+                continue
+        if id(parent) not in mm.weight_children and id(parent) not in products:
+            mm.watched_parents.append(parent)
+        mm.weight_children.setdefault(id(parent), []).append(module)
     return mm

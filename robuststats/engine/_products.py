@@ -26,6 +26,7 @@ weight that reaches no visible product makes the convolution blind.
 
 from __future__ import annotations
 
+import threading
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from robuststats.engine._session import NoiseSession
 
 __all__ = ["PRODUCT_NAMES", "ProductMode", "own_products_hidden", "product_forward",
-           "watcher_forward"]
+           "run_as_owner", "watcher_forward"]
 
 #: Functions (by name) that compute matrix products.
 PRODUCT_NAMES = frozenset({
@@ -128,6 +129,21 @@ class _Frame:
             self.keep.append(t)
 
 
+#: the (layer, name) of the weight-child linear whose own ``forward`` is running in this
+#: thread: a parent's frame leaves that module's products to it (booked once)
+_RUNNING = threading.local()
+
+
+def run_as_owner(owner: tuple[int, str], fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` as the own call of the module ``owner`` (see :data:`_RUNNING`)."""
+    prev = getattr(_RUNNING, "owner", None)
+    _RUNNING.owner = owner
+    try:
+        return fn(*args)
+    finally:
+        _RUNNING.owner = prev
+
+
 class ProductMode(TorchFunctionMode):
     """Routes the products of one product-module call through ``session.apply_op``."""
 
@@ -142,6 +158,8 @@ class ProductMode(TorchFunctionMode):
         if owner is None:
             return func(*args, **kwargs)
         own = owner == (f.layer, f.name)
+        if not own and owner == getattr(_RUNNING, "owner", None):
+            return func(*args, **kwargs)  # the child's own forward books its product
         name = _name(func)
         if name in PRODUCT_NAMES:
             f.products += own
@@ -190,6 +208,7 @@ def _noisy_product(f: _Frame, owner: tuple[int, str], func: Any, args: tuple[Any
     session = f.session
     assert session is not None
     layer, name = owner
+    session.reached.add(name)
     fs, bs = session.scales("linear", layer, name)
     if fs == 0.0 and bs == 0.0:
         return run(*(args[i] for i in slots))
@@ -222,9 +241,9 @@ def _own_weights(module: torch.nn.Module) -> list[Any]:
 
 
 def _children(inst: Installation, module: torch.nn.Module) -> list[tuple[int, str, list[Any]]]:
-    """The convolutions among ``module``'s children whose weights its code may use itself."""
+    """The children (convolutions, linears it names) whose weights its code may use itself."""
     return [(inst.map.layer_of[id(c)], inst.map.names[id(c)], _own_weights(c))
-            for c in inst.map.conv_children.get(id(module), ())]
+            for c in inst.map.weight_children.get(id(module), ())]
 
 
 def product_forward(inst: Installation, module: torch.nn.Module, prev: Any) -> Any:
@@ -253,6 +272,15 @@ def product_forward(inst: Installation, module: torch.nn.Module, prev: Any) -> A
         frame.blind(s)
         if fs == 0.0 and bs == 0.0:
             return out
+        lookup = (not frame.products and not frame.used and frame.opaque is None
+                  and any(id(t) in frame.owners for t in _tensors_of(out)))
+        if lookup:
+            # it returns (a view, slice or gather of) its weights without multiplying them:
+            # a lookup table (Swin's relative position bias), no product to inject
+            s.reached.add(name)
+            return out
+        if frame.opaque is None and (frame.products or frame.used):
+            s.reached.add(name)  # reached, or judged blind below
         where = f"op 'linear' at module {name!r}"
         if frame.opaque is not None:
             s.blind.setdefault(where, f"its weights went into {frame.opaque}, whose matrix "

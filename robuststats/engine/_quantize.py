@@ -178,8 +178,10 @@ def _round_e2m1(v: torch.Tensor, ties: str) -> torch.Tensor:
 # ---------------------------------------------------------------- formats on (groups, size)
 def _fp8(g: torch.Tensor, fmt: str, ties: str) -> torch.Tensor:
     dtype, mbits, emin, fmax = _FP8[fmt]
-    amax = g.abs().amax(dim=-1, keepdim=True)
-    scale = torch.where(amax > 0, amax / fmax, torch.ones_like(amax))  # an all-zero group is exact
+    scale = g.abs().amax(dim=-1, keepdim=True) / fmax
+    # a zero scale (an all-zero group, or one whose amax / fmax underflows) becomes 1, which
+    # is exact for zeros; a NaN or inf scale stays and spreads over its group as in torchao
+    scale = torch.where(scale == 0, torch.ones_like(scale), scale)
     v = (g / scale).clamp_(-fmax, fmax)
     if ties == "even":
         q = v.to(dtype).float()
@@ -191,21 +193,27 @@ def _fp8(g: torch.Tensor, fmt: str, ties: str) -> torch.Tensor:
 def _int8(g: torch.Tensor, ties: str) -> torch.Tensor:
     amax = g.abs().amax(dim=-1, keepdim=True)
     scale = (amax / 127.0).clamp_(min=_F32_TINY)
-    return _round_ties(g * (1.0 / scale), ties).clamp_(-127, 127).mul_(scale)
+    # + 0: an integer code has no sign of zero (torchao's −0.3·Δ dequantizes to +0.0)
+    return _round_ties(g * (1.0 / scale), ties).clamp_(-127, 127).add_(0.0).mul_(scale)
 
 
 def _mxfp4(g: torch.Tensor, ties: str) -> torch.Tensor:
     amax = g.abs().amax(dim=-1, keepdim=True)
-    # ⌊log2 amax⌋ from the float32 exponent bits (as torchao's to_mx, FLOOR mode)
+    # ⌊log2 amax⌋ from the float32 exponent bits (as torchao's to_mx, FLOOR mode), clamped
+    # to E8M0's range: the smallest scale is 2^-127 (code 0), a NaN amax gives the NaN code
     pow2 = ((amax.view(torch.int32) >> 23) & 0xFF) - 127
-    scale = torch.exp2((pow2 - _E2M1_EMAX).clamp_(-127, 128).float()).clamp_(min=_F32_TINY)
-    return _round_e2m1(g / scale, ties).mul_(scale)
+    scale = torch.exp2((pow2 - _E2M1_EMAX).clamp_(-127, 127).float())
+    scale = torch.where(torch.isnan(amax), amax, scale)
+    # the elements are computed against the scale clamped at the smallest normal float32
+    # (2^-126), as torchao's to_mx does; the stored 2^-127 multiplies them back
+    return _round_e2m1(g / scale.clamp(min=_F32_TINY), ties).mul_(scale)
 
 
 def _nvfp4(g: torch.Tensor, ties: str) -> torch.Tensor:
     amax = g.abs().amax()
     pts = amax / (448.0 * _E2M1_MAX)  # per-tensor float32 scale
-    pts = torch.where(pts > 0, pts, torch.ones_like(pts))  # all zeros: any scale is exact
+    # all zeros (or an underflowing scale): any scale is exact; NaN and inf stay, as in torchao
+    pts = torch.where(pts == 0, torch.ones_like(pts), pts)
     block_amax = g.abs().amax(dim=-1, keepdim=True)
     s8 = (block_amax / _E2M1_MAX / pts).clamp_(_E4M3_TINY, 448.0)
     s8 = s8.to(torch.float8_e4m3fn).float()

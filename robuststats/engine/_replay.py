@@ -44,6 +44,22 @@ class Replay:
 
     streams: dict[torch.device, NoiseStream]
     left: int
+    #: the recompute it serves (see :func:`_recompute`), ``None`` when unknown
+    recompute: Any = None
+
+
+def _recompute() -> Any:
+    """The recompute running on this thread, as torch's non-reentrant checkpoint identifies
+    it: the pack hook of its ``_recomputation_hook`` (a new one for each recompute) on top
+    of the saved-tensors hooks; ``None`` elsewhere (a reentrant checkpoint)."""
+    try:
+        top = torch._C._autograd._top_saved_tensors_default_hooks(True)
+    except (AttributeError, RuntimeError, TypeError):  # a torch without it: count draws only
+        return None
+    if top is None:
+        return None
+    pack = top[0]
+    return pack if "_recomputation_hook" in getattr(pack, "__qualname__", "") else None
 
 
 class CheckpointReplay:
@@ -80,13 +96,23 @@ class CheckpointReplay:
 
     def forward_stream(self, layer: int, device: torch.device) -> NoiseStream:
         """The stream of one forward draw of ``layer``: the live one outside backward; in a
-        recompute, the replay of the newest record not yet replayed (a new one when the
-        current replay has made all its draws)."""
+        recompute, the replay of the newest record not yet replayed.
+
+        A new replay starts with each recompute: when torch's non-reentrant checkpoint
+        runs a new recompute (its recomputation hook changed), or, where the recompute
+        cannot be told (reentrant checkpointing, which always recomputes the whole
+        forward), when the current replay has made all its draws. Counting draws alone is
+        not enough: with early stop (torch's default) a recompute ends as soon as it has
+        rebuilt the tensors backward needs, before the forward's last draws, and the next
+        recompute would continue the wrong record (two checkpointed forwards and one
+        backward gave gradients 10 % off)."""
         if not in_backward():
             self._draws[layer] += 1
             return self._streams.get("forward", layer, device)
         replay = self._running.get(layer)
-        if replay is None or replay.left <= 0:
+        current = _recompute()
+        if replay is None or (replay.recompute is not current if current is not None
+                              else replay.left <= 0):
             saved = self._saved.get(layer)
             if not saved:
                 self.unreplayed += 1
@@ -96,6 +122,7 @@ class CheckpointReplay:
                 {dev: self._streams.fresh("forward", layer, dev).set_state(state)
                  for dev, state in record.states.items()},
                 record.n_draws if record.n_draws is not None else _UNBOUNDED,
+                current,
             )
         replay.left -= 1
         g = replay.streams.get(device)

@@ -73,6 +73,10 @@ class NoiseSession:
         #: matrix products that ran out of the engine's sight: what → why (a product
         #: module's weights in an opaque kernel; the model's own sdpa call)
         self.blind: dict[str, str] = {}
+        #: names of the linear and product modules whose products were reached, and ids of
+        #: the modules whose forward ran while their children carry weights
+        self.reached: set[str] = set()
+        self.parents_ran: set[int] = set()
         #: ids of the autograd graph tasks (backward calls) that reached the model's outputs
         self.graph_tasks: dict[int, None] = {}
         self.mode: Any = None  # the session's TorchFunctionMode, when functional ops are requested

@@ -72,3 +72,17 @@ def tiny_net() -> nn.Module:
 def make_qwen():
     """Factory fixture: ``make_qwen(attn="sdpa", layers=3)``."""
     return tiny_qwen2
+
+
+def set_checkpointing(model: nn.Module, on: bool) -> None:
+    """Switch transformers' gradient checkpointing (non-reentrant) on or off, quietly."""
+    import warnings
+
+    model.zero_grad()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if on:
+            model.gradient_checkpointing_enable(
+                gradient_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_disable()

@@ -21,7 +21,9 @@ def test_formats_keep_zero_and_tiny_tensors_finite(kind, value) -> None:
     if value == 0.0:
         assert torch.equal(q, y)
     else:
-        assert float((q - y).abs().max()) <= value
+        # at most the value itself (float32's, not Python's 1e-39): MXFP4's smallest E8M0
+        # scale 2^-127 flushes a block of float32 subnormals to 0, as torchao's to_mx does
+        assert float((q - y).abs().max()) <= y[0, 0].item()
 
 
 class LoRALinear(nn.Module):
