@@ -27,7 +27,7 @@ from robuststats.cli.divergence import (
     publish,
 )
 
-__all__ = ["capture_one", "compare_two"]
+__all__ = ["capture_one", "compare_two", "compare_two_dumps"]
 
 
 def capture_one(args: argparse.Namespace) -> int:
@@ -85,22 +85,48 @@ def _capture_text(data: dict[str, Any], cond: Any) -> str:
     return "\n".join(lines)
 
 
+def _two_files(args: argparse.Namespace, what: str, plural: str) -> None:
+    """The checks of a comparison of two files (captures or dumps) made elsewhere."""
+    why = f"SOURCE is {what}: the items, batches and sketch were fixed when it was written"
+    _refuse(args, _SOURCE_ONLY, why)
+    _refuse(args, _CAPTURE_ONLY, why)
+    if args.capture is not None:
+        raise _flag_error("--capture", f"SOURCE is {what} already; capture from a model "
+                          "directory or a study file")
+    if args.reference is not None:
+        raise _flag_error("--reference", f"SOURCE is the reference's {what.split()[-1]}; "
+                          "give the other one with --candidate")
+    _refuse(args, ("no_local",), f"{plural} have no local pass; it is never run")
+    if args.candidate is None:
+        raise _flag_error("--candidate", f"required: the {what.split()[-1]} compared with "
+                          "SOURCE's")
+
+
+def compare_two_dumps(args: argparse.Namespace) -> int:
+    """``DUMP --candidate DUMP``: compare two msprobe dumps."""
+    from robuststats.divergence import compare_dumps, is_dump, store_name
+
+    _two_files(args, "an msprobe dump", "dumps")
+    if not is_dump(args.candidate):
+        raise _flag_error("--candidate", f"SOURCE is an msprobe dump, so --candidate must be "
+                          f"another; {args.candidate!r} holds no dump.json")
+    _resolve(args)
+    sensitivity = _sensitivity(args)
+    opts.check_output_dirs(args, "out")
+    div = compare_dumps(args.source, args.candidate, modules=args.modules, eps=args.eps,
+                        confidence_level=args.confidence_level, interval=args.interval,
+                        names=("SOURCE", "--candidate"))
+    name = args.name or Path(args.source).resolve().name
+    source = {"kind": "msprobe dumps", "reference": str(args.source),
+              "candidate": str(args.candidate)}
+    return publish(args, div, store_name(str(name)), sensitivity, source)
+
+
 def compare_two(args: argparse.Namespace) -> int:
     """``CAPTURE --candidate CAPTURE``: compare two captures."""
     from robuststats.divergence import CaptureReader, compare_captures, store_name
 
-    why = "SOURCE is a capture: the items, batches and sketch were fixed when it was captured"
-    _refuse(args, _SOURCE_ONLY, why)
-    _refuse(args, _CAPTURE_ONLY, why)
-    if args.capture is not None:
-        raise _flag_error("--capture", "SOURCE is a capture already; capture from a model "
-                          "directory or a study file")
-    if args.reference is not None:
-        raise _flag_error("--reference", "SOURCE is the reference's capture; give the other "
-                          "capture with --candidate")
-    _refuse(args, ("no_local",), "captures have no local pass; it is never run")
-    if args.candidate is None:
-        raise _flag_error("--candidate", "required: the capture compared with SOURCE's")
+    _two_files(args, "a capture", "captures")
     if not Path(args.candidate).is_file():
         raise _flag_error("--candidate", f"SOURCE is a capture, so --candidate must be "
                           f"another capture file; {args.candidate!r} is not a file")

@@ -5,7 +5,8 @@ Three forms, told apart by SOURCE and ``--capture``:
 - ``SOURCE --candidate COND [--reference COND]``: both runs in this process (in-process);
 - ``SOURCE --capture FILE [--reference COND | --candidate COND]``: run one condition and
   write its capture (for a comparison made later, or on another machine);
-- ``CAPTURE --candidate CAPTURE``: compare two captures (SOURCE is the reference's).
+- ``CAPTURE --candidate CAPTURE``: compare two captures (SOURCE is the reference's);
+  ``DUMP --candidate DUMP`` the same for two msprobe dumps.
 
 This module parses, checks what the forms share, runs the first and prints a comparison;
 the two capture forms are in :mod:`robuststats.cli._divergence_captures`.
@@ -36,6 +37,7 @@ two machines (capture one run on each, compare anywhere):
   robuststats divergence ckpts/qwen --reference bf16+cuda --capture gpu.npz   # GPU host
   robuststats divergence ckpts/qwen --candidate bf16+npu --capture npu.npz    # NPU host
   robuststats divergence gpu.npz --candidate npu.npz --max-mape 0.05
+  robuststats divergence dump_gpu/step0/rank0 --candidate dump_npu/step0/rank0  # msprobe
 
 conditions: dtypes fp32, bf16, fp16; devices cpu, cuda, cuda:N; error models
 nvfp4_weights, mxfp4_weights, fp8_e4m3_inputs, int8_inputs, nvfp4_inputs,
@@ -189,8 +191,12 @@ def _sensitivity(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from robuststats.divergence import is_capture
+    from robuststats.divergence import is_capture, is_dump
 
+    if is_dump(args.source):
+        from robuststats.cli._divergence_captures import compare_two_dumps
+
+        return compare_two_dumps(args)
     if is_capture(args.source) or (args.source.lower().endswith(".npz")
                                    and args.capture is None):
         from robuststats.cli._divergence_captures import compare_two

@@ -126,8 +126,8 @@ def verdict_text(fit: GrowthFit) -> str:
     if fit.verdict is None or grown is None or acc is None:
         last = None if grown is None else grown.last_rel_rms
         text = "accumulation: not assessed (" + (
-            "no divergence" if not _num(last) else
-            fit.verdict_note or "needs the local pass and two layers") + ")"
+            "no divergence" if _num(last) == 0 or (last is None and not fit.verdict_note)
+            else fit.verdict_note or "needs the local pass and two layers") + ")"
         if grown is not None and _num(grown.growth_per_layer) is not None and _num(last):
             text += (f"; after layer {grown.last_layer} the residual stream's rel RMS is "
                      f"{_g(grown.last_rel_rms)}; growth per layer "
@@ -205,6 +205,13 @@ def markdown(div: Any, data: dict[str, Any], exceed: pd.DataFrame, label: str) -
     lines += ["", "## Every module (accumulated)", "",
               _md_table(["module", "type", "MAPE", "median APE", "WAPE", "rel RMS",
                          "interval", "cosine"], rows)]
+    if "norm_rel_diff" in div.modules.columns:
+        from robuststats.divergence._msprobe import STAT_METRICS
+
+        rows = [[r.site, *(f"{_g(getattr(r, m))} {_ci(getattr(r, f'{m}_ci_low'), getattr(r, f'{m}_ci_high'), lvl)}"
+                           for m in STAT_METRICS)] for r in acc.itertuples()]
+        lines += ["", "## Differences of the dumps' statistics (per call; / RMS of the "
+                  "reference)", "", _md_table(["module", *STAT_METRICS], rows)]
     if div.notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in div.notes]
     return "\n".join(lines) + "\n"
