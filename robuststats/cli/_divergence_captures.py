@@ -24,6 +24,8 @@ from robuststats.cli.divergence import (
     _refuse,
     _resolve,
     _sensitivity,
+    check_fit_flags,
+    fit_and_write,
     publish,
 )
 
@@ -61,7 +63,8 @@ def capture_one(args: argparse.Namespace) -> int:
                            item_ids=src.item_ids, modules=args.modules,
                            batch_size=args.batch_size, max_length=args.max_length,
                            subset_size=args.subset_size, projection_dim=args.projection_dim,
-                           sketch_seed=args.sketch_seed, source={**src.info, "name": src.name},
+                           sketch_seed=args.sketch_seed,
+                           source={**src.info, "name": src.name, "texts_file": args.texts},
                            progress=bar)
     data = info.summary()
     emit(args.format, data=data, text=lambda: _capture_text(data, cond))
@@ -88,7 +91,8 @@ def _capture_text(data: dict[str, Any], cond: Any) -> str:
 def _two_files(args: argparse.Namespace, what: str, plural: str) -> None:
     """The checks of a comparison of two files (captures or dumps) made elsewhere."""
     why = f"SOURCE is {what}: the items, batches and sketch were fixed when it was written"
-    _refuse(args, _SOURCE_ONLY, why)
+    # --runs finds a study's model for --fit-noise (the capture names its source)
+    _refuse(args, tuple(k for k in _SOURCE_ONLY if k != "runs" or args.fit_noise is None), why)
     _refuse(args, _CAPTURE_ONLY, why)
     if args.capture is not None:
         raise _flag_error("--capture", f"SOURCE is {what} already; capture from a model "
@@ -107,6 +111,9 @@ def compare_two_dumps(args: argparse.Namespace) -> int:
     from robuststats.divergence import compare_dumps, is_dump, store_name
 
     _two_files(args, "an msprobe dump", "dumps")
+    if args.fit_noise is not None:
+        raise _flag_error("--fit-noise", "a dump holds no texts to simulate on: fit from two "
+                          "captures, or in process (SOURCE a model directory or study file)")
     if not is_dump(args.candidate):
         raise _flag_error("--candidate", f"SOURCE is an msprobe dump, so --candidate must be "
                           f"another; {args.candidate!r} holds no dump.json")
@@ -130,11 +137,13 @@ def compare_two(args: argparse.Namespace) -> int:
     if not Path(args.candidate).is_file():
         raise _flag_error("--candidate", f"SOURCE is a capture, so --candidate must be "
                           f"another capture file; {args.candidate!r} is not a file")
+    check_fit_flags(args)
     _resolve(args)
     sensitivity = _sensitivity(args)
     opts.check_output_dirs(args, "out")
     with CaptureReader(args.source, name="SOURCE") as reader:
         header = reader.header
+    model_source = _fit_source(args, header)
     with _progress(args, len(header["items"]["ids"]), "compare") as bar:
         div = compare_captures(args.source, args.candidate, modules=args.modules,
                                eps=args.eps, confidence_level=args.confidence_level,
@@ -144,4 +153,33 @@ def compare_two(args: argparse.Namespace) -> int:
     name = args.name or origin.get("name") or Path(args.source).stem
     source = {"kind": "captures", "reference": str(args.source),
               "candidate": str(args.candidate), "model": header.get("source")}
-    return publish(args, div, store_name(str(name)), sensitivity, source)
+    fit = None
+    if model_source is not None:
+        from robuststats.divergence import load_source
+
+        src = load_source(**model_source)
+        fit = fit_and_write(args, div, src, None)
+    return publish(args, div, store_name(str(name)), sensitivity, source, fit)
+
+
+def _fit_source(args: argparse.Namespace, header: dict[str, Any]) -> dict[str, Any] | None:
+    """With --fit-noise: how to load the model and items the reference capture was made
+    from (its header's ``source``), checked before any compute."""
+    if args.fit_noise is None:
+        return None
+    from robuststats.divergence import check_source
+
+    origin = header.get("source") if isinstance(header.get("source"), dict) else {}
+    path = origin.get("path")
+    if origin.get("kind") not in ("model", "study") or not isinstance(path, str):
+        raise _flag_error("--fit-noise", "the reference capture does not name the model "
+                          "directory or study file it was made from; fit in process instead")
+    check_source(path, name="--fit-noise (the capture's source)")
+    texts = origin.get("texts_file")
+    if origin.get("kind") == "model" and texts is None and origin.get("texts") not in (
+            None, "arithmetic task, test split"):
+        raise _flag_error("--fit-noise", "the reference capture's texts file is not recorded "
+                          "(captured by an older version); fit in process instead")
+    return {"source": path, "n_items": len(header["items"]["ids"]), "texts": texts,
+            "condition": origin.get("condition"), "seed": origin.get("seed"),
+            "runs": args.runs}

@@ -40,6 +40,8 @@ if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_pack
     from robuststats.divergence._conditions import Condition as Condition
     from robuststats.divergence._conditions import parse_condition as parse_condition
     from robuststats.divergence._fit import GrowthFit as GrowthFit
+    from robuststats.divergence._fitreport import fit_figure as fit_figure
+    from robuststats.divergence._fitreport import fit_summary as fit_summary
     from robuststats.divergence._fromcaptures import compare_captures as compare_captures
     from robuststats.divergence._metrics import DEFAULT_EPS as DEFAULT_EPS
     from robuststats.divergence._metrics import METRICS as METRICS
