@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -54,7 +53,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from robuststats.divergence._analysis import mean_interval
 from robuststats.divergence._conditions import Condition, parse_condition
+from robuststats.divergence._fitcheck import CHECKED, site_checks
 from robuststats.divergence._sites import RESIDUAL
 from robuststats.errors import InputError
 
@@ -64,7 +65,6 @@ __all__ = ["PLACES", "NoiseFit", "fit_noise"]
 PLACES = ("layer", "module")
 #: noise seeds of the simulations start here, far from a planted or measured run's
 _SIM_SEED = 1_000_003
-_CHECKED = ("rel_rms", "wape")
 
 
 @dataclass(frozen=True)
@@ -203,13 +203,6 @@ def _solve(m: np.ndarray, g: np.ndarray) -> np.ndarray:
     return u
 
 
-def _ratio(num: np.ndarray, den: np.ndarray, power: int) -> np.ndarray:
-    """(num / den)^(1/power): inf where only den is 0, NaN where both are."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = (num / den) ** (1 / power)
-    return np.where((den == 0) & (num == 0), np.nan, out)
-
-
 def fit_noise(model: Any, tokenizer: Any, texts: Sequence[str], measured: Any, *,
               item_ids: Sequence[Any] | None = None,
               reference: Condition | str | dict[str, Any] | None = None,
@@ -326,47 +319,14 @@ def fit_noise(model: Any, tokenizer: Any, texts: Sequence[str], measured: Any, *
                      "(non-negative least squares at its bound)")
     # confirmation: the fitted spec, simulated once more with its own draws
     check = simulate(spec.replace(seed=noise_seed + 7), "confirmation, fitted spec")
-    site_rows, ratios = [], {}
-    for metric in _CHECKED:
-        a = _matrix(measured.items, sites, ids, metric)
-        s = _matrix(check, sites, ids, metric)
-        power = 2 if metric == "rel_rms" else 1  # squares add; WAPE is a ratio of sums
-        est = _ratio(np.nanmean(a ** power, axis=0), np.nanmean(s ** power, axis=0), power)
-        gen_m = np.random.default_rng([rng, 1])
-        reps = np.empty((n_resamples, len(sites)))
-        for b in range(n_resamples):
-            idx = gen_m.integers(0, n, n)
-            reps[b] = _ratio(np.nanmean(a[idx] ** power, axis=0),
-                             np.nanmean(s[idx] ** power, axis=0), power)
-        with np.errstate(invalid="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # a site never simulated: NaN
-            ratios[metric] = (est, np.nanquantile(reps, alpha / 2, axis=0),
-                              np.nanquantile(reps, 1 - alpha / 2, axis=0),
-                              np.nanmean(a, axis=0), np.nanmean(s, axis=0))
-    band = (1 / (1 + tolerance), 1 + tolerance)
     layer_of = acc.groupby("site", sort=False)["layer"].first()
     type_of = acc.groupby("site", sort=False)["module_type"].first()
-    for t, site in enumerate(sites):
-        row: dict[str, Any] = {"site": site, "layer": int(layer_of[site]),
-                               "module_type": type_of[site]}
-        worst, worst_metric, misfit = 1.0, "rel_rms", False
-        for metric in _CHECKED:
-            est, low, high, mean_a, mean_s = (v[t] for v in ratios[metric])
-            row.update({f"{metric}_measured": mean_a, f"{metric}_simulated": mean_s,
-                        f"{metric}_ratio": est, f"{metric}_ratio_ci_low": low,
-                        f"{metric}_ratio_ci_high": high})
-            if est > 0 and not math.isnan(est) and abs(math.log(est)) > abs(math.log(worst)):
-                worst, worst_metric = float(est), metric
-            # measured where the model puts no error at all (est inf) misfits too
-            misfit |= bool(est == math.inf or (np.isfinite(low) and (low > band[1]
-                                                                      or high < band[0])))
-        row.update(worst_metric=worst_metric, worst_ratio=worst,
-                   abs_log_ratio=abs(math.log(worst)), misfit=misfit)
-        site_rows.append(row)
-    site_table = pd.DataFrame(site_rows)
-    both = site_table[["rel_rms_ratio", "wape_ratio"]].to_numpy(float)
-    finite = both[np.isfinite(both) & (both > 0)]
-    rms_log = float(np.sqrt(np.mean(np.log(finite) ** 2))) if finite.size else math.nan
+    site_table, rms_log = site_checks(
+        {m: _matrix(measured.items, sites, ids, m) for m in CHECKED},
+        {m: _matrix(check, sites, ids, m) for m in CHECKED},
+        sites=sites, layers=[int(layer_of[t]) for t in sites],
+        types=[str(type_of[t]) for t in sites], tolerance=tolerance,
+        confidence_level=confidence_level, n_resamples=n_resamples, rng=rng)
     unreached = site_table[site_table["rel_rms_ratio"] == math.inf]
     if len(unreached):
         notes.append(f"{len(unreached)} site(s) diverge where relative Gaussian noise on "
@@ -383,16 +343,12 @@ def fit_noise(model: Any, tokenizer: Any, texts: Sequence[str], measured: Any, *
     depth = site_table[site_table["site"].isin(res)].sort_values("layer")[[
         "layer", "site", "rel_rms_measured", "rel_rms_simulated", "rel_rms_ratio",
         "rel_rms_ratio_ci_low", "rel_rms_ratio_ci_high"]].reset_index(drop=True)
-    meas_res = _matrix(measured.items, res, ids, "rel_rms")
-    sim_res = _matrix(check, res, ids, "rel_rms")
-    for name, arr in (("measured", meas_res), ("simulated", sim_res)):
-        mean = np.nanmean(arr, axis=0)
-        sd = np.nanstd(arr, axis=0, ddof=1)
-        from scipy.stats import t as student
-
-        half = student.ppf(1 - alpha / 2, max(n - 1, 1)) * sd / math.sqrt(n)
-        depth[f"rel_rms_{name}_ci_low"] = mean - half
-        depth[f"rel_rms_{name}_ci_high"] = mean + half
+    for name, frame in (("measured", measured.items), ("simulated", check)):
+        arr = _matrix(frame, res, ids, "rel_rms")
+        bounds = [mean_interval(arr[:, j], confidence_level=confidence_level)
+                  for j in range(arr.shape[1])]
+        depth[f"rel_rms_{name}_ci_low"] = [b[1] for b in bounds]
+        depth[f"rel_rms_{name}_ci_high"] = [b[2] for b in bounds]
     method = ("non-negative least squares of mean rel RMS² per site on simulated unit "
               "responses per place (pilot refined once); percentile bootstrap over items, "
               f"{n_resamples} resamples")
