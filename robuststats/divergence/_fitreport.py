@@ -58,11 +58,6 @@ def fit_figure(fit: Any, path: Path) -> Path | None:
     if bad.size:
         right.scatter(bad, np.full(bad.size, right.get_ylim()[1]), marker="v", color="red",
                       s=18, label="misfit", zorder=4)
-    right.set_yscale("log")
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
-
-    right.yaxis.set_major_formatter(ScalarFormatter())
-    right.yaxis.set_minor_formatter(NullFormatter())
     right.set_xticks(x)
     right.set_xticklabels([f"{r.layer}:{r.module_type}" for r in s.itertuples()],
                           rotation=90, fontsize=6)
