@@ -59,7 +59,8 @@ def test_bad_arguments_are_refused_before_compute(qwen):
 @pytest.mark.slow
 def test_planted_scales_are_recovered_at_about_the_nominal_rate(qwen):
     """8 repetitions, each a new planted draw and new simulation draws: 16 intervals at 95 %.
-    P(14 or fewer covered | 16, 0.95) = 0.043 (R: pbinom(14, 16, 0.95))."""
+    At nominal coverage P(12 or fewer covered | 16, 0.95) = 0.0070 (R: pbinom(12, 16, 0.95)
+    -> 0.007003908); the benchmark gives the full numbers (docs/divergence.md)."""
     model, tok, texts, ids = qwen
     covered, total = 0, 0
     for r in range(8):
@@ -72,7 +73,7 @@ def test_planted_scales_are_recovered_at_about_the_nominal_rate(qwen):
             covered += row.scale_ci_low <= TRUTH[row.layer] <= row.scale_ci_high
             total += 1
             assert abs(row.scale / TRUTH[row.layer] - 1) < 0.1
-    assert total == 16 and covered >= 15, covered
+    assert total == 16 and covered >= 13, covered
 
 
 @pytest.mark.slow
