@@ -75,8 +75,9 @@ _SKETCH = (
 _OPTIONS = [
     opts.option("source", metavar="SOURCE",
                 help="a study file (.yaml: the model of --condition and --seed, its evaluation "
-                     "items), a model directory (save_pretrained, with its tokenizer), or a "
-                     "capture file (the reference run, compared with the capture of --candidate)"),
+                     "items), a model directory (save_pretrained, with its tokenizer), a "
+                     "capture file (the reference run, compared with the capture of --candidate) "
+                     "or an msprobe dump directory (compared with the dump of --candidate)"),
     opts.option("--reference", metavar="COND", help="the reference run (default fp32)"),
     opts.option("--candidate", metavar="COND",
                 help="the compared run, e.g. bf16, nvfp4_weights, bf16+cuda, or a mapping; a "
