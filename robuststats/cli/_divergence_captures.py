@@ -24,10 +24,12 @@ from robuststats.cli.divergence import (
     _refuse,
     _resolve,
     _sensitivity,
+    check_fit_flags,
+    fit_and_write,
     publish,
 )
 
-__all__ = ["capture_one", "compare_two"]
+__all__ = ["capture_one", "compare_two", "compare_two_dumps"]
 
 
 def capture_one(args: argparse.Namespace) -> int:
@@ -61,7 +63,8 @@ def capture_one(args: argparse.Namespace) -> int:
                            item_ids=src.item_ids, modules=args.modules,
                            batch_size=args.batch_size, max_length=args.max_length,
                            subset_size=args.subset_size, projection_dim=args.projection_dim,
-                           sketch_seed=args.sketch_seed, source={**src.info, "name": src.name},
+                           sketch_seed=args.sketch_seed,
+                           source={**src.info, "name": src.name, "texts_file": args.texts},
                            progress=bar)
     data = info.summary()
     emit(args.format, data=data, text=lambda: _capture_text(data, cond))
@@ -85,30 +88,62 @@ def _capture_text(data: dict[str, Any], cond: Any) -> str:
     return "\n".join(lines)
 
 
+def _two_files(args: argparse.Namespace, what: str, plural: str) -> None:
+    """The checks of a comparison of two files (captures or dumps) made elsewhere."""
+    why = f"SOURCE is {what}: the items, batches and sketch were fixed when it was written"
+    # --runs finds a study's model for --fit-noise (the capture names its source)
+    _refuse(args, tuple(k for k in _SOURCE_ONLY if k != "runs" or args.fit_noise is None), why)
+    _refuse(args, _CAPTURE_ONLY, why)
+    if args.capture is not None:
+        raise _flag_error("--capture", f"SOURCE is {what} already; capture from a model "
+                          "directory or a study file")
+    if args.reference is not None:
+        raise _flag_error("--reference", f"SOURCE is the reference's {what.split()[-1]}; "
+                          "give the other one with --candidate")
+    _refuse(args, ("no_local",), f"{plural} have no local pass; it is never run")
+    if args.candidate is None:
+        raise _flag_error("--candidate", f"required: the {what.split()[-1]} compared with "
+                          "SOURCE's")
+
+
+def compare_two_dumps(args: argparse.Namespace) -> int:
+    """``DUMP --candidate DUMP``: compare two msprobe dumps."""
+    from robuststats.divergence import compare_dumps, is_dump, store_name
+
+    _two_files(args, "an msprobe dump", "dumps")
+    if args.fit_noise is not None:
+        raise _flag_error("--fit-noise", "a dump holds no texts to simulate on: fit from two "
+                          "captures, or in process (SOURCE a model directory or study file)")
+    if not is_dump(args.candidate):
+        raise _flag_error("--candidate", f"SOURCE is an msprobe dump, so --candidate must be "
+                          f"another; {args.candidate!r} holds no dump.json")
+    _resolve(args)
+    sensitivity = _sensitivity(args)
+    opts.check_output_dirs(args, "out")
+    div = compare_dumps(args.source, args.candidate, modules=args.modules, eps=args.eps,
+                        confidence_level=args.confidence_level, interval=args.interval,
+                        names=("SOURCE", "--candidate"))
+    name = args.name or Path(args.source).resolve().name
+    source = {"kind": "msprobe dumps", "reference": str(args.source),
+              "candidate": str(args.candidate)}
+    return publish(args, div, store_name(str(name)), sensitivity, source)
+
+
 def compare_two(args: argparse.Namespace) -> int:
     """``CAPTURE --candidate CAPTURE``: compare two captures."""
     from robuststats.divergence import CaptureReader, compare_captures, store_name
 
-    why = "SOURCE is a capture: the items, batches and sketch were fixed when it was captured"
-    _refuse(args, _SOURCE_ONLY, why)
-    _refuse(args, _CAPTURE_ONLY, why)
-    if args.capture is not None:
-        raise _flag_error("--capture", "SOURCE is a capture already; capture from a model "
-                          "directory or a study file")
-    if args.reference is not None:
-        raise _flag_error("--reference", "SOURCE is the reference's capture; give the other "
-                          "capture with --candidate")
-    _refuse(args, ("no_local",), "captures have no local pass; it is never run")
-    if args.candidate is None:
-        raise _flag_error("--candidate", "required: the capture compared with SOURCE's")
+    _two_files(args, "a capture", "captures")
     if not Path(args.candidate).is_file():
         raise _flag_error("--candidate", f"SOURCE is a capture, so --candidate must be "
                           f"another capture file; {args.candidate!r} is not a file")
+    check_fit_flags(args)
     _resolve(args)
     sensitivity = _sensitivity(args)
     opts.check_output_dirs(args, "out")
     with CaptureReader(args.source, name="SOURCE") as reader:
         header = reader.header
+    model_source = _fit_source(args, header)
     with _progress(args, len(header["items"]["ids"]), "compare") as bar:
         div = compare_captures(args.source, args.candidate, modules=args.modules,
                                eps=args.eps, confidence_level=args.confidence_level,
@@ -118,4 +153,33 @@ def compare_two(args: argparse.Namespace) -> int:
     name = args.name or origin.get("name") or Path(args.source).stem
     source = {"kind": "captures", "reference": str(args.source),
               "candidate": str(args.candidate), "model": header.get("source")}
-    return publish(args, div, store_name(str(name)), sensitivity, source)
+    fit = None
+    if model_source is not None:
+        from robuststats.divergence import load_source
+
+        src = load_source(**model_source)
+        fit = fit_and_write(args, div, src, None)
+    return publish(args, div, store_name(str(name)), sensitivity, source, fit)
+
+
+def _fit_source(args: argparse.Namespace, header: dict[str, Any]) -> dict[str, Any] | None:
+    """With --fit-noise: how to load the model and items the reference capture was made
+    from (its header's ``source``), checked before any compute."""
+    if args.fit_noise is None:
+        return None
+    from robuststats.divergence import check_source
+
+    origin = header.get("source") if isinstance(header.get("source"), dict) else {}
+    path = origin.get("path")
+    if origin.get("kind") not in ("model", "study") or not isinstance(path, str):
+        raise _flag_error("--fit-noise", "the reference capture does not name the model "
+                          "directory or study file it was made from; fit in process instead")
+    check_source(path, name="--fit-noise (the capture's source)")
+    texts = origin.get("texts_file")
+    if origin.get("kind") == "model" and texts is None and origin.get("texts") not in (
+            None, "arithmetic task, test split"):
+        raise _flag_error("--fit-noise", "the reference capture's texts file is not recorded "
+                          "(captured by an older version); fit in process instead")
+    return {"source": path, "n_items": len(header["items"]["ids"]), "texts": texts,
+            "condition": origin.get("condition"), "seed": origin.get("seed"),
+            "runs": args.runs}

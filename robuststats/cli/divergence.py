@@ -5,7 +5,8 @@ Three forms, told apart by SOURCE and ``--capture``:
 - ``SOURCE --candidate COND [--reference COND]``: both runs in this process (in-process);
 - ``SOURCE --capture FILE [--reference COND | --candidate COND]``: run one condition and
   write its capture (for a comparison made later, or on another machine);
-- ``CAPTURE --candidate CAPTURE``: compare two captures (SOURCE is the reference's).
+- ``CAPTURE --candidate CAPTURE``: compare two captures (SOURCE is the reference's);
+  ``DUMP --candidate DUMP`` the same for two msprobe dumps.
 
 This module parses, checks what the forms share, runs the first and prints a comparison;
 the two capture forms are in :mod:`robuststats.cli._divergence_captures`.
@@ -36,6 +37,7 @@ two machines (capture one run on each, compare anywhere):
   robuststats divergence ckpts/qwen --reference bf16+cuda --capture gpu.npz   # GPU host
   robuststats divergence ckpts/qwen --candidate bf16+npu --capture npu.npz    # NPU host
   robuststats divergence gpu.npz --candidate npu.npz --max-mape 0.05
+  robuststats divergence dump_gpu/step0/rank0 --candidate dump_npu/step0/rank0  # msprobe
 
 conditions: dtypes fp32, bf16, fp16; devices cpu, cuda, cuda:N; error models
 nvfp4_weights, mxfp4_weights, fp8_e4m3_inputs, int8_inputs, nvfp4_inputs,
@@ -73,8 +75,9 @@ _SKETCH = (
 _OPTIONS = [
     opts.option("source", metavar="SOURCE",
                 help="a study file (.yaml: the model of --condition and --seed, its evaluation "
-                     "items), a model directory (save_pretrained, with its tokenizer), or a "
-                     "capture file (the reference run, compared with the capture of --candidate)"),
+                     "items), a model directory (save_pretrained, with its tokenizer), a "
+                     "capture file (the reference run, compared with the capture of --candidate) "
+                     "or an msprobe dump directory (compared with the dump of --candidate)"),
     opts.option("--reference", metavar="COND", help="the reference run (default fp32)"),
     opts.option("--candidate", metavar="COND",
                 help="the compared run, e.g. bf16, nvfp4_weights, bf16+cuda, or a mapping; a "
@@ -117,6 +120,16 @@ _OPTIONS = [
                      "bootstrap (default t)"),
     opts.option("--confidence-level", type=open_unit, metavar="L",
                 help="level of every interval (default 0.95)"),
+    opts.option("--fit-noise", metavar="FILE",
+                help="fit per-layer relative Gaussian noise scales whose simulated divergence "
+                     "on the reference model matches the measured one, and write them as a "
+                     "NoiseSpec YAML (with intervals and a lack-of-fit verdict) to FILE"),
+    opts.option("--fit-places", choices=("layer", "module"),
+                help="--fit-noise: one scale per decoder layer, or per linear module of each "
+                     "layer and one for its other products (default layer)"),
+    opts.option("--fit-tolerance", type=positive_float, metavar="X",
+                help="--fit-noise: a site whose interval of measured / simulated lies outside "
+                     "1 +- X misfits (default 0.1)"),
     opts.option("--name", metavar="NAME",
                 help="result name (default: the study's or the model directory's)"),
     opts.out(default=None),
@@ -149,10 +162,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 # flags that belong to one form only; a flag given where it does nothing is an error
 _SOURCE_ONLY = ("items", "texts", "condition", "seed", "batch_size", "max_length", "runs")
 _COMPARE_ONLY = ("max_mape", "sensitivity", "eps", "interval", "confidence_level", "name",
-                 "out")
+                 "out", "fit_noise", "fit_places", "fit_tolerance")
 _CAPTURE_ONLY = tuple(dest for dest, *_ in _SKETCH)
 _DEFAULTS = {"reference": "fp32", "max_mape": 0.05, "eps": 0.01, "batch_size": 8,
              "interval": "t", "confidence_level": 0.95, "out": "results", "runs": "runs",
+             "fit_places": "layer", "fit_tolerance": 0.1,
              **{dest: default for dest, _, _, default, _ in _SKETCH}}
 
 
@@ -189,8 +203,12 @@ def _sensitivity(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from robuststats.divergence import is_capture
+    from robuststats.divergence import is_capture, is_dump
 
+    if is_dump(args.source):
+        from robuststats.cli._divergence_captures import compare_two_dumps
+
+        return compare_two_dumps(args)
     if is_capture(args.source) or (args.source.lower().endswith(".npz")
                                    and args.capture is None):
         from robuststats.cli._divergence_captures import compare_two
@@ -204,8 +222,51 @@ def run(args: argparse.Namespace) -> int:
         raise _flag_error("--candidate", "required: the condition compared with --reference "
                           "(or --capture FILE to capture one run)")
     _refuse(args, _CAPTURE_ONLY, "sets a capture's sketch; give it with --capture FILE")
+    check_fit_flags(args)
     _resolve(args)
     return _run_in_process(args)
+
+
+def check_fit_flags(args: argparse.Namespace) -> None:
+    """``--fit-places``/``--fit-tolerance`` need ``--fit-noise``, whose file must be a
+    .yaml/.yml/.json path in an existing directory."""
+    from pathlib import Path
+
+    if args.fit_noise is None:
+        _refuse(args, ("fit_places", "fit_tolerance"), "applies to --fit-noise FILE")
+        return
+    target = Path(args.fit_noise)
+    if target.suffix.lower() not in (".yaml", ".yml", ".json") or target.is_dir() \
+            or not target.parent.is_dir():
+        raise _flag_error("--fit-noise", f"{args.fit_noise!r} must be a .yaml or .json file "
+                          "in an existing directory")
+    if target.exists() and (target.resolve() == Path(args.source).resolve()):
+        raise _flag_error("--fit-noise", "would overwrite SOURCE")
+
+
+def fit_and_write(args: argparse.Namespace, div: Any, src: Any, reference: Any) -> Any:
+    """The fitted error model of ``div`` on ``src``'s model and items, written to
+    ``--fit-noise`` (None without the flag)."""
+    if args.fit_noise is None:
+        return None
+    from robuststats.divergence import fit_noise
+
+    with _progress(args, 0, "noise fit: simulated runs") as bar:
+        def step(_what: str) -> None:
+            if bar is not None:
+                bar(1)
+
+        fit = fit_noise(src.model, src.tokenizer, src.texts, div, item_ids=src.item_ids,
+                        reference=reference, places=args.fit_places,
+                        tolerance=args.fit_tolerance, confidence_level=args.confidence_level,
+                        batch_size=args.batch_size if isinstance(args.batch_size, int) else 8,
+                        max_length=args.max_length, progress=step)
+    from pathlib import Path
+
+    from robuststats._atomic import atomic_write_bytes
+
+    atomic_write_bytes(Path(args.fit_noise), fit.to_yaml().encode("utf-8"))
+    return fit
 
 
 def _checked_source(args: argparse.Namespace) -> str:
@@ -274,17 +335,22 @@ def _compare(args: argparse.Namespace, src: Any, ref: Any, cand: Any, candidate_
                            max_length=args.max_length, local=not args.no_local, eps=args.eps,
                            confidence_level=args.confidence_level, interval=args.interval,
                            progress=bar)
-    return publish(args, div, args.name or src.name, sensitivity, src.info)
+    fit = fit_and_write(args, div, src, ref)
+    return publish(args, div, args.name or src.name, sensitivity, src.info, fit)
 
 
 def publish(args: argparse.Namespace, div: Any, name: str, sensitivity: Any,
-             source: dict[str, Any]) -> int:
+            source: dict[str, Any], noise_fit: Any = None) -> int:
     from robuststats.divergence import summary, write_divergence
 
     version = write_divergence(div, out=args.out, name=name, max_mape=args.max_mape,
-                               sensitivity=sensitivity, source=source)
+                               sensitivity=sensitivity, source=source, noise_fit=noise_fit)
     data = {**summary(div, max_mape=args.max_mape, sensitivity=sensitivity),
             "version": version.label, "path": str(version.path), "source": source}
+    if noise_fit is not None:
+        from robuststats.divergence import fit_summary
+
+        data["noise_fit"] = {**fit_summary(noise_fit), "file": str(args.fit_noise)}
     emit(args.format, data=data, text=lambda: _text(div, data))
     return 0
 
@@ -297,6 +363,13 @@ def _text(div: Any, data: dict[str, Any]) -> str:
              f"{div.n_layers} layers, {div.seconds:.1f} s",
              f"results: {data['path']}", verdict_text(div.fit)]
     lines += [f"note: {n}" for n in div.notes]
+    fit = data.get("noise_fit")
+    if fit is not None:
+        lines += ["", f"fitted relative Gaussian per {fit['places']} -> {fit['file']}: "
+                      f"{fit['verdict']} ({len(fit['misfit_sites'])} misfit sites)"]
+        lines += [f"  {r['place']}: scale {fmt_number(r['scale'])} "
+                  f"[{fmt_number(r['scale_ci_low'])}, {fmt_number(r['scale_ci_high'])}]"
+                  for r in fit["scales"][:40]]
     depth = ["layer", "rel_rms", "local_rel_rms", "additive", "mape", "cosine"]
     lines += ["", "residual stream by layer (accumulated; local = the layer alone):",
               render_table(data["depth"], depth, headers={"local_rel_rms": "local"},

@@ -40,11 +40,19 @@ if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_pack
     from robuststats.divergence._conditions import Condition as Condition
     from robuststats.divergence._conditions import parse_condition as parse_condition
     from robuststats.divergence._fit import GrowthFit as GrowthFit
+    from robuststats.divergence._fitreport import fit_figure as fit_figure
+    from robuststats.divergence._fitreport import fit_summary as fit_summary
     from robuststats.divergence._fromcaptures import compare_captures as compare_captures
     from robuststats.divergence._metrics import DEFAULT_EPS as DEFAULT_EPS
     from robuststats.divergence._metrics import METRICS as METRICS
     from robuststats.divergence._metrics import RunningStats as RunningStats
     from robuststats.divergence._metrics import item_metrics as item_metrics
+    from robuststats.divergence._msprobe import STAT_METRICS as STAT_METRICS
+    from robuststats.divergence._msprobe import compare_dumps as compare_dumps
+    from robuststats.divergence._msprobe import is_dump as is_dump
+    from robuststats.divergence._msprobe import read_dump as read_dump
+    from robuststats.divergence._noisefit import NoiseFit as NoiseFit
+    from robuststats.divergence._noisefit import fit_noise as fit_noise
     from robuststats.divergence._report import store_name as store_name
     from robuststats.divergence._report import summary as summary
     from robuststats.divergence._report import verdict_text as verdict_text

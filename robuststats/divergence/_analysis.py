@@ -68,26 +68,31 @@ def _method(interval: str) -> str:
 def module_table(items: pd.DataFrame, running: Mapping[tuple[str, str, str], RunningStats]
                  | None = None, *, order: Mapping[str, int] | None = None,
                  confidence_level: float = 0.95, interval: str = "t", n_resamples: int = 2000,
-                 rng: int = 0) -> pd.DataFrame:
+                 rng: int = 0, metrics: tuple[str, ...] = METRICS) -> pd.DataFrame:
     """Per (mode, site): the mean of each metric over items with its interval.
 
     With ``running`` (the Welford accumulators of :func:`compare_runs`) the t interval
-    comes from them; otherwise it is computed from ``items``.
+    comes from them; otherwise it is computed from ``items``. ``metrics``: the columns of
+    ``items`` summarised (the statistics of an msprobe dump have their own).
     """
     running = running or {}
     out = []
     for q, ((mode, site), g) in enumerate(items.groupby(["mode", "site"], sort=False)):
         row: dict[str, Any] = {"mode": mode, "site": site, "layer": int(g["layer"].iloc[0]),
                                "module_type": g["module_type"].iloc[0], "n_items": len(g)}
-        for j, metric in enumerate(METRICS):
+        for j, metric in enumerate(metrics):
             mean, low, high = _interval(
                 running.get((mode, site, metric)), g[metric].to_numpy(),
                 confidence_level=confidence_level, interval=interval,
                 n_resamples=n_resamples, rng=[rng, q, j])
             row.update({metric: mean, f"{metric}_ci_low": low, f"{metric}_ci_high": high})
-        row["n_infinite_mape"] = int((~np.isfinite(g["mape"].to_numpy(float))).sum())
+        row["n_infinite_mape"] = int((~np.isfinite(g["mape"].to_numpy(float))).sum()) \
+            if "mape" in metrics else 0
         out.append(row)
-    table = pd.DataFrame(out, columns=_MODULE_COLUMNS)
+    columns = _MODULE_COLUMNS if metrics == METRICS else [
+        *_MODULE_COLUMNS[:5], *[c for m in metrics for c in (m, f"{m}_ci_low", f"{m}_ci_high")],
+        "n_infinite_mape"]
+    table = pd.DataFrame(out, columns=columns)
     table["ci_level"] = confidence_level
     table["ci_method"] = _method(interval)
     if order:

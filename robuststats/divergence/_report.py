@@ -177,8 +177,8 @@ def verdict_text(fit: GrowthFit) -> str:
     if fit.verdict is None or grown is None or acc is None:
         last = None if grown is None else grown.last_rel_rms
         text = "accumulation: not assessed (" + (
-            "no divergence" if not _num(last) else
-            fit.verdict_note or "needs the local pass and two layers") + ")"
+            "no divergence" if _num(last) == 0 or (last is None and not fit.verdict_note)
+            else fit.verdict_note or "needs the local pass and two layers") + ")"
         if grown is not None and _num(grown.growth_per_layer) is not None and _num(last):
             text += (f"; after layer {grown.last_layer} the residual stream's rel RMS is "
                      f"{_g(grown.last_rel_rms)}; growth per layer "
@@ -256,6 +256,13 @@ def markdown(div: Any, data: dict[str, Any], exceed: pd.DataFrame, label: str) -
     lines += ["", "## Every module (accumulated)", "",
               _md_table(["module", "type", "MAPE", "median APE", "WAPE", "rel RMS",
                          "interval", "cosine"], rows)]
+    if "norm_rel_diff" in div.modules.columns:
+        from robuststats.divergence._msprobe import STAT_METRICS
+
+        rows = [[r.site, *(f"{_g(getattr(r, m))} {_ci(getattr(r, f'{m}_ci_low'), getattr(r, f'{m}_ci_high'), lvl)}"
+                           for m in STAT_METRICS)] for r in acc.itertuples()]
+        lines += ["", "## Differences of the dumps' statistics (per call; / RMS of the "
+                  "reference)", "", _md_table(["module", *STAT_METRICS], rows)]
     if div.notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in div.notes]
     return "\n".join(lines) + "\n"
@@ -270,8 +277,12 @@ def store_name(text: str) -> str:
 def write_divergence(div: Any, *, out: str | Path = "results", name: str = "model",
                      max_mape: float = 0.05,
                      sensitivity: dict[int, dict[str, Any]] | None = None,
-                     source: dict[str, Any] | None = None) -> Any:
-    """Publish ``div`` as ``<out>/<name>.divergence/v<N>/``; returns the version."""
+                     source: dict[str, Any] | None = None, noise_fit: Any = None) -> Any:
+    """Publish ``div`` as ``<out>/<name>.divergence/v<N>/``; returns the version.
+
+    ``noise_fit``: a :class:`~robuststats.divergence.NoiseFit` of this divergence, written
+    beside it (``noise_fit.yaml``, its tables, ``figures/noise_fit.png``, a report section).
+    """
     from robuststats.results import Manifest, ResultStore
     from robuststats.runs import environment
 
@@ -286,19 +297,34 @@ def write_divergence(div: Any, *, out: str | Path = "results", name: str = "mode
             df.to_parquet(path / f"{key}.parquet", index=False)
             df.to_csv(path / f"{key}.csv", index=False)
         figure = depth_figure(div, path / "figures" / "depth.png")
+        figures = ["figures/depth.png"] if figure else []
+        if noise_fit is not None:
+            from robuststats.divergence._fitreport import fit_summary, write_fit_files
+
+            figures += write_fit_files(noise_fit, path)
         report = {**data, "version": f"v{number}", "source": source or {},
-                  "figures": ["figures/depth.png"] if figure else [],
-                  "modules": _records(div.modules)}
+                  "figures": figures, "modules": _records(div.modules),
+                  **({"noise_fit": fit_summary(noise_fit)} if noise_fit is not None else {})}
         (path / "report.json").write_text(json.dumps(report, indent=2, allow_nan=False,
                                                      default=str) + "\n")
-        (path / "report.md").write_text(markdown(div, data, exceed, f"{study}/v{number}"))
+        text = markdown(div, data, exceed, f"{study}/v{number}")
+        if noise_fit is not None:
+            from robuststats.divergence._fitreport import fit_lines
+
+            text += "\n".join(fit_lines(noise_fit)) + "\n"
+        (path / "report.md").write_text(text)
 
     manifest = Manifest("divergence", {
         "source": source or {}, "reference": div.reference.to_dict(),
         "candidate": div.candidate.to_dict(), "settings": div.settings,
         "max_mape": max_mape, "n_items": div.n_items, "n_layers": div.n_layers,
         "sensitivity": None if sensitivity is None
-        else {str(k): v for k, v in sensitivity.items()}},
-        row_counts={k: len(v) for k, v in tables.items()},
+        else {str(k): v for k, v in sensitivity.items()},
+        **({"noise_fit": {"verdict": noise_fit.verdict, "places": noise_fit.places,
+                          "spec": noise_fit.spec.to_dict()}} if noise_fit is not None else {})},
+        row_counts={**{k: len(v) for k, v in tables.items()},
+                    **({"noise_fit_scales": len(noise_fit.scales),
+                        "noise_fit_sites": len(noise_fit.sites)} if noise_fit is not None
+                       else {})},
         seconds=round(div.seconds, 2), environment=environment())
     return ResultStore(out).publish(study, writer, manifest)

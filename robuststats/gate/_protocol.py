@@ -46,6 +46,8 @@ class Protocol:
         ``evaluation.n_items`` (None: the whole split).
     batch_size : int or None
         Evaluation batch (noisy draws depend on it; not compared).
+    layer_scales : dict or None
+        ``evaluation.layer_scales``: multipliers of the noise by layer or module.
     """
 
     task: str
@@ -57,6 +59,7 @@ class Protocol:
     noise_seeds: tuple[int, ...]
     n_items: int | None = None
     batch_size: int | None = None
+    layer_scales: dict[str, float] | None = None
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any], condition: str, *, where: str) -> Protocol:
@@ -76,7 +79,9 @@ class Protocol:
                        ops=str(cond.get("eval_ops") or ev.get("ops", "matmul_only")),
                        noise_levels=tuple(sorted(float(v) for v in levels)),
                        noise_seeds=tuple(int(v) for v in _seed_list(ev.get("noise_seeds", 1))),
-                       n_items=ev.get("n_items"), batch_size=ev.get("batch_size"))
+                       n_items=ev.get("n_items"), batch_size=ev.get("batch_size"),
+                       layer_scales={str(k): float(v) for k, v in ev["layer_scales"].items()}
+                       if ev.get("layer_scales") else None)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             if isinstance(exc, InputError):
                 raise
@@ -91,7 +96,8 @@ class Protocol:
                        split=str(data["split"]), kind=str(data["kind"]), ops=str(data["ops"]),
                        noise_levels=tuple(float(v) for v in data["noise_levels"]),
                        noise_seeds=tuple(int(v) for v in data["noise_seeds"]),
-                       n_items=data.get("n_items"), batch_size=data.get("batch_size"))
+                       n_items=data.get("n_items"), batch_size=data.get("batch_size"),
+                       layer_scales=data.get("layer_scales"))
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{where}: the recorded `protocol` is incomplete or malformed "
                              f"({type(exc).__name__}: {exc}).") from None
@@ -100,6 +106,8 @@ class Protocol:
         d = asdict(self)
         d["noise_levels"] = list(self.noise_levels)
         d["noise_seeds"] = list(self.noise_seeds)
+        if d["layer_scales"] is None:
+            del d["layer_scales"]  # absent when unused, as in the study file
         return d
 
     @property
@@ -153,6 +161,9 @@ def protocol_differences(baseline: Protocol, candidate: Protocol,
                    f"(candidate levels: {', '.join(f'{v:g}' for v in candidate.noise_levels)})")
     if baseline.n_items != candidate.n_items:
         out.append(f"evaluation.n_items {baseline.n_items} vs {candidate.n_items}")
+    if baseline.layer_scales != candidate.layer_scales:
+        out.append(f"evaluation.layer_scales {_show(baseline.layer_scales)} vs "
+                   f"{_show(candidate.layer_scales)}")
     return out
 
 

@@ -137,6 +137,27 @@ class EvaluationSpec(Strict):
     split: str = "test"
     n_items: int | None = Field(default=None, gt=0, le=MAX_ITEMS)
     batch_size: int = Field(default=64, gt=0, le=MAX_BATCH_SIZE)
+    #: multipliers of every noisy level by layer index or module name (the engine's
+    #: ``NoiseSpec.layer_scales``), e.g. the fit of ``robuststats divergence --fit-noise``:
+    #: with ``noise_levels: [0, s]`` the noisy cells run that spec of scale s exactly
+    layer_scales: dict[Any, Any] | None = None
+
+    @field_validator("layer_scales")
+    @classmethod
+    def _layer_scales(cls, v: dict[Any, Any] | None) -> dict[int | str, float] | None:
+        if v is None:
+            return None
+        try:
+            return NoiseSpec(scale=0.0, layer_scales=v).layer_scales
+        except InputError as exc:
+            raise ValueError(str(exc).rstrip(".")) from None
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("layer_scales") is None:
+            data.pop("layer_scales", None)  # absent when unused: older studies keep their hash
+        return data
 
     @field_validator("noise_levels")
     @classmethod
@@ -188,8 +209,11 @@ class EvaluationSpec(Strict):
         the level is its ``scale`` on ``evaluation.ops``; a number format is applied at
         full strength on its own ops. ``ops`` (default ``evaluation.ops``) is the op scope.
         """
-        return check_kind(kind or self.kind).spec(float(eval_noise), int(noise_seed),
+        spec = check_kind(kind or self.kind).spec(float(eval_noise), int(noise_seed),
                                                   ops or self.ops)
+        if spec is None or not self.layer_scales:
+            return spec
+        return spec.replace(layer_scales={**(spec.layer_scales or {}), **self.layer_scales})
 
     def draws(self, eval_noise: float, kind: str | None = None) -> list[int]:
         """Noise seeds of the cells at ``eval_noise``: one (``0``) when the outcome cannot
