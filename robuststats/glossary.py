@@ -134,16 +134,21 @@ GLOSSARY: Mapping[str, str] = {
     # robustness gate
     "margin_type": "how a gate's max_degradation is read: relative (ratio to the baseline) "
                    "or absolute (points)",
-    "max_degradation": "the gate's non-inferiority margin (0.15: keep more than 85 % of the "
-                       "baseline's metric, relative)",
+    "max_degradation": "the gate's margin d: the degradation tolerated (non-inferiority; "
+                       "0.15: keep more than 85 % of the baseline's metric, relative), the "
+                       "improvement required (superiority) or the equivalence half-width",
     "candidate": "the candidate's metric in a gate row (retention or accuracy)",
     "lower_bound": "one-sided (1 − alpha) lower confidence bound of the candidate-vs-baseline "
                    "contrast",
-    "passed": "whether the gate row passed: lower_bound above −max_degradation",
+    "upper_bound": "one-sided (1 − alpha) upper confidence bound of the contrast "
+                   "(equivalence gates; empty otherwise)",
+    "passed": "whether the gate row passed its question's rule: lower_bound above "
+              "−max_degradation (non-inferiority), above +max_degradation (superiority), or "
+              "both bounds inside the margin (equivalence)",
     "detectable_degradation": "smallest margin the gate would pass with 80 % power for a "
                               "candidate as good as the baseline, at this size",
     "power_at_margin": "probability that a candidate exactly as good as the baseline passes "
-                       "at max_degradation",
+                       "at max_degradation (empty for superiority)",
     "underpowered": "whether power_at_margin is below 0.8",
     "n_seeds_candidate": "training seeds (models) of the candidate",
     "n_seeds_baseline": "training seeds (models) of the baseline",
@@ -219,9 +224,9 @@ REGISTRY: tuple[Table, ...] = (
     Table("dose_curves", "dose", columns=(
         "condition", "eval_noise", "estimate", "ci_low", "ci_high", "ci_level", "ci_method")),
     Table("gate", "gate", columns=(
-        "eval_noise", "metric", "margin_type", "max_degradation", "candidate", "baseline",
-        "estimate", "lower_bound", "alpha", "passed", "statistic", "dof", "pvalue",
-        "standard_error", "detectable_degradation", "power_at_margin", "underpowered",
+        "eval_noise", "metric", "question", "margin_type", "max_degradation", "candidate",
+        "baseline", "estimate", "lower_bound", "upper_bound", "alpha", "passed", "statistic",
+        "dof", "pvalue", "standard_error", "detectable_degradation", "power_at_margin", "underpowered",
         "design", "n_seeds_candidate", "n_seeds_baseline", "n_items", "var_seed", "var_item",
         "var_resid", "method", "reason")),
     Table("power", "power", stored=False, columns=(

@@ -77,6 +77,17 @@ def omnibus_table(out: pd.DataFrame, opts: AnalysisOptions, drops: list[pd.DataF
     return pd.DataFrame(rows)
 
 
+def _interval(stats: Any, res: Any, opts: AnalysisOptions, pairing: str = ""
+              ) -> dict[str, Any]:
+    """The row's interval of an accuracy difference, cut to [-1, 1] (and said so) where a
+    t interval on few seeds reaches past what a difference of shares can take."""
+    ci, cut = stats.clip_interval(res.confidence_interval, "accuracy_difference")
+    cut = cut or bool(getattr(res, "clipped", False))  # cut already by the test itself
+    return {"ci_low": float(ci.low), "ci_high": float(ci.high),
+            "ci_level": float(opts.confidence_level),
+            "ci_method": res.method + pairing + (", cut to [-1, 1]" if cut else "")}
+
+
 def _independent_row(stats: Any, out: pd.DataFrame, a: str, b: str, level: float,
                      opts: AnalysisOptions, pairing: str) -> dict[str, Any]:
     """The deciding row when a's and b's seeds are independent runs (no McNemar row: the
@@ -89,9 +100,7 @@ def _independent_row(stats: Any, out: pd.DataFrame, a: str, b: str, level: float
             "n_strata": None, "n_items": len(items), "n_a_only": None, "n_b_only": None,
             "accuracy_a": float(xa.mean()), "accuracy_b": float(xb.mean()),
             "estimate": float(xa.mean() - xb.mean()),
-            "ci_low": float(res.confidence_interval.low),
-            "ci_high": float(res.confidence_interval.high),
-            "ci_level": float(opts.confidence_level), "ci_method": res.method + pairing,
+            **_interval(stats, res, opts, pairing),
             "role": ROLE_DECISION, "question": QUESTION_PROCEDURES, "test": res.method,
             "statistic": float(res.statistic), "dof": float(res.dof),
             "pvalue": float(res.pvalue)}
@@ -132,10 +141,7 @@ def pairwise_tests(out: pd.DataFrame, opts: AnalysisOptions, drops: list[pd.Data
                 "accuracy_a": float(xa.mean()), "accuracy_b": float(xb.mean()),
                 "estimate": float(xa.mean() - xb.mean()),
             }
-            interval = {"ci_low": float(procedures.confidence_interval.low),
-                        "ci_high": float(procedures.confidence_interval.high),
-                        "ci_level": float(opts.confidence_level),
-                        "ci_method": procedures.method}
+            interval = _interval(stats, procedures, opts)
             no_interval = dict.fromkeys(interval, np.nan) | {"ci_method": ""}
             models = {"question": QUESTION_MODELS, "test": name,
                       "statistic": float(mcnemar.statistic),
@@ -148,8 +154,9 @@ def pairwise_tests(out: pd.DataFrame, opts: AnalysisOptions, drops: list[pd.Data
                              "statistic": float(procedures.statistic),
                              "dof": float(procedures.dof), "pvalue": float(procedures.pvalue)})
                 rows.append({**common, **no_interval, "role": ROLE_DIAGNOSTIC, **models})
-            else:
-                rows.append({**common, **interval, "role": ROLE_DECISION, **models})
+            else:  # one seed: the models' test decides; the interval is named on its own
+                rows.append({**common, **interval, "ci_method": procedures.interval_method,
+                             "role": ROLE_DECISION, **models})
     tests = pd.DataFrame(rows)
     if tests.empty:
         return tests

@@ -61,6 +61,18 @@ _OPTIONS = [
             opts.option("--noise-seed", type=int, metavar="N",
                         help="noise seed of a single samples file (default 0)"),
         ]),
+    opts.Group(
+        "Inspect AI logs",
+        "SOURCE may be Inspect AI logs (the extra `inspect`): a mapping file with format: "
+        "inspect-logs (runs by path or glob; conditions maps each model to a condition) or "
+        "one .eval/.json log (its condition: --condition, default the model). Sample id is "
+        "the item; epochs are repeated evaluations (noise seeds 0..E-1).", [
+            opts.option("--scorer", metavar="NAME",
+                        help="Inspect scorer whose value is `correct` (required when the "
+                             "logs hold several)"),
+            opts.option("--threshold", type=float, metavar="X",
+                        help="count a score >= X as correct (for scores other than 0/1)"),
+        ]),
     opts.FORMAT,
     opts.out("also write a new, analysis-only result version under DIR/<study>/",
              default=None),
@@ -127,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
         opts.check_output_dirs(args, "out")  # a bad --out fails before the analysis
     spec = _spec(args, source)
     options = _options(args, spec)
-    outcomes = _read(args, source) if _lmeval_flags(args) or _is_lmeval(source) \
+    outcomes = _read(args, source) if _harness_flags(args) or _is_harness(source) \
         else read_outcomes(source)
     analysis = reanalyze(outcomes, spec, options=options, holes=args.holes)
     tables = analysis.tables()
@@ -144,34 +156,49 @@ def run(args: argparse.Namespace) -> int:
 _CELL_FLAGS = ("condition", "seed", "eval_noise", "noise_seed")
 
 
-def _lmeval_flags(args: argparse.Namespace) -> list[str]:
-    return [name for name in ("filter", "metric", *_CELL_FLAGS)
+def _harness_flags(args: argparse.Namespace) -> list[str]:
+    return [name for name in ("filter", "metric", "scorer", "threshold", *_CELL_FLAGS)
             if getattr(args, name, None) is not None]
 
 
-def _is_lmeval(source: Path) -> bool:
+def _is_harness(source: Path) -> bool:
     from robuststats.outcomes import is_lmeval_samples
 
-    return source.suffix.lower() in (".yaml", ".yml", ".json") or is_lmeval_samples(source)
+    return source.suffix.lower() in (".yaml", ".yml", ".json", ".eval") \
+        or is_lmeval_samples(source)
 
 
 def _read(args: argparse.Namespace, source: Path) -> Any:
-    """lm-eval samples: a mapping file of runs, or one samples file with the cell flags."""
+    """Harness output: a mapping file of runs, one Inspect log, or one lm-eval samples file
+    with the cell flags."""
     from robuststats.errors import InputError
-    from robuststats.outcomes import read_lmeval_runs, read_lmeval_samples, validate_outcomes
+    from robuststats.outcomes import (
+        is_inspect_log,
+        is_lmeval_samples,
+        read_harness_runs,
+        read_inspect_log,
+        read_lmeval_samples,
+        validate_outcomes,
+    )
 
+    if is_inspect_log(source):
+        _refuse(args, ("filter", "metric"), f"{str(source)!r} is an Inspect log")
+        frame = read_inspect_log(
+            source, condition=args.condition, seed=args.seed or 0,
+            eval_noise=args.eval_noise or 0.0, noise_seed=args.noise_seed,
+            scorer=args.scorer, threshold=args.threshold)
+        return validate_outcomes(frame, source=str(source))
     if source.suffix.lower() in (".yaml", ".yml", ".json"):
-        cell = [opts.flag(n) for n in _CELL_FLAGS if getattr(args, n) is not None]
-        if cell:
-            raise InputError(f"{', '.join(cell)}: a mapping file gives each run its cell; "
-                             "these flags apply to a single samples file.")
-        return read_lmeval_runs(source, filter=args.filter, metric=args.metric)
-    from robuststats.outcomes import is_lmeval_samples
-
+        _refuse(args, _CELL_FLAGS, "a mapping file gives each run its cell; these flags "
+                                   "apply to a single samples file or log")
+        return read_harness_runs(source, filter=args.filter, metric=args.metric,
+                                 scorer=args.scorer, threshold=args.threshold)
     if not is_lmeval_samples(source):
-        raise InputError(f"{', '.join(opts.flag(n) for n in _lmeval_flags(args))}: "
+        raise InputError(f"{', '.join(opts.flag(n) for n in _harness_flags(args))}: "
                          f"{str(source)!r} is not an lm-eval samples file (a .jsonl whose "
-                         "lines have doc_id, doc_hash and filter) or a mapping file of runs.")
+                         "lines have doc_id, doc_hash and filter), an Inspect log or a "
+                         "mapping file of runs.")
+    _refuse(args, ("scorer", "threshold"), f"{str(source)!r} is an lm-eval samples file")
     if args.condition is None:
         raise InputError(f"--condition: {str(source)!r} is an lm-eval samples file; name its "
                          "condition (and --seed, --eval-noise, --noise-seed when not 0), or "
@@ -181,6 +208,14 @@ def _read(args: argparse.Namespace, source: Path) -> Any:
         eval_noise=args.eval_noise or 0.0, noise_seed=args.noise_seed or 0,
         filter=args.filter, metric=args.metric or "exact_match")
     return validate_outcomes(frame, source=str(source))
+
+
+def _refuse(args: argparse.Namespace, names: tuple[str, ...], why: str) -> None:
+    from robuststats.errors import InputError
+
+    given = [opts.flag(n) for n in names if getattr(args, n) is not None]
+    if given:
+        raise InputError(f"{', '.join(given)}: {why}.")
 
 
 def _text(tables: dict[str, Any]) -> str:

@@ -32,8 +32,17 @@ examples:
   robuststats gate ckpts/run{seed} --seeds 3 --baseline e8_matrix --baseline-condition E8a \\
       --max-degradation 0.1 --out results
       three candidate checkpoints (seeds 0-2), and a versioned result under results/
+  robuststats gate new.parquet --baseline e8_matrix/v2 --baseline-condition E8a \\
+      --min-improvement 0.05
+      pass only when the candidate's retention is shown to be more than 5 % above E8a's
+  robuststats gate new.parquet --baseline e8_matrix/v2 --baseline-condition E8a \\
+      --equivalence 0.03 --margin-type absolute --metric accuracy
+      pass only when the noisy accuracies are shown to differ by less than 3 points
 
-exit status: 0 pass, 1 fail (non-inferiority not shown), 2 bad input.
+exit status: 0 pass, 1 fail (the question's claim not shown), 2 bad input.
+Exactly one margin flag: --max-degradation (non-inferiority), --min-improvement
+(superiority) or --equivalence (TOST: each one-sided test at alpha, so the (1 − 2·alpha)
+interval must lie inside the margin; relative: the ratio inside (1 − D, 1/(1 − D))).
 --max-degradation M is relative by default: the candidate must keep more than (1 − M) of
 the baseline's retention; --margin-type absolute reads it as retention (or accuracy)
 points. Plan the size of a gate with `robuststats power --gate`. Details: docs/gate.md.
@@ -66,9 +75,19 @@ _OPTIONS = [
     opts.option("--baseline", required=True, metavar="REPORT",
                 help="the baseline's result version: a directory, or STUDY / STUDY/vN under "
                      "--root; a study's version or an earlier gate's"),
-    opts.option("--max-degradation", required=True, type=non_negative_float, metavar="M",
-                help="the margin: relative (default) the candidate keeps more than (1 − M) of "
-                     "the baseline's metric; absolute: loses less than M points"),
+    opts.option("--max-degradation", type=non_negative_float, metavar="M",
+                help="non-inferiority (the default question): H0 θc/θb ≤ 1 − M (relative) or "
+                     "θc − θb ≤ −M (absolute); pass when the one-sided (1 − alpha) lower "
+                     "bound of θc/θb − 1 (or θc − θb) lies above −M"),
+    opts.option("--min-improvement", type=non_negative_float, metavar="D",
+                help="superiority by a margin instead: H0 θc/θb ≤ 1 + D (relative) or "
+                     "θc − θb ≤ D (absolute); pass when the one-sided (1 − alpha) lower "
+                     "bound lies above +D (D = 0: plain superiority)"),
+    opts.option("--equivalence", type=non_negative_float, metavar="D",
+                help="equivalence within D instead, two one-sided tests (TOST): H0 "
+                     "|log θc/θb| ≥ −log(1 − D) (relative) or |θc − θb| ≥ D (absolute); "
+                     "pass when both one-sided (1 − alpha) bounds lie inside the margin, "
+                     "i.e. the (1 − 2·alpha) interval does"),
     opts.option("--margin-type", choices=("relative", "absolute"), default="relative",
                 help="how --max-degradation is read (default relative)"),
     opts.option("--metric", choices=("retention", "accuracy"), default="retention",
@@ -101,14 +120,17 @@ _OPTIONS = [
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return opts.add_command(
         subparsers, "gate", run, options=_OPTIONS,
-        help="CI robustness gate: is a candidate non-inferior to a baseline under its noise "
-             "protocol? (exit 0 pass, 1 fail, 2 bad input)",
+        help="CI robustness gate: is a candidate non-inferior to (or better than, or "
+             "equivalent to) a baseline under its noise protocol? (exit 0 pass, 1 fail, "
+             "2 bad input)",
         description=(
             "Evaluate a candidate checkpoint under a baseline's noise protocol (or read its "
-            "outcomes), and decide non-inferiority of its retention (or noisy accuracy) with "
+            "outcomes), and decide non-inferiority of its retention (or accuracy) with "
             "a one-sided test at every noisy level of the protocol. The gate passes only "
             "when every one-sided (1 − alpha) lower bound of the candidate-vs-baseline "
-            "contrast lies above −max-degradation."
+            "contrast lies above −max-degradation. --min-improvement asks superiority by a "
+            "margin, --equivalence equivalence within one (TOST), with the same seed and "
+            "item handling."
         ),
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
 
@@ -117,17 +139,18 @@ def run(args: argparse.Namespace) -> int:
     from robuststats.errors import InputError
     from robuststats.gate import gate_markdown, gate_text, run_gate, write_gate
 
+    question, flag, margin = _question(args)
     opts.check_output_dirs(args, "out", "runs")
     try:
         result = run_gate(
-            args.candidate, args.baseline, max_degradation=args.max_degradation,
+            args.candidate, args.baseline, max_degradation=margin, question=question,
             metric=args.metric, margin_type=args.margin_type, alpha=args.alpha,
             eval_noise=args.eval_noise, baseline_condition=args.baseline_condition,
             candidate_condition=args.candidate_condition, seeds=args.seeds,
             pairing=args.seed_pairing, root=args.root, runs=args.runs,
             workers=args.workers, progress=not args.no_progress)
     except InputError as exc:
-        raise InputError(_flags(str(exc))) from None
+        raise InputError(_flags(str(exc), flag)) from None
     version = write_gate(result, args.out) if args.out is not None else None
     data = {**result.to_dict(), "exit_code": result.exit_code,
             "version": None if version is None else version.label,
@@ -155,7 +178,29 @@ _FLAGS = {"max_degradation": "--max-degradation", "margin_type": "--margin-type"
           "seeds": "--seeds", "pairing": "--seed-pairing"}
 
 
-def _flags(message: str) -> str:
+def _flags(message: str, margin_flag: str = "--max-degradation") -> str:
     import re
 
-    return re.sub(r"`([a-z_]+)`", lambda m: f"`{_FLAGS.get(m.group(1), m.group(1))}`", message)
+    names = {**_FLAGS, "max_degradation": margin_flag}
+    return re.sub(r"`([a-z_]+)`", lambda m: f"`{names.get(m.group(1), m.group(1))}`", message)
+
+
+#: the margin flags and the question each asks
+_QUESTIONS = {"max_degradation": "non-inferiority", "min_improvement": "superiority",
+              "equivalence": "equivalence"}
+
+
+def _question(args: argparse.Namespace) -> tuple[str, str, float]:
+    """``(question, its flag, the margin)``: exactly one margin flag is given."""
+    from robuststats.errors import InputError
+
+    given = [dest for dest in _QUESTIONS if getattr(args, dest) is not None]
+    flags = ", ".join(opts.flag(d) for d in _QUESTIONS)
+    if not given:
+        raise InputError(f"{flags}: give one margin: the question the gate asks "
+                         "(non-inferiority, superiority or equivalence).")
+    if len(given) > 1:
+        raise InputError(f"{' and '.join(opts.flag(d) for d in given)}: give one margin, "
+                         "not several: each asks another question.")
+    dest = given[0]
+    return _QUESTIONS[dest], opts.flag(dest), getattr(args, dest)

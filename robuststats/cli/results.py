@@ -159,6 +159,7 @@ def _show(store: Any, args: argparse.Namespace) -> int:
         condition_rows,
         hypothesis_rows,
         records,
+        retention_notes,
     )
     from robuststats.results import is_analysis_only, read_tables
 
@@ -195,7 +196,8 @@ def _show(store: Any, args: argparse.Namespace) -> int:
         cond = condition_rows(tables.get("summary"), tables.get("retention"))
         if cond:
             lines += ["", "Accuracy and retention (%) per condition and noise level",
-                      render_table(cond, list(CONDITION_HEADERS), headers=CONDITION_HEADERS)]
+                      render_table(cond, list(CONDITION_HEADERS), headers=CONDITION_HEADERS),
+                      *retention_notes(tables.get("retention"))]
         omnibus = records(tables.get("omnibus"))
         if omnibus:
             lines += ["", "Omnibus test per noise level (do the conditions differ at all?)",

@@ -6,7 +6,10 @@
   and its line (``studies/x.yaml: conditions.E8c.train_noise.scale (line 23): ...``);
 - :mod:`.bounds` and :mod:`.fields`: the limits and the shared field types of study files
   (seeds, training noise, hypotheses), the engine's and the statistics' frozen dataclasses
-  validated through the same loader;
+  validated through the same loader (:func:`robuststats._fields.from_mapping`: keys
+  against the fields, then the class's own checks; integers through
+  :func:`robuststats._fields.check_whole`, which ``bounds.check_count`` is too);
+- :mod:`.hints`: the unknown-key hints of a schema, computed from its fields;
 - the sections other files share: :mod:`.sweep` (dose-response grids), :mod:`.diagnose`.
 
 The study file itself (:class:`robuststats.runs.StudySpec`) is the platform's run

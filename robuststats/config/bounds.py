@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from robuststats.errors import InputError
+from robuststats._fields import check_whole
 
 __all__ = ["MAX_BATCH_SIZE", "MAX_CELLS", "MAX_CONDITIONS", "MAX_HYPOTHESES", "MAX_ITEMS",
            "MAX_NAME_LENGTH", "MAX_NOISE_LEVELS", "MAX_NOISE_SEEDS", "MAX_SEEDS", "MAX_VERSION",
@@ -48,11 +48,7 @@ def check_count(value: Any, name: str, high: int) -> int:
     """A count given on a command line or to a library call (``seeds``, ``n_items``,
     ``noise_seeds``): an integer in ``[1, high]``, with the same bound and message in
     every command (`` `n_items` must be at most 1,000,000, got 99999999.``)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"`{name}` must be a positive integer, got {value!r}.")
-    if value > high:
-        raise InputError(f"`{name}` must be at most {high:,}, got {value!r}.")
-    return value
+    return check_whole(value, name, low=1, high=high)
 
 
 def check_name(value: str, what: str) -> str:

@@ -10,12 +10,12 @@ own validation is the only one, and point their errors at the offending key
 from __future__ import annotations
 
 import copy
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any
 
 from pydantic import PlainSerializer, PlainValidator
 
+from robuststats._fields import field_names
 from robuststats._validation import check_keys
 from robuststats.config.yaml_lines import KeyedError, keyed
 from robuststats.engine import AQNSchedule, NoiseSpec
@@ -31,10 +31,6 @@ _HYPOTHESIS_REQUIRED = ("id", "metric", "a", "b", "eval_noise", "relation", "mar
 
 
 # ---------------------------------------------------------------------- typed values
-def _field_names(cls: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls)]
-
-
 def _built_from_mapping(cls: Any, bounds: Mapping[str, int] | None = None
                         ) -> Callable[[Any], Any]:
     """Validator: ``None`` or an instance as is, a mapping through ``cls.from_dict``.
@@ -42,7 +38,7 @@ def _built_from_mapping(cls: Any, bounds: Mapping[str, int] | None = None
     ``bounds`` caps integer keys of the mapping before the class sees them (a count the
     class would allocate: an AQN schedule holds ``num_stages`` values).
     """
-    keys = _field_names(cls)
+    keys = field_names(cls)
 
     def build(value: Any) -> Any:
         if value is None or isinstance(value, cls):
@@ -71,7 +67,7 @@ def _hypothesis(value: Any) -> Hypothesis:
         return value
     if not isinstance(value, Mapping):
         raise KeyedError((), f"must be a mapping, got {type(value).__name__}")
-    keys = _field_names(Hypothesis)
+    keys = field_names(Hypothesis)
     try:
         # an unknown key first: a misspelt key also explains a "missing" one
         check_keys(value, f"hypothesis {value.get('id', '?')!r}", keys)

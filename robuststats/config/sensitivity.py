@@ -19,12 +19,12 @@ units. Layers missing from the file get no score (multiplier 1).
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from robuststats._datafile import DataSyntaxError, parse_data
 from robuststats.errors import InputError
 
 __all__ = ["SENSITIVITY_FORMAT", "parse_sensitivity", "read_layer_sensitivity", "read_sensitivity"]
@@ -41,22 +41,7 @@ def read_sensitivity(path: str | Path) -> dict[int, float]:
         raise InputError(f"sensitivity file {shown} does not exist (search.sensitivity).")
     if p.stat().st_size > _MAX_BYTES:
         raise InputError(f"sensitivity file {shown} is larger than {_MAX_BYTES >> 20} MiB.")
-    text = p.read_text(encoding="utf-8")
-    if p.suffix.lower() in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" (line {mark.line + 1})" if mark is not None else ""
-            raise InputError(f"sensitivity file {shown}{where} is not valid YAML.") from None
-    else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"sensitivity file {shown} (line {exc.lineno}) is not valid "
-                             f"JSON: {exc.msg}.") from None
+    data = _load(p, f"sensitivity file {shown}", yaml_line=True)
     return parse_sensitivity(data, source=str(path))
 
 
@@ -147,7 +132,7 @@ def read_layer_sensitivity(path: str | Path, *, name: str = "sensitivity"
     if p.stat().st_size > _MAX_BYTES:
         raise InputError(f"`{name}`: sensitivity file {str(path)!r} is larger than "
                          f"{_MAX_BYTES >> 20} MiB.")
-    data = _load_marked(p, name)
+    data = _load(p, f"`{name}`: {str(p)!r}", yaml_line=False)
     if isinstance(data, dict) and data.get("format") == SENSITIVITY_FORMAT:
         return _diagnose_file(data, p, name)
     try:
@@ -158,20 +143,17 @@ def read_layer_sensitivity(path: str | Path, *, name: str = "sensitivity"
             for layer, s in scores.items()}
 
 
-def _load_marked(p: Path, name: str) -> Any:
-    text = p.read_text(encoding="utf-8")
-    if p.suffix.lower() in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise InputError(f"`{name}`: {str(p)!r} is not valid YAML.") from None
+def _load(p: Path, subject: str, *, yaml_line: bool) -> Any:
+    """The data of ``p``; a syntax error is an :class:`InputError` about ``subject`` (with
+    the line of a YAML error when ``yaml_line``)."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"`{name}`: {str(p)!r} (line {exc.lineno}) is not valid JSON: "
-                         f"{exc.msg}.") from None
+        return parse_data(p.read_text(encoding="utf-8"), p.suffix)
+    except DataSyntaxError as exc:
+        if exc.format == "JSON":
+            raise InputError(f"{subject} (line {exc.line}) is not valid JSON: "
+                             f"{exc.reason}.") from None
+        where = f" (line {exc.line})" if yaml_line and exc.line is not None else ""
+        raise InputError(f"{subject}{where} is not valid YAML.") from None
 
 
 def _diagnose_file(data: dict[str, Any], p: Path, name: str) -> dict[int, dict[str, Any]]:

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from robuststats._fields import check_whole
 from robuststats.errors import InputError, did_you_mean
 
 __all__ = ["CHANNEL_COLUMNS", "ChannelStats", "capture_channels", "channel_table",
@@ -51,8 +52,7 @@ class ChannelStats:
 
     def __init__(self, n_channels: int, *, bins_per_octave: int = 16, min_exp: int = -40,
                  max_exp: int = 40) -> None:
-        if isinstance(n_channels, bool) or not isinstance(n_channels, int) or n_channels < 1:
-            raise InputError(f"`n_channels` must be a positive integer, got {n_channels!r}.")
+        check_whole(n_channels, "n_channels", low=1)
         if isinstance(bins_per_octave, bool) or not isinstance(bins_per_octave, int) \
                 or not 1 <= bins_per_octave <= 1024:
             raise InputError(f"`bins_per_octave` must be an integer in [1, 1024], got "

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from robuststats._fields import check_whole
 from robuststats.config.bounds import MAX_ITEMS, MAX_NOISE_SEEDS, MAX_SEEDS, check_count
 from robuststats.config.diagnose import DiagnoseSpec
 from robuststats.config.fields import seed_list
@@ -98,11 +99,8 @@ def resolve_plan(spec: StudySpec, *, levels: Sequence[str] | None = None,
     kind = d.kind or _output_kind(spec)
     if _deterministic(kind):
         ns = ns[:1]  # a number format's error does not depend on the draw: one suffices
-    if n_items is not None and (isinstance(n_items, bool) or not isinstance(n_items, int)
-                                or n_items < 2):
-        raise InputError(f"`n_items` must be an integer >= 2, got {n_items!r}.")
     if n_items is not None:
-        check_count(n_items, "n_items", MAX_ITEMS)
+        check_whole(n_items, "n_items", low=2, high=MAX_ITEMS)
     plan = DiagnosisPlan(
         study=spec.name, condition=cond, seeds=tuple(study_seeds), noise_seeds=tuple(ns),
         levels=tuple(d.levels), scale=float(d.scale),

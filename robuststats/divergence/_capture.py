@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from robuststats._fields import check_whole
 from robuststats.divergence._capfile import CAPTURE_FORMAT, CAPTURE_VERSION, CaptureWriter
 from robuststats.divergence._conditions import Condition, parse_condition
 from robuststats.divergence._sites import Site, find_sites, first_tensor
@@ -128,8 +129,7 @@ def _capture_iv(path: Any, texts: Any, item_ids: Any, batch_size: Any, max_lengt
     for key, value in (("subset_size", subset_size), ("projection_dim", projection_dim)):
         if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= MAX_SKETCH:
             raise InputError(f"`{key}` must be an integer in [2, {MAX_SKETCH}], got {value!r}.")
-    if isinstance(sketch_seed, bool) or not isinstance(sketch_seed, int) or sketch_seed < 0:
-        raise InputError(f"`sketch_seed` must be a non-negative integer, got {sketch_seed!r}.")
+    check_whole(sketch_seed, "sketch_seed")
     p = Path(path)
     if p.is_dir():
         raise InputError(f"`path`: {str(path)!r} is a directory; give a file name.")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from robuststats._fields import check_whole
 from robuststats.engine import NoiseSpec
 from robuststats.errors import InputError, did_you_mean
 
@@ -200,9 +201,7 @@ def _from_mapping(data: Mapping[str, Any], name: str, ops: str, *, default: str)
     key_ops = data.get("ops", ops)
     if not isinstance(key_ops, str):
         raise InputError(f"`{name}.ops` must be an op preset or op name, got {key_ops!r}.")
-    seed = data.get("noise_seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InputError(f"`{name}.noise_seed` must be a non-negative integer, got {seed!r}.")
+    seed = check_whole(data.get("noise_seed", 0), f"{name}.noise_seed")
     level = data.get("level")
     if level is not None and (isinstance(level, bool) or not isinstance(level, (int, float))):
         raise InputError(f"`{name}.level` must be a number, got {level!r}.")

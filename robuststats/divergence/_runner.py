@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from robuststats._fields import check_whole
 from robuststats.divergence._conditions import Condition, parse_condition
 from robuststats.divergence._fit import GrowthFit
 from robuststats.divergence._metrics import DEFAULT_EPS, METRICS, RunningStats, item_metrics
@@ -82,12 +83,10 @@ def _compare_iv(texts: Any, item_ids: Any, batch_size: Any, eps: Any, confidence
         [str(i) for i in item_ids]
     if len(ids) != len(texts) or len(set(ids)) != len(ids):
         raise InputError(f"`item_ids` must be {len(texts)} distinct ids, one per text.")
-    for key, value in (("batch_size", batch_size), ("n_resamples", n_resamples)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(f"`{key}` must be a positive integer, got {value!r}.")
-    if max_length is not None and (isinstance(max_length, bool) or not isinstance(
-            max_length, int) or max_length < 1):
-        raise InputError(f"`max_length` must be a positive integer or None, got {max_length!r}.")
+    check_whole(batch_size, "batch_size", low=1)
+    check_whole(n_resamples, "n_resamples", low=1)
+    if max_length is not None:
+        check_whole(max_length, "max_length", low=1, what="a positive integer or None")
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
         raise InputError(f"`eps` must be a number in (0, 1), got {eps!r}.")
     if isinstance(confidence_level, bool) or not isinstance(confidence_level, (int, float)) \

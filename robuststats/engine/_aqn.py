@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from robuststats._validation import check_keys
+from robuststats._fields import check_whole, from_mapping
 from robuststats.errors import InputError
 
 if TYPE_CHECKING:
@@ -50,12 +50,6 @@ def sigma_by_step(step: int, total_steps: int, sigma_trend: Sequence[float]) -> 
     if k == 0:
         return 0.0
     return float(sigma_trend[min(k - 1, len(sigma_trend) - 1)])
-
-
-def _positive_int(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"`{name}` must be a positive integer, got {value!r}.")
-    return value
 
 
 def _sigma(value: object, name: str) -> float:
@@ -94,13 +88,12 @@ class AQNSchedule:
 
     def __post_init__(self) -> None:
         if self.total_steps is not None:
-            _positive_int(self.total_steps, "total_steps")
+            check_whole(self.total_steps, "total_steps", low=1)
         _sigma(self.sigma_start, "sigma_start")
         _sigma(self.sigma_end, "sigma_end")
-        if isinstance(self.num_stages, bool) or not isinstance(self.num_stages, int) or self.num_stages < 2:
-            raise InputError(f"`num_stages` must be an integer ≥ 2, got {self.num_stages!r}.")
-        _positive_int(self.epochs, "epochs")
-        _positive_int(self.stages_per_epoch, "stages_per_epoch")
+        check_whole(self.num_stages, "num_stages", low=2, what="an integer ≥ 2")
+        check_whole(self.epochs, "epochs", low=1)
+        check_whole(self.stages_per_epoch, "stages_per_epoch", low=1)
         if self.epoch_ranges is not None:
             ranges = _epoch_ranges(self.epoch_ranges)
             if len(ranges) != self.epochs:
@@ -118,8 +111,7 @@ class AQNSchedule:
     def from_dict(cls, data: Mapping[str, Any]) -> AQNSchedule:
         """Build from a mapping (e.g. a study file); unknown keys are errors. ``total_steps``
         may be omitted: a trainer fills it in with ``dataclasses.replace``."""
-        names = [f.name for f in dataclasses.fields(cls)]
-        return cls(**check_keys(data, "AQN schedule", names))
+        return from_mapping(cls, data, "AQN schedule")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON/YAML-ready mapping; ``AQNSchedule.from_dict(s.to_dict()) == s``."""
@@ -144,8 +136,7 @@ class AQNSchedule:
 
     def sigma(self, step: int) -> float:
         """σ at training step ``step`` (0-based); 0 during a warm-up interval."""
-        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-            raise InputError(f"`step` must be a non-negative integer, got {step!r}.")
+        check_whole(step, "step")
         if self.epoch_ranges is None:
             return sigma_by_step(step, self._steps(), self.sigma_trend)
         spe = self.steps_per_epoch

@@ -6,6 +6,7 @@ validates its ``granularity``, ``block_size`` and ``ties`` fields here, without 
 
 from __future__ import annotations
 
+from robuststats._fields import check_whole
 from robuststats._validation import check_choice
 from robuststats.errors import InputError
 
@@ -41,8 +42,7 @@ def check_format(fmt: str, granularity: str | None, block_size: int | None,
                              f"it), got {block_size!r}.")
     if block_size is None:
         block_size = DEFAULT_BLOCK[fmt]
-    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
-        raise InputError(f"`block_size` must be a positive integer, got {block_size!r}.")
+    check_whole(block_size, "block_size", low=1)
     if granularity != "block" and block_size != DEFAULT_BLOCK[fmt]:
         raise InputError(f"`block_size` applies to granularity 'block' only, got granularity "
                          f"{granularity!r} with block_size {block_size}.")

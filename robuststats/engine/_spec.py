@@ -13,7 +13,6 @@ checks from the fields would let them drift apart.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -21,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from robuststats._validation import check_choice, check_keys
+from robuststats._datafile import DataSyntaxError, parse_data
+from robuststats._fields import check_whole, field_names, from_mapping
+from robuststats._validation import check_choice
 from robuststats.engine._formats import QUANT_FORMATS, check_format
 from robuststats.errors import InputError, did_you_mean
 
@@ -73,8 +74,6 @@ _STATIC_KINDS = ("relative_gaussian", "absolute_gaussian")
 
 PHASES: tuple[str, ...] = ("forward", "backward")
 _PHASE_NAMES = ("forward", "backward", "both")
-_SPEC_KEYS = ("scale", "kind", "phases", "ops", "layers", "layer_scales", "seed", "target",
-              "granularity", "block_size", "ties")
 
 
 def _check_scale(value: Any, name: str) -> float:
@@ -138,9 +137,7 @@ def _parse_layers(layers: Any) -> tuple[int, ...] | None:
                 f"got {dict(layers)!r}."
             )
         start = _check_index(layers.get("start", 0), "layers.start")
-        window = layers["window"]
-        if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-            raise InputError(f"`layers.window` must be a positive integer, got {window!r}.")
+        window = check_whole(layers["window"], "layers.window", low=1)
         _check_index(start + window - 1, "layers")
         return tuple(range(start, start + window))
     if isinstance(layers, Iterable):
@@ -294,8 +291,7 @@ class NoiseSpec:
                 raise InputError("`scale` is required (a non-negative number), got None.")
             scale = _check_scale(self.scale, "scale")
         check_choice(self.kind, "kind", KINDS)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise InputError(f"`seed` must be a non-negative integer, got {self.seed!r}.")
+        check_whole(self.seed, "seed")
         layers = self.layers
         parsed = _parse_layers(layers)
         if isinstance(layers, (list, tuple, set, frozenset)):
@@ -421,7 +417,7 @@ class NoiseSpec:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> NoiseSpec:
         """Build from a mapping; unknown keys are errors (with a suggestion)."""
-        return cls(**check_keys(data, "noise spec", _SPEC_KEYS))
+        return from_mapping(cls, data, "noise spec")
 
     @classmethod
     def from_file(cls, path: str | Path) -> NoiseSpec:
@@ -434,22 +430,14 @@ class NoiseSpec:
         path = Path(path)
         if not path.is_file():
             raise InputError(f"noise-spec file {str(path)!r} does not exist.")
-        text = path.read_text(encoding="utf-8")
-        if path.suffix.lower() in (".yaml", ".yml"):
-            import yaml
-
-            try:
-                data = yaml.safe_load(text)
-            except yaml.YAMLError as exc:
-                raise InputError(f"noise-spec file {str(path)!r} is not valid YAML: {exc}") from None
-        else:
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise InputError(
-                    f"noise-spec file {str(path)!r} is not valid JSON (line {exc.lineno}): "
-                    f"{exc.msg}."
-                ) from None
+        try:
+            data = parse_data(path.read_text(encoding="utf-8"), path.suffix)
+        except DataSyntaxError as exc:
+            if exc.format == "YAML":
+                raise InputError(f"noise-spec file {str(path)!r} is not valid YAML: "
+                                 f"{exc.reason}") from None
+            raise InputError(f"noise-spec file {str(path)!r} is not valid JSON (line "
+                             f"{exc.line}): {exc.reason}.") from None
         if isinstance(data, Mapping) and "provenance" in data:
             if not isinstance(data["provenance"], Mapping):
                 raise InputError(f"{path}: `provenance` must be a mapping of metadata, got "
@@ -459,3 +447,7 @@ class NoiseSpec:
             return cls.from_dict(data)
         except InputError as exc:
             raise InputError(f"{path}: {exc}") from None
+
+
+#: the keys a spec mapping may give: the fields, in order
+_SPEC_KEYS = tuple(field_names(NoiseSpec))

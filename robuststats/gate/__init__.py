@@ -6,7 +6,9 @@ protocol?
 checkpoint under it (or reads the candidate's outcomes and checks they follow it), and
 decides non-inferiority of retention (or noisy accuracy) with a one-sided test at every
 noise level: the gate passes only when each one-sided ``1 − alpha`` lower bound of the
-candidate-vs-baseline contrast lies above ``−max_degradation`` (docs/gate.md).
+candidate-vs-baseline contrast lies above ``−max_degradation`` (docs/gate.md). The same
+design answers superiority by a margin and equivalence within one (TOST):
+``run_gate(..., question="superiority" | "equivalence")``.
 ``robuststats gate`` is its command line; exit 0 pass, 1 fail, 2 bad input.
 
 Torch is imported only to evaluate a checkpoint.
@@ -28,6 +30,7 @@ if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_pack
     from robuststats.gate._gate import run_gate as run_gate
     from robuststats.gate._protocol import Protocol as Protocol
     from robuststats.gate._protocol import protocol_differences as protocol_differences
+    from robuststats.gate._questions import QUESTIONS as QUESTIONS
     from robuststats.gate._report import gate_markdown as gate_markdown
     from robuststats.gate._report import gate_text as gate_text
     from robuststats.gate._report import write_gate as write_gate

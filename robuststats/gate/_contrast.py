@@ -34,6 +34,7 @@ from scipy import optimize, special
 
 from robuststats._validation import check_choice, check_number, check_probability
 from robuststats.errors import InputError
+from robuststats.gate._questions import QUESTIONS, decide, nulls, power_note
 from robuststats.stats import (
     ContrastVariance,
     DegenerateDataWarning,
@@ -70,7 +71,10 @@ class GateTest:
         ``candidate/baseline − 1`` (relative) or ``candidate − baseline`` (absolute).
     lower_bound : float
         One-sided ``1 − alpha`` lower confidence bound of ``estimate``.
+    upper_bound : float
+        One-sided ``1 − alpha`` upper bound (equivalence only; NaN otherwise).
     passed : bool
+        The question's decision rule (:mod:`._questions`): non-inferiority
         ``lower_bound > −max_degradation``.
     statistic, dof, pvalue : float
         t statistic of H0 "degraded by the margin or more", its degrees of freedom and the
@@ -92,6 +96,9 @@ class GateTest:
         Variance components of the linearized metric (test scale).
     reason : str
         The comparison that decided.
+    question : str
+        ``non-inferiority``, ``superiority`` or ``equivalence`` (:mod:`._questions`);
+        ``max_degradation`` holds its margin d.
     """
 
     eval_noise: float
@@ -102,6 +109,7 @@ class GateTest:
     baseline: float
     estimate: float
     lower_bound: float
+    upper_bound: float
     passed: bool
     statistic: float
     dof: float
@@ -119,6 +127,7 @@ class GateTest:
     var_item: float
     var_resid: float
     reason: str
+    question: str = "non-inferiority"
 
     @property
     def underpowered(self) -> bool:
@@ -152,11 +161,16 @@ def smallest_detectable(se: float, dof: float, alpha: float,
 
 
 def _check(metric: str, margin_type: str, max_degradation: float, alpha: float,
-           pairing: str) -> tuple[str, str, float, float, str]:
+           pairing: str, question: str = "non-inferiority"
+           ) -> tuple[str, str, float, float, str]:
     metric = check_choice(metric, "metric", METRICS)
     margin_type = check_choice(margin_type, "margin_type", MARGIN_TYPES)
-    high = 1.0 if margin_type == "relative" else None
-    m = check_number(max_degradation, "max_degradation", low=0.0, high=high, high_open=True)
+    question = check_choice(question, "question", QUESTIONS)
+    # a relative degradation or equivalence margin below 1 (the ratio 1 − m stays > 0);
+    # an equivalence margin must be > 0 (nothing is within 0)
+    high = 1.0 if margin_type == "relative" and question != "superiority" else None
+    m = check_number(max_degradation, "max_degradation", low=0.0, high=high, high_open=True,
+                     low_open=question == "equivalence")
     return (metric, margin_type, m, check_probability(alpha, "alpha"),
             check_choice(pairing, "pairing", PAIRINGS))
 
@@ -164,8 +178,10 @@ def _check(metric: str, margin_type: str, max_degradation: float, alpha: float,
 def gate_test(clean_c: Any, noisy_c: Any, clean_b: Any, noisy_b: Any, *,
               max_degradation: float, metric: str = "retention",
               margin_type: str = "relative", alpha: float = 0.05,
-              pairing: str = "independent", eval_noise: float = math.nan) -> GateTest:
-    """Non-inferiority of the candidate (``*_c``) against the baseline (``*_b``).
+              pairing: str = "independent", eval_noise: float = math.nan,
+              question: str = "non-inferiority") -> GateTest:
+    """Non-inferiority (or superiority by, or equivalence within, a margin) of the candidate
+    (``*_c``) against the baseline (``*_b``).
 
     Parameters
     ----------
@@ -185,13 +201,15 @@ def gate_test(clean_c: Any, noisy_c: Any, clean_b: Any, noisy_b: Any, *,
         ``"independent"``: the seeds are different runs (:func:`._variance.unpaired_variance`).
     eval_noise : float
         Recorded in the result.
+    question : {"non-inferiority", "superiority", "equivalence"}
+        What ``max_degradation`` (the margin d) bounds (:mod:`._questions`).
 
     Returns
     -------
     GateTest
     """
     metric, margin_type, m, alpha, pairing = _check(metric, margin_type, max_degradation,
-                                                    alpha, pairing)
+                                                    alpha, pairing, question)
     relative = margin_type == "relative"
     zc, zb = np.atleast_2d(np.asarray(noisy_c, float)), np.atleast_2d(np.asarray(noisy_b, float))
     cc = None if clean_c is None else np.atleast_2d(np.asarray(clean_c, float))
@@ -211,9 +229,12 @@ def gate_test(clean_c: Any, noisy_c: Any, clean_b: Any, noisy_b: Any, *,
                          f"{kc} and {kb}.")
     common = dict(eval_noise=float(eval_noise), metric=metric, margin_type=margin_type,
                   max_degradation=m, alpha=alpha, n_seeds_candidate=kc, n_seeds_baseline=kb,
-                  n_items=n)
+                  n_items=n, question=question)
     if clean is not None and float(clean[1].mean()) == 0.0:
         raise InputError("the baseline's clean accuracy is 0: its retention is undefined.")
+    if clean is not None and (why := _not_estimable(clean[1], alpha)) is not None:
+        raise InputError(f"the baseline's retention at eval_noise {eval_noise:g} is not "
+                         f"estimable: {why}; no gate can be decided against it.")
     theta_b_raw = float(zb.mean()) / (float(clean[1].mean()) if clean is not None else 1.0)
     if relative and theta_b_raw == 0.0:
         raise InputError(f"the baseline's {metric} at eval_noise {eval_noise:g} is 0: a "
@@ -226,12 +247,14 @@ def gate_test(clean_c: Any, noisy_c: Any, clean_b: Any, noisy_b: Any, *,
     cv: ContrastVariance = (paired_variance(lc, lb) if pairing == "paired" or kc == kb == 1
                             else unpaired_variance(lc, lb))
     if kc == kb == 1 and metric == "accuracy" and not relative and _binary(zc, zb):
-        return _tango_test(zc, zb, cv, m, common)
+        return _tango_test(zc, zb, cv, m, question, common)
     est = math.log(theta_c / theta_b) if relative else theta_c - theta_b
-    bound = math.log1p(-m) if relative else -m
+    low_null, high_null = nulls(question, m, relative)
     se, dof = math.sqrt(cv.variance), cv.dof
     ref = cv.reference
     method = f"one-sided t, crossed variance ({cv.design}), calibrated Satterthwaite df"
+    if question == "equivalence":
+        method = "two " + method.replace("one-sided t", "one-sided t tests (TOST)")
     if not se > 0.0:
         # no spread at all: a score-type bound for n items without discordance (as the
         # seed-random t's fallback), on the test's scale
@@ -244,31 +267,36 @@ def gate_test(clean_c: Any, noisy_c: Any, clean_b: Any, noisy_b: Any, *,
                                            if clean is not None else [])
         se = h0 * math.sqrt(sum(1.0 / max(s, 1e-12) ** 2 for s in scales)) / z
         dof, method, ref = math.inf, "score-type bound (no spread)", None
-    statistic = (est - bound) / se
-    if ref is not None:
-        t_crit, pvalue = ref.critical_one_sided(1.0 - alpha), ref.tail(statistic)
-    else:
-        t_crit = float(special.stdtrit(dof, 1.0 - alpha))
-        pvalue = float(special.stdtr(dof, -statistic))
-    low = est - t_crit * se
-    passed = low > bound
+    d = decide(est, se, dof, ref, alpha, low_null, high_null)
     shown = (lambda v: math.expm1(v)) if relative else (lambda v: v)
-    margin_shift = -bound  # the margin on the test scale, > 0
     # planning numbers at the level the calibrated test runs the plug-in at (one-sided)
     run_at = ref.nominal_per_side(alpha, 1) if ref is not None else alpha
-    detect = smallest_detectable(se, dof, run_at)
-    detect_shown = -math.expm1(-detect) if relative else detect
-    power_at = noncentral_t_power(margin_shift / se, dof, run_at, 1) if margin_shift > 0 \
-        else float(alpha)
-    word = "retention" if metric == "retention" else "accuracy"
-    reason = (f"lower bound {shown(low):+.4f} {'>' if passed else '≤'} −{m:g} "
-              f"({'relative' if relative else 'absolute'} {word} margin)")
+    detect, power_at = power_note(question, abs(low_null), se, dof, run_at,
+                                  lambda p: smallest_detectable(se, dof, run_at, p))
+    detect_shown = -math.expm1(-detect) if relative and math.isfinite(detect) else detect
     return GateTest(candidate=theta_c, baseline=theta_b, estimate=shown(est),
-                    lower_bound=shown(low), passed=bool(passed), statistic=float(statistic),
-                    dof=float(dof), pvalue=pvalue, standard_error=se, design=cv.design,
-                    method=method, detectable_degradation=detect_shown,
-                    power_at_margin=float(power_at), var_seed=cv.var_seed,
-                    var_item=cv.var_item, var_resid=cv.var_resid, reason=reason, **common)
+                    lower_bound=shown(d.lower), upper_bound=shown(d.upper), passed=d.passed,
+                    statistic=d.statistic, dof=float(dof), pvalue=d.pvalue,
+                    standard_error=se, design=cv.design, method=method,
+                    detectable_degradation=detect_shown, power_at_margin=float(power_at),
+                    var_seed=cv.var_seed, var_item=cv.var_item, var_resid=cv.var_resid,
+                    reason=_reason(question, shown(d.lower), shown(d.upper), d.passed, m,
+                                   metric, relative, ""), **common)
+
+
+def _reason(question: str, low: float, high: float, passed: bool, m: float, metric: str,
+            relative: bool, how: str) -> str:
+    """The comparison that decided, in words."""
+    word = "retention" if metric == "retention" else "accuracy"
+    what = f"{'relative' if relative else 'absolute'} {word} margin{how}"
+    if question == "superiority":
+        return f"lower bound {low:+.4f} {'>' if passed else '≤'} +{m:g} ({what})"
+    if question == "non-inferiority":
+        return f"lower bound {low:+.4f} {'>' if passed else '≤'} −{m:g} ({what})"
+    top = m / (1 - m) if relative else m  # the ratio 1/(1 − m), minus 1
+    inside = "inside" if passed else "not inside"
+    return (f"bounds [{low:+.4f}, {high:+.4f}] {inside} (−{m:g}, +{top:.4g}) ({what}, "
+            "TOST)")
 
 
 def _retention_clean(cc: np.ndarray | None, cb: np.ndarray | None,
@@ -287,51 +315,72 @@ def _binary(*mats: np.ndarray) -> bool:
 
 
 def _tango_test(zc: np.ndarray, zb: np.ndarray, cv: ContrastVariance, m: float,
-                common: dict[str, Any]) -> GateTest:
+                question: str, common: dict[str, Any]) -> GateTest:
     """One model each, 0/1 noisy outcomes, an absolute accuracy margin: Tango's (1998) score
-    test of H0 ``p_c − p_b ≤ −m`` and its one-sided interval, as
-    :func:`robuststats.stats.seed_random_test` uses for one seed. The paired t over items
-    claims more than a few discordant pairs carry: near an accuracy of 0 it passed 12 % of
-    candidates on the margin (n = 100, m = 0.05; Tango 3.7 %, docs/gate.md)."""
+    test of H0 ``p_c − p_b ≤ −m`` (superiority: ``≤ +m``; equivalence: both one-sided
+    tests) and its one-sided interval, as :func:`robuststats.stats.seed_random_test` uses
+    for one seed. The paired t over items claims more than a few discordant pairs carry:
+    near an accuracy of 0 it passed 12 % of candidates on the margin (n = 100, m = 0.05;
+    Tango 3.7 %, docs/gate.md)."""
     from robuststats.stats import seed_random_test
 
     alpha = common["alpha"]
-    r = seed_random_test(zc, zb, alternative="greater", margin=-m,
-                         confidence_level=1.0 - alpha)
+    low_null, high_null = nulls(question, m, False)
+    level = dict(confidence_level=1.0 - alpha)
+    r = seed_random_test(zc, zb, alternative="greater", margin=low_null, **level)
+    low, high, decider = float(r.confidence_interval.low), math.nan, r
+    passed = bool(r.pvalue < alpha)
+    if high_null is not None:
+        up = seed_random_test(zc, zb, alternative="less", margin=high_null, **level)
+        high = float(up.confidence_interval.high)
+        passed = passed and bool(up.pvalue < alpha)
+        decider = r if r.pvalue >= up.pvalue else up
     n = zc.shape[1]
     z = float(special.ndtri(1.0 - alpha))
     # the power note needs a spread: with no discordant pair, Tango's bound z²/(n + z²)
     se = r.standard_error if r.standard_error > 0 else z / (n + z * z)
-    low = float(r.confidence_interval.low)
-    passed = bool(r.pvalue < alpha)
-    reason = (f"lower bound {low:+.4f} {'>' if passed else '≤'} −{m:g} "
-              "(absolute accuracy margin, Tango score test)")
+    detect, power_at = power_note(question, abs(low_null), se, math.inf, alpha,
+                                  lambda p: smallest_detectable(se, math.inf, alpha, p))
+    tests = "two Tango score tests (TOST)" if high_null is not None else "Tango score test"
     return GateTest(candidate=float(zc.mean()), baseline=float(zb.mean()),
-                    estimate=float(r.estimate), lower_bound=low, passed=passed,
-                    statistic=float(r.statistic), dof=math.inf, pvalue=float(r.pvalue),
-                    standard_error=float(r.standard_error), design=cv.design,
-                    method="Tango score test (one model each, 0/1 outcomes)",
-                    detectable_degradation=smallest_detectable(se, math.inf, alpha),
-                    power_at_margin=(noncentral_t_power(m / se, math.inf, alpha, 1) if m > 0
-                                     else float(alpha)),
+                    estimate=float(r.estimate), lower_bound=low, upper_bound=high,
+                    passed=passed, statistic=float(decider.statistic), dof=math.inf,
+                    pvalue=float(decider.pvalue), standard_error=float(r.standard_error),
+                    design=cv.design, method=f"{tests} (one model each, 0/1 outcomes)",
+                    detectable_degradation=detect, power_at_margin=power_at,
                     var_seed=cv.var_seed, var_item=cv.var_item, var_resid=cv.var_resid,
-                    reason=reason, **common)
+                    reason=_reason(question, low, high, passed, m, "accuracy", False,
+                                   f", {tests}"), **common)
+
+
+def _not_estimable(clean: np.ndarray, alpha: float) -> str | None:
+    """Why a side's retention has no bounded one-sided ``1 − alpha`` bound (Fieller's
+    ``g ≥ 1`` at the two-sided level ``1 − 2 alpha``,
+    :func:`robuststats.stats.retention_estimability`), or None when it has one."""
+    from robuststats.stats import retention_estimability
+
+    judged = retention_estimability(clean, confidence_level=max(1.0 - 2.0 * alpha, 0.5))
+    return None if judged.estimable else judged.reason
 
 
 def _lost(clean: tuple[np.ndarray, np.ndarray] | None, zc: np.ndarray, theta_b: float,
           relative: bool, common: dict[str, Any]) -> GateTest | None:
-    """A candidate without a correct clean answer (``clean``: both sides' clean outcomes,
-    for a retention), or (relative) without a correct noisy one, fails outright: its metric
-    is undefined or its log-ratio is −∞."""
+    """A candidate without a correct clean answer or whose retention is not estimable
+    (``clean``: both sides' clean outcomes, for a retention), or (relative) without a
+    correct noisy one, fails outright: its metric is undefined, unbounded or its log-ratio
+    is −∞."""
     if clean is not None and float(clean[0].mean()) == 0.0:
         why, theta = "the candidate's clean accuracy is 0: its retention is undefined", math.nan
+    elif clean is not None and (reason := _not_estimable(clean[0],
+                                                         common["alpha"])) is not None:
+        why, theta = f"the candidate's retention is not estimable: {reason}", math.nan
     elif relative and float(zc.mean()) == 0.0:
         why, theta = "the candidate answers no item correctly under noise", 0.0
     else:
         return None
     est = -1.0 if relative else theta - theta_b
     return GateTest(candidate=theta, baseline=theta_b, estimate=est, lower_bound=est,
-                    passed=False, statistic=-math.inf, dof=math.nan, pvalue=1.0,
+                    upper_bound=math.nan, passed=False, statistic=-math.inf, dof=math.nan, pvalue=1.0,
                     standard_error=math.nan, design="-", method="no test: " + why,
                     detectable_degradation=math.nan, power_at_margin=math.nan,
                     var_seed=math.nan, var_item=math.nan, var_resid=math.nan,

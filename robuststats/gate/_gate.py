@@ -1,8 +1,9 @@
 """``run_gate``: read both sides, hold the protocol fixed, evaluate if needed, decide.
 
-The gate passes only when the candidate is non-inferior at every gated noise level. Each
-level is a one-sided test at ``alpha`` (:func:`._contrast.gate_test`); requiring all of
-them to pass is an intersection–union test, whose level is ``alpha`` without any
+The gate passes only when the candidate is non-inferior (or superior by, or equivalent
+within, the margin: :mod:`._questions`) at every gated noise level. Each level is a test
+at ``alpha`` (:func:`._contrast.gate_test`; equivalence: two one-sided tests, each at
+``alpha``); requiring all of them to pass is an intersection–union test, whose level is ``alpha`` without any
 multiplicity adjustment (Berger 1982, Technometrics 24:295–300): the gate can only pass
 wrongly if some level passes wrongly, and each does so with probability at most ``alpha``.
 """
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from robuststats._validation import check_choice, check_int, check_number
 from robuststats.errors import InputError
 from robuststats.gate._contrast import GateTest, _check, gate_test
-from robuststats.gate._protocol import Protocol, protocol_differences
+from robuststats.gate._protocol import Protocol, protocol_differences, unrecorded
 from robuststats.gate._sources import Baseline, Checkpoint, Side, load_baseline, load_candidate
 from robuststats.glossary import TABLE_COLUMNS
 
@@ -46,6 +47,7 @@ class GateResult:
     passed: bool
     tests: tuple[GateTest, ...]
     metric: str
+    question: str
     margin_type: str
     max_degradation: float
     alpha: float
@@ -83,7 +85,8 @@ class GateResult:
     def to_dict(self) -> dict[str, Any]:
         """Plain record of the decision (the JSON output and the version's ``gate.json``)."""
         return {"decision": self.decision, "passed": self.passed, "metric": self.metric,
-                "margin_type": self.margin_type, "max_degradation": self.max_degradation,
+                "question": self.question, "margin_type": self.margin_type,
+                "max_degradation": self.max_degradation,
                 "alpha": self.alpha, "confidence_level": 1.0 - self.alpha,
                 "pairing": self.pairing, "baseline": self.baseline,
                 "baseline_kind": self.baseline_kind, "candidate": self.candidate,
@@ -130,8 +133,10 @@ def _item_check(base: pd.DataFrame, cand: pd.DataFrame, where: str) -> None:
             f"candidate (e.g. {', '.join(map(repr, only_b[:3])) or '-'}).")
 
 
-def _noise_seeds(rows: pd.DataFrame) -> list[int]:
-    return sorted({int(v) for v in rows.loc[rows["eval_noise"] > 0, "noise_seed"]})
+def _noise_seeds(rows: pd.DataFrame, levels: list[float]) -> list[int]:
+    """The noise seeds of ``rows`` at the gated ``levels`` (at a clean level, the noise seed
+    the outcomes carry, 0 when a file has no such column)."""
+    return sorted({int(v) for v in rows.loc[rows["eval_noise"].isin(levels), "noise_seed"]})
 
 
 def _cell_check(rows: pd.DataFrame, levels: list[float], who: str) -> None:
@@ -184,6 +189,7 @@ def _matrices(side: Side, levels: list[float], metric: str
 
 def run_gate(candidate: str, baseline: str, *, max_degradation: float,
              metric: str = "retention", margin_type: str = "relative", alpha: float = 0.05,
+             question: str = "non-inferiority",
              eval_noise: Sequence[float] | None = None, baseline_condition: str | None = None,
              candidate_condition: str | None = None, seeds: Any = None,
              pairing: str = "auto", root: str | Path = "results",
@@ -200,9 +206,13 @@ def run_gate(candidate: str, baseline: str, *, max_degradation: float,
         A result version (directory, or ``STUDY``/``STUDY/vN`` under ``root``) of a study or
         of an earlier gate.
     max_degradation : float
-        The margin (see :mod:`robuststats.gate._contrast` for its two readings).
+        The margin d (see :mod:`robuststats.gate._contrast` for its two readings).
     metric, margin_type, alpha
         As :func:`robuststats.gate.gate_test`.
+    question : {"non-inferiority", "superiority", "equivalence"}
+        Worse by less than d (default), better by more than d, or within d
+        (:mod:`robuststats.gate._questions`); the seeds and items enter every question
+        the same way.
     eval_noise : sequence of float, optional
         Noise levels to gate (default: every noisy level of the baseline).
     baseline_condition, candidate_condition : str, optional
@@ -224,7 +234,7 @@ def run_gate(candidate: str, baseline: str, *, max_degradation: float,
         one is an :class:`~robuststats.errors.InputError` naming it.
     """
     metric, margin_type, m, alpha, _ = _check(metric, margin_type, max_degradation, alpha,
-                                              "independent")
+                                              "independent", question)
     pairing = check_choice(pairing, "pairing", SEED_PAIRINGS)
     seed_list = _seed_values(seeds)
     base = load_baseline(baseline, condition=baseline_condition, root=root)
@@ -261,6 +271,12 @@ def run_gate(candidate: str, baseline: str, *, max_degradation: float,
                 raise InputError(f"protocol mismatch between the baseline ({base.describe()}) "
                                  f"and the candidate ({source.describe()}): "
                                  + "; ".join(diffs) + ".")
+            trusted = unrecorded(base.protocol, source.protocol)
+            if trusted:
+                notes.append(f"the {' and the '.join(trusted)} of the protocol "
+                             f"{'is' if len(trusted) == 1 else 'are'} not recorded on both "
+                             "sides (harness output records no error model): the gate trusts "
+                             "they are the same; what both record was compared.")
         else:
             present = sorted({float(v) for v in source.outcomes["eval_noise"]})
             lacking = [lv for lv in wanted if not any(math.isclose(lv, p, abs_tol=1e-12)
@@ -273,10 +289,6 @@ def run_gate(candidate: str, baseline: str, *, max_degradation: float,
                          f"protocol: the gate trusts that it was evaluated like the baseline "
                          f"({base.protocol.task}, {base.protocol.error_model}); its items "
                          "and noise levels were checked.")
-            drawn = _noise_seeds(source.outcomes[source.outcomes["eval_noise"].isin(levels)])
-            if drawn != list(base.protocol.noise_seeds):
-                notes.append(f"noise seeds differ (baseline {list(base.protocol.noise_seeds)}, "
-                             f"candidate {drawn}): each side's items are averaged over its own.")
         rows = source.outcomes[source.outcomes["eval_noise"].isin(wanted)]
         if seed_list is not None:
             absent = sorted(set(seed_list) - set(rows["seed"]))
@@ -286,6 +298,10 @@ def run_gate(candidate: str, baseline: str, *, max_degradation: float,
             rows = rows[rows["seed"].isin(seed_list)]
         cand = replace(source, outcomes=rows.reset_index(drop=True))
     cand_rows = cand.outcomes[cand.outcomes["eval_noise"].isin(wanted)]
+    drawn = _noise_seeds(base_rows, levels), _noise_seeds(cand_rows, levels)
+    if drawn[0] != drawn[1]:
+        notes.append(f"noise seeds differ (baseline {drawn[0]}, candidate {drawn[1]}): each "
+                     "side's items are averaged over its own.")
     _item_check(base_rows, cand_rows, cand.label)
     _cell_check(base_rows, levels, f"the baseline ({base.describe()})")
     _cell_check(cand_rows, levels, f"the candidate ({cand.describe()})")
@@ -300,17 +316,18 @@ def run_gate(candidate: str, baseline: str, *, max_degradation: float,
             warnings.simplefilter("always")
             t = gate_test(c_mats.get(0.0), c_mats[lv], b_mats.get(0.0), b_mats[lv],
                           max_degradation=m, metric=metric, margin_type=margin_type,
-                          alpha=alpha, pairing=resolved, eval_noise=lv)
+                          alpha=alpha, pairing=resolved, eval_noise=lv, question=question)
         notes += [f"eval_noise {lv:g}: {w.message}" for w in caught]
         tests.append(t)
-    notes += _design_notes(tests, list(c_seeds), list(b_seeds), base, cand)
+    notes += _design_notes(tests, list(c_seeds), list(b_seeds))
     import pandas as pd
 
     both = pd.concat([cand_rows.assign(condition="candidate"),
                       base_rows.assign(condition="baseline")], ignore_index=True)
     return GateResult(
         passed=all(t.passed for t in tests), tests=tuple(tests), metric=metric,
-        margin_type=margin_type, max_degradation=m, alpha=alpha, pairing=resolved,
+        question=question, margin_type=margin_type, max_degradation=m, alpha=alpha,
+        pairing=resolved,
         baseline=base.describe(), candidate=cand.describe(), baseline_kind=base.kind,
         candidate_kind=cand.kind, protocol=base.protocol,
         seeds_candidate=tuple(c_seeds), seeds_baseline=tuple(b_seeds),
@@ -334,8 +351,8 @@ def _pairing(pairing: str, c_seeds: list[Any], b_seeds: list[Any]) -> str:
     return pairing
 
 
-def _design_notes(tests: list[GateTest], c_seeds: list[Any], b_seeds: list[Any],
-                  base: Side, cand: Side) -> list[str]:
+def _design_notes(tests: list[GateTest], c_seeds: list[Any], b_seeds: list[Any]
+                  ) -> list[str]:
     notes = []
     design = tests[0].design if tests else ""
     if design == "one model each":
@@ -362,13 +379,10 @@ def _design_notes(tests: list[GateTest], c_seeds: list[Any], b_seeds: list[Any],
     elif design == "paired seeds":
         notes.append(f"seeds paired by label ({', '.join(map(str, c_seeds))}): conditions with "
                      "the same seed share initialisation and data order.")
-    cp, bp = cand.protocol, base.protocol
-    if cp is not None and bp is not None and cp.noise_seeds != bp.noise_seeds:
-        notes.append(f"noise seeds differ (baseline {list(bp.noise_seeds)}, candidate "
-                     f"{list(cp.noise_seeds)}): each side's items are averaged over its own.")
     for t in tests:
         null = t.baseline - t.max_degradation
-        if (t.margin_type == "absolute" and math.isfinite(t.baseline) and t.baseline > 0
+        if (t.question == "non-inferiority" and t.margin_type == "absolute"
+                and math.isfinite(t.baseline) and t.baseline > 0
                 and null < NEAR_ZERO * t.baseline):
             notes.append(
                 f"eval_noise {t.eval_noise:g}: the absolute margin {t.max_degradation:g} leaves "
@@ -376,9 +390,10 @@ def _design_notes(tests: list[GateTest], c_seeds: list[Any], b_seeds: list[Any],
                 "the t bound passes too often (docs/gate.md); a relative margin is tested on "
                 "the log scale, which holds its level there.")
         if t.underpowered and math.isfinite(t.power_at_margin):
+            plan = " (plan with `robuststats power --gate`)" \
+                if t.question == "non-inferiority" else ""
             notes.append(
                 f"eval_noise {t.eval_noise:g}: underpowered: a candidate exactly as good as the "
                 f"baseline passes with probability {t.power_at_margin:.2f}; the smallest margin "
-                f"with 80 % power at this size is {t.detectable_degradation:.3g} (plan with "
-                "`robuststats power --gate`).")
+                f"with 80 % power at this size is {t.detectable_degradation:.3g}{plan}.")
     return notes

@@ -1,7 +1,10 @@
 """The evaluation protocol a gate holds fixed: task, items, error model, noise levels and seeds.
 
-A baseline's protocol comes from the resolved study spec in its manifest (a study version)
-or from the protocol recorded by an earlier gate. A candidate is either evaluated under it
+A baseline's protocol comes from the resolved study spec in its manifest (a study version),
+from the protocol recorded by an earlier gate, or from the protocol an analysis-only version
+recorded of its outcomes' source (``robuststats analyze`` of lm-eval samples or Inspect logs:
+the harness's task and options, the items' digest, the noise levels and seeds; the error
+model stays unrecorded). A candidate is either evaluated under it
 (a checkpoint) or checked against it (outcomes, a study version, a run directory): a
 different task, split, error model or op scope, or a noise level the candidate lacks, is an
 :class:`~robuststats.errors.InputError` that names every difference, before any compute.
@@ -15,8 +18,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from robuststats.errors import InputError
+from robuststats.outcomes import UNRECORDED
 
-__all__ = ["Protocol", "protocol_differences"]
+__all__ = ["Protocol", "protocol_differences", "unrecorded"]
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,8 @@ class Protocol:
 
     @property
     def error_model(self) -> str:
+        if UNRECORDED in (self.kind, self.ops):
+            return "error model not recorded"
         return f"{self.kind} on {self.ops}"
 
 
@@ -118,21 +124,27 @@ def protocol_differences(baseline: Protocol, candidate: Protocol,
 
     Compared: task and its parameters, split, error model (kind and ops), that every gate
     level is among the candidate's levels, and ``n_items``. Noise seeds and batch size are
-    not: they change the draws, not the protocol (the gate reports them).
+    not: they change the draws, not the protocol (the gate reports them). A field one side
+    left :data:`~robuststats.outcomes.UNRECORDED` (a harness records no error model) is not
+    compared (:func:`unrecorded` names them for the report).
     """
     out = []
-    if baseline.task != candidate.task:
-        out.append(f"task {baseline.task!r} vs {candidate.task!r}")
-    keys = sorted(set(baseline.task_params) | set(candidate.task_params))
-    for key in keys:
-        a, b = baseline.task_params.get(key), candidate.task_params.get(key)
-        if a != b:
-            out.append(f"task.params.{key} {_show(a)} vs {_show(b)}")
-    if baseline.split != candidate.split:
+    both = lambda a, b: UNRECORDED not in (a, b)  # noqa: E731 - a field both sides record
+    if both(baseline.task, candidate.task):
+        if baseline.task != candidate.task:
+            out.append(f"task {baseline.task!r} vs {candidate.task!r}")
+        keys = sorted(set(baseline.task_params) | set(candidate.task_params))
+        for key in keys:
+            a, b = baseline.task_params.get(key), candidate.task_params.get(key)
+            if a != b:
+                out.append("the items' documents differ (a digest of item ids and document "
+                           "hashes)" if key == "items_sha256"
+                           else f"task.params.{key} {_show(a)} vs {_show(b)}")
+    if both(baseline.split, candidate.split) and baseline.split != candidate.split:
         out.append(f"split {baseline.split!r} vs {candidate.split!r}")
-    if baseline.kind != candidate.kind:
+    if both(baseline.kind, candidate.kind) and baseline.kind != candidate.kind:
         out.append(f"error model {baseline.kind!r} vs {candidate.kind!r}")
-    if baseline.ops != candidate.ops:
+    if both(baseline.ops, candidate.ops) and baseline.ops != candidate.ops:
         out.append(f"noise ops {baseline.ops!r} vs {candidate.ops!r}")
     have = set(candidate.noise_levels)
     lacking = [lv for lv in levels if not any(abs(lv - h) <= 1e-12 for h in have)]
@@ -142,3 +154,10 @@ def protocol_differences(baseline: Protocol, candidate: Protocol,
     if baseline.n_items != candidate.n_items:
         out.append(f"evaluation.n_items {baseline.n_items} vs {candidate.n_items}")
     return out
+
+
+def unrecorded(*protocols: Protocol) -> list[str]:
+    """The protocol fields some of ``protocols`` did not record (not compared)."""
+    names = {"task": "task", "split": "split", "kind": "error model", "ops": "noise ops"}
+    return [label for field, label in names.items()
+            if any(getattr(p, field) == UNRECORDED for p in protocols)]

@@ -32,36 +32,67 @@ def _pct(v: float, signed: bool = False) -> str:
     return f"{100 * v:+.1f}%" if signed else f"{100 * v:.1f}%"
 
 
+def _margin(result: GateResult) -> str:
+    """The margin as the table shows it: −d, +d or ±d (relative equivalence: −d/+d/(1 − d))."""
+    d = result.max_degradation
+    if result.question == "superiority":
+        return f"+{_pct(d)}"
+    if result.question == "equivalence":
+        top = d / (1 - d) if result.margin_type == "relative" else d
+        return f"-{_pct(d)}/+{_pct(top)}" if top != d else f"±{_pct(d)}"
+    return f"-{_pct(d)}"
+
+
 def _rows(result: GateResult) -> list[dict[str, str]]:
     level = f"{100 * (1 - result.alpha):g}%"
     out = []
     for t in result.tests:
-        out.append({
+        row = {
             "eval_noise": fmt_noise(t.eval_noise),
             "candidate": _pct(t.candidate) if math.isfinite(t.candidate) else "-",
             "baseline": _pct(t.baseline),
             "contrast": _pct(t.estimate, signed=True),
             f"{level} lower bound": _pct(t.lower_bound, signed=True),
-            "margin": f"-{_pct(t.max_degradation)}",
-            "p": fmt_p(t.pvalue),
-            "decision": "pass" if t.passed else "FAIL",
-            "80%-power margin": _pct(t.detectable_degradation),
-        })
+        }
+        if result.question == "equivalence":
+            row[f"{level} upper bound"] = _pct(t.upper_bound, signed=True)
+        row |= {"margin": _margin(result), "p": fmt_p(t.pvalue),
+                "decision": "pass" if t.passed else "FAIL"}
+        if result.question != "superiority":
+            row["80%-power margin"] = _pct(t.detectable_degradation)
+        out.append(row)
     return out
+
+
+def _accuracy_label(result: GateResult) -> str:
+    """``clean accuracy`` when every gated level is 0, ``noisy accuracy`` when none is."""
+    clean = {t.eval_noise == 0 for t in result.tests}
+    return "accuracy" if len(clean) > 1 else "clean accuracy" if clean == {True} \
+        else "noisy accuracy"
 
 
 def _head(result: GateResult) -> list[str]:
     what = "retention (noisy/clean accuracy)" if result.metric == "retention" \
-        else "noisy accuracy"
-    margin = (f"candidate/baseline − 1 > −{result.max_degradation:g} (relative)"
-              if result.margin_type == "relative" else
-              f"candidate − baseline > −{result.max_degradation:g} (absolute)")
+        else _accuracy_label(result)
+    d = result.max_degradation
+    contrast = "candidate/baseline − 1" if result.margin_type == "relative" \
+        else "candidate − baseline"
+    if result.question == "superiority":
+        rule, ask = f"{contrast} > +{d:g}", f"better than the baseline's by more than {d:g}"
+    elif result.question == "equivalence":
+        top = d / (1 - d) if result.margin_type == "relative" else d
+        rule = f"−{d:g} < {contrast} < +{top:.4g}"
+        ask = "equivalent to the baseline's"
+    else:
+        rule, ask = f"{contrast} > −{d:g}", "non-inferior to the baseline's"
+    margin = f"{rule} ({result.margin_type})"
     p = result.protocol
     seeds_c, seeds_b = len(result.seeds_candidate), len(result.seeds_baseline)
     return [
         f"robustness gate: {result.decision}",
-        f"  question:  is the candidate's {what} non-inferior to the baseline's, "
-        f"{margin}, one-sided alpha {result.alpha:g}, at every level?",
+        f"  question:  is the candidate's {what} {ask}, {margin}, "
+        f"{'two one-sided tests at' if result.question == 'equivalence' else 'one-sided'} "
+        f"alpha {result.alpha:g}, at every level?",
         f"  baseline:  {result.baseline} ({seeds_b} seed{'s' if seeds_b != 1 else ''})",
         f"  candidate: {result.candidate} ({seeds_c} seed{'s' if seeds_c != 1 else ''})",
         f"  protocol:  task {p.task}, {p.error_model}, {result.n_items} items, noise seeds "
@@ -70,12 +101,21 @@ def _head(result: GateResult) -> list[str]:
 
 
 def _closing(result: GateResult) -> str:
+    level, d = f"{100 * (1 - result.alpha):g}%", result.max_degradation
     if result.passed:
-        return (f"decision: PASS: at every level the one-sided {100 * (1 - result.alpha):g}% "
-                f"lower bound lies above −{result.max_degradation:g}.")
+        rule = {"non-inferiority": f"the one-sided {level} lower bound lies above −{d:g}",
+                "superiority": f"the one-sided {level} lower bound lies above +{d:g}",
+                "equivalence": f"both one-sided {level} bounds lie inside the margin "
+                               f"{_margin(result)}"}[result.question]
+        return f"decision: PASS: at every level {rule}."
     failed = ", ".join(fmt_noise(t.eval_noise) for t in result.tests if not t.passed)
-    return (f"decision: FAIL at eval_noise {failed}: non-inferiority within "
-            f"{result.max_degradation:g} is not shown (the lower bound reaches the margin).")
+    why = {"non-inferiority": f"non-inferiority within {d:g} is not shown (the lower bound "
+                              "reaches the margin)",
+           "superiority": f"an improvement of more than {d:g} is not shown (the lower bound "
+                          "does not clear the margin)",
+           "equivalence": f"equivalence within {_margin(result)} is not shown (a bound "
+                          "reaches the margin)"}[result.question]
+    return f"decision: FAIL at eval_noise {failed}: {why}."
 
 
 def gate_text(result: GateResult) -> str:

@@ -4,7 +4,9 @@ The baseline is a result version: a study's (one condition of it) or an earlier 
 (its candidate, which then becomes the reference). The candidate is a Hugging Face
 checkpoint directory (or a template with ``{seed}``/a glob, one directory per seed),
 evaluated under the baseline's protocol; or outcomes that already exist: a study's result
-version, a run directory, or an outcomes file (csv, tsv, jsonl, parquet).
+version, a run directory, an outcomes file (csv, tsv, jsonl, parquet), or a harness's
+output (a mapping file of lm-eval samples or Inspect logs, or one Inspect log), whose
+protocol is what the harness recorded (task, options, items, noise levels and seeds).
 """
 
 from __future__ import annotations
@@ -150,10 +152,23 @@ def _version_side(version: Any, role: str, condition: str | None, flag: str) -> 
     spec = _plain_spec(manifest.get("spec"), where)
     chosen = _pick(sorted(set(outcomes["condition"])), condition, flag, where)
     rows = outcomes[outcomes["condition"] == chosen].reset_index(drop=True)
-    protocol = None if spec is None else _observed(
-        Protocol.from_spec(spec, chosen, where=where), rows)
-    kind = "study version" if spec is not None else "result version"
-    return Side(role, kind, where, chosen, rows, protocol, spec, spec_condition=chosen)
+    if spec is not None:
+        protocol = _observed(Protocol.from_spec(spec, chosen, where=where), rows)
+        return Side(role, "study version", where, chosen, rows, protocol, spec,
+                    spec_condition=chosen)
+    recorded = manifest.get("protocols")
+    if isinstance(recorded, dict) and chosen in recorded:
+        # an analysis of harness output (or any outcomes): the protocol its source recorded
+        protocol = _observed(Protocol.from_dict(recorded[chosen], where=where), rows)
+        harness = protocol.task_params.get("harness")
+        kind = f"{_HARNESS_NAMES.get(harness, 'outcomes')} version"
+        return Side(role, kind, where, chosen, rows, protocol, None, spec_condition=chosen)
+    return Side(role, "result version", where, chosen, rows, None, None,
+                spec_condition=chosen)
+
+
+#: a harness record's name -> how the gate's report names its outputs
+_HARNESS_NAMES = {"lm-eval": "lm-eval", "inspect": "Inspect"}
 
 
 def load_baseline(ref: str, *, condition: str | None = None,
@@ -167,8 +182,10 @@ def load_baseline(ref: str, *, condition: str | None = None,
     version = ResultStore(root).get(ref)
     side = _version_side(version, "baseline", condition, "--baseline-condition")
     if side.protocol is None:
-        raise InputError(f"`--baseline` {version.label} records no study spec: its noise "
-                         "protocol is unknown, so nothing could be evaluated under it.")
+        raise InputError(f"`--baseline` {version.label} records neither a study spec nor "
+                         "the protocol of its outcomes (a version written before protocols "
+                         "were recorded): run `robuststats analyze SOURCE --out DIR` again "
+                         "on its outcomes' source.")
     return Baseline(side.role, side.kind, side.label, side.condition, side.outcomes,
                     side.protocol, side.spec, side.spec_condition)
 
@@ -207,8 +224,32 @@ def load_candidate(source: str, *, condition: str | None = None,
         protocol = None if spec is None else _observed(
             Protocol.from_spec(spec, chosen, where=text), rows)
         return Side("candidate", "run directory", text, chosen, rows, protocol, spec)
-    outcomes = read_outcomes(path)
+    harness = _harness_outcomes(path)
+    outcomes = read_outcomes(path) if harness is None else harness
     chosen = _pick(sorted(set(outcomes["condition"])), condition, "--candidate-condition",
                    text)
     rows = outcomes[outcomes["condition"] == chosen].reset_index(drop=True)
-    return Side("candidate", "outcomes file", text, chosen, rows, None, None)
+    if harness is None:
+        return Side("candidate", "outcomes file", text, chosen, rows, None, None)
+    from robuststats.outcomes import outcomes_protocol
+
+    protocol = Protocol.from_dict(outcomes_protocol(outcomes, chosen), where=text)
+    name = _HARNESS_NAMES.get(protocol.task_params.get("harness"), "harness")
+    return Side("candidate", f"{name} runs", text, chosen, rows, protocol, None)
+
+
+def _harness_outcomes(path: Path) -> pd.DataFrame | None:
+    """A harness's output read as outcomes (a mapping file of lm-eval or Inspect runs, or
+    one Inspect log), validated and carrying its record; None for an outcomes file."""
+    from robuststats.outcomes import (
+        is_inspect_log,
+        read_harness_runs,
+        read_inspect_log,
+        validate_outcomes,
+    )
+
+    if is_inspect_log(path):
+        return validate_outcomes(read_inspect_log(path), source=str(path))
+    if path.suffix.lower() in (".yaml", ".yml", ".json"):
+        return read_harness_runs(path)
+    return None

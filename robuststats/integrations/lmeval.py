@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from robuststats._fields import check_whole
 from robuststats.errors import InputError
 
 try:
@@ -58,8 +59,7 @@ def noise_from_args(noise: Any = None, *, noise_scale: float | None = None,
     """The run's inference noise (forward only, ``seed = noise_seed``), or ``None``."""
     from robuststats.engine import NoiseSpec, spec_from_env
 
-    if isinstance(noise_seed, bool) or not isinstance(noise_seed, int) or noise_seed < 0:
-        raise InputError(f"`noise_seed` must be a non-negative integer, got {noise_seed!r}.")
+    check_whole(noise_seed, "noise_seed")
     given = {k: v for k, v in (("kind", noise_kind), ("ops", noise_ops)) if v is not None}
     if noise is not None:
         if noise_scale is not None or given:

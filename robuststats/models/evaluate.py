@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from robuststats._fields import check_whole
 from robuststats.errors import InputError
 from robuststats.models.generation import default_max_new_tokens, generate_greedy
 
@@ -58,8 +59,7 @@ def evaluate(
     items = list(items)
     if not items:
         raise InputError("`items` must not be empty.")
-    if isinstance(noise_seed, bool) or not isinstance(noise_seed, int) or noise_seed < 0:
-        raise InputError(f"`noise_seed` must be a non-negative integer, got {noise_seed!r}.")
+    check_whole(noise_seed, "noise_seed")
     model, tokenizer = trained.model, trained.tokenizer
     # a task may render prompts with the model's tokenizer (a chat template) and set how
     # generation stops (stop strings, the end of a "#### N" answer, a token budget)

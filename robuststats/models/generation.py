@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from robuststats._fields import check_whole
 from robuststats.errors import InputError
 
 if TYPE_CHECKING:
@@ -62,11 +63,8 @@ def generate_greedy(
     """
     import torch
 
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) \
-            or max_new_tokens < 1:
-        raise InputError(f"`max_new_tokens` must be a positive integer, got {max_new_tokens!r}.")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InputError(f"`batch_size` must be a positive integer, got {batch_size!r}.")
+    check_whole(max_new_tokens, "max_new_tokens", low=1)
+    check_whole(batch_size, "batch_size", low=1)
     if isinstance(stop_strings, str) or not all(isinstance(s, str) and s for s in stop_strings):
         raise InputError(f"`stop_strings` must be a list of non-empty strings, got "
                          f"{stop_strings!r}.")

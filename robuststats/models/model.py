@@ -22,10 +22,11 @@ import math
 import pickle
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from robuststats._fields import check_whole, field_names
 from robuststats.errors import InputError, did_you_mean, first_message_line
 from robuststats.models.weights import check_weights, weight_file
 
@@ -135,22 +136,18 @@ class ModelSpec:
     def from_dict(cls, params: Mapping[str, Any] | None, *, key: str = "model") -> ModelSpec:
         """Validate a mapping of sizes; errors name ``key.<field>``."""
         params = dict(params or {})
-        names = {f.name for f in fields(cls)}
+        names = sorted(field_names(cls))
         for name in params:
-            if name not in names:
-                hint = did_you_mean(name, sorted(names))
-                raise InputError(f"unknown parameter `{key}.{name}`{hint}; "
-                                 f"accepted: {', '.join(sorted(names))}.")
+            if name not in names:  # the trainer's wording: its keys are "parameters"
+                raise InputError(f"unknown parameter `{key}.{name}`{did_you_mean(name, names)}; "
+                                 f"accepted: {', '.join(names)}.")
         for name, value in params.items():
             if name == "rope_theta":
                 if isinstance(value, bool) or not isinstance(value, (int, float)) \
                         or not 0 < value < math.inf:
                     raise InputError(f"`{key}.{name}` must be a positive number, got {value!r}.")
-            elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InputError(f"`{key}.{name}` must be a positive integer, got {value!r}.")
-            elif value > _MAX_SIZE[name]:
-                raise InputError(f"`{key}.{name}` must be at most {_MAX_SIZE[name]:,}, "
-                                 f"got {value!r}.")
+            else:
+                check_whole(value, f"{key}.{name}", low=1, high=_MAX_SIZE[name])
         spec = cls(**params)
         if spec.hidden_size % spec.num_heads or (spec.hidden_size // spec.num_heads) % 2:
             raise InputError(f"`{key}.hidden_size` must be divisible by `{key}.num_heads` "

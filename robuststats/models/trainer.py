@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from robuststats._fields import check_whole
 from robuststats.engine import AQNSchedule, NoiseSpec
 from robuststats.errors import InputError
 from robuststats.models.model import ModelSpec, load_pretrained
@@ -180,11 +181,7 @@ MAX_BATCH = 100_000
 
 
 def _positive_int(key: str, value: Any, high: int = MAX_STEPS) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"`{key}` must be a positive integer, got {value!r}.")
-    if value > high:
-        raise InputError(f"`{key}` must be at most {high:,}, got {value!r}.")
-    return int(value)
+    return check_whole(value, key, low=1, high=high)
 
 
 def _batch(key: str, value: Any) -> int:
@@ -192,11 +189,7 @@ def _batch(key: str, value: Any) -> int:
 
 
 def _non_negative_int(key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InputError(f"`{key}` must be a non-negative integer, got {value!r}.")
-    if value > MAX_STEPS:
-        raise InputError(f"`{key}` must be at most {MAX_STEPS:,}, got {value!r}.")
-    return int(value)
+    return check_whole(value, key, high=MAX_STEPS)
 
 
 def _positive_float(key: str, value: Any) -> float:

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from robuststats._fields import check_whole
 from robuststats.errors import InputError
 from robuststats.models.generation import default_max_new_tokens, generate_greedy
 from robuststats.models.model import build_model, build_tokenizer
@@ -54,8 +55,7 @@ def train_builtin(task: Task, condition: TrainingCondition, seed: int,
     ``params`` are the builtin trainer's validated parameters (``steps``, ``lr``,
     ``batch_size``, ``warmup``, ``weight_decay``, ``model``, ``train_eval_items``).
     """
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InputError(f"`seed` must be a non-negative integer, got {seed!r}.")
+    check_whole(seed, "seed")
     items = task.items("train")
     if not items:
         raise InputError(f"task {task.name!r} has an empty train split.")

@@ -20,7 +20,10 @@ item from every aligned condition and keeps a record of what it dropped (``Align
 columns of the glossary's ``dropped`` table).
 
 lm-evaluation-harness ``--log_samples`` files are read by :func:`read_lmeval_runs` (a
-mapping file assigns each run its cell) and :func:`read_lmeval_samples` (one file).
+mapping file assigns each run its cell) and :func:`read_lmeval_samples` (one file); Inspect AI
+logs by :func:`read_inspect_runs` and :func:`read_inspect_log` (the extra ``inspect``);
+:func:`read_harness_runs` reads a mapping file of either by its ``format``, and every
+harness reader records what its runs were in ``attrs["harness"]`` (:func:`harness_record`).
 """
 
 
@@ -35,8 +38,15 @@ from robuststats.outcomes._align import (
 )
 from robuststats.outcomes._cells import cell_digest, cell_digests, cell_key
 from robuststats.outcomes._holes import Completed, complete, missing_cells
+from robuststats.outcomes._inspect import is_inspect_log, read_inspect_log, read_inspect_runs
 from robuststats.outcomes._lmeval import is_lmeval_samples, read_lmeval_runs, read_lmeval_samples
 from robuststats.outcomes._read import read_outcomes, validate_outcomes
+from robuststats.outcomes._runsfile import (
+    UNRECORDED,
+    harness_record,
+    outcomes_protocol,
+    read_harness_runs,
+)
 from robuststats.outcomes._schema import (
     CELL_KEY,
     COLUMNS,
@@ -57,6 +67,7 @@ __all__ = [
     "DTYPES",
     "HOLE_POLICIES",
     "KEY",
+    "UNRECORDED",
     "Aligned",
     "Completed",
     "align",
@@ -67,9 +78,15 @@ __all__ = [
     "cell_key",
     "complete",
     "empty_outcomes",
+    "harness_record",
+    "is_inspect_log",
     "is_lmeval_samples",
     "missing_cells",
+    "outcomes_protocol",
     "plain",
+    "read_harness_runs",
+    "read_inspect_log",
+    "read_inspect_runs",
     "read_lmeval_runs",
     "read_lmeval_samples",
     "read_outcomes",

@@ -11,6 +11,7 @@ seed come from a mapping file or from command-line flags, never from file names:
 
     # runs.yaml
     format: lm-eval-samples
+    task: gsm8k                   # default: from the samples_<task>_<date>.jsonl names
     filter: strict-match          # required when a file holds several filters
     metric: exact_match           # default
     runs:
@@ -26,15 +27,24 @@ different items. Torch-free.
 
 from __future__ import annotations
 
-import glob
 import json
-import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from robuststats.errors import InputError, did_you_mean
 from robuststats.outcomes._read import jsonl_objects
+from robuststats.outcomes._runsfile import (
+    RUN_KEYS,
+    check_keys,
+    harness_record,
+    mapping_file,
+    pairing_conflict,
+    run_cell,
+    run_files,
+    text_value,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,8 +53,7 @@ __all__ = ["LMEVAL_FORMAT", "is_lmeval_samples", "read_lmeval_runs", "read_lmeva
 
 #: the ``format`` value of a mapping file
 LMEVAL_FORMAT = "lm-eval-samples"
-_RUN_KEYS = ("path", "condition", "seed", "eval_noise", "noise_seed")
-_TOP_KEYS = ("format", "filter", "metric", "runs")
+_TOP_KEYS = ("format", "task", "filter", "metric", "runs")
 
 
 def is_lmeval_samples(path: str | Path) -> bool:
@@ -124,7 +133,11 @@ def read_lmeval_samples(
         rows.append({"condition": condition, "seed": seed, "eval_noise": float(eval_noise),
                      "noise_seed": noise_seed, "item_id": item, "correct": int(value),
                      "score": float(value), "doc_hash": str(record["doc_hash"])})
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    out.attrs["harness"] = harness_record("lm-eval", _task_of(path),
+                                          {"filter": filter, "metric": metric},
+                                          zip(out["item_id"], out["doc_hash"]))
+    return out
 
 
 #: keys of an lm-eval sample that are not metrics (for "did you mean" on the metric)
@@ -152,121 +165,81 @@ def read_lmeval_runs(
     ``source`` is the mapping (a ``.yaml``/``.yml``/``.json`` file or a mapping, format in
     the module docstring). ``filter`` and ``metric`` override the file's (flag > file >
     default). The result is validated as an outcomes table (duplicate cells are errors)
-    and keeps ``doc_hash``.
+    and keeps ``doc_hash``; ``attrs["harness"]`` records what the runs were
+    (:func:`~robuststats.outcomes.harness_record`: the task, the filter and metric, and a
+    digest of the items).
     """
     import pandas as pd
 
     from robuststats.outcomes._read import validate_outcomes
 
-    data, base, name = _mapping(source)
-    unknown = [k for k in data if k not in _TOP_KEYS]
-    if unknown:
-        raise InputError(f"{name}: unknown key {unknown[0]!r}{did_you_mean(unknown[0], _TOP_KEYS)}"
-                         f"; allowed: {', '.join(_TOP_KEYS)}.")
-    if data.get("format") != LMEVAL_FORMAT:
-        raise InputError(f"{name}: `format` must be {LMEVAL_FORMAT!r}, got "
-                         f"{data.get('format')!r}.")
-    filter = filter if filter is not None else _text(data.get("filter"), "filter", name, True)
+    data, base, name = mapping_file(source, "lm-eval runs file")
+    runs = check_keys(data, _TOP_KEYS, name, LMEVAL_FORMAT)
+    filter = filter if filter is not None else text_value(data.get("filter"), "filter", name,
+                                                          True)
     metric = metric if metric is not None else \
-        (_text(data.get("metric"), "metric", name, True) or "exact_match")
-    runs = data.get("runs")
-    if not isinstance(runs, list) or not runs:
-        raise InputError(f"{name}: `runs` must be a non-empty list of runs, got {runs!r}.")
-    frames, origin = [], []
-    for i, run in enumerate(runs):
+        (text_value(data.get("metric"), "metric", name, True) or "exact_match")
+    task = text_value(data.get("task"), "task", name, True)
+    frames, origin, tasks = [], [], {}
+    for i, entry in enumerate(runs):
         where = f"{name}: runs.{i}"
-        if not isinstance(run, Mapping):
-            raise InputError(f"{where}: a run must be a mapping with {', '.join(_RUN_KEYS)}, "
-                             f"got {run!r}.")
-        for key in run:
-            if key not in _RUN_KEYS:
-                raise InputError(f"{where}.{key}: unknown key{did_you_mean(str(key), _RUN_KEYS)}; "
-                                 f"allowed: {', '.join(_RUN_KEYS)}.")
-        for key in ("path", "condition"):
-            if key not in run:
-                raise InputError(f"{where}: missing `{key}`.")
-        condition = _text(run["condition"], "condition", where, False)
-        seed = _integer(run.get("seed", 0), "seed", where)
-        noise_seed = _integer(run.get("noise_seed", 0), "noise_seed", where)
-        eval_noise = run.get("eval_noise", 0.0)
-        if isinstance(eval_noise, bool) or not isinstance(eval_noise, (int, float)) \
-                or not math.isfinite(eval_noise) or eval_noise < 0:
-            raise InputError(f"{where}.eval_noise: must be a number >= 0, got {eval_noise!r}.")
-        path = _one_file(run["path"], base, f"{where}.path")
+        cell = run_cell(entry, RUN_KEYS, where)
+        (path,) = run_files(cell["path"], base, f"{where}.path")
         try:
-            frame = read_lmeval_samples(path, condition=condition, seed=seed,
-                                        eval_noise=float(eval_noise), noise_seed=noise_seed,
-                                        filter=filter, metric=metric)
+            frame = read_lmeval_samples(path, condition=cell["condition"], seed=cell["seed"],
+                                        eval_noise=cell["eval_noise"],
+                                        noise_seed=cell["noise_seed"], filter=filter,
+                                        metric=metric)
         except InputError as exc:
             raise InputError(f"{where}: {exc}") from None
         frames.append(frame)
-        origin.append(f"runs.{i} ({path.name}: {condition}, seed {seed}, eval_noise "
-                      f"{float(eval_noise):g}, noise_seed {noise_seed})")
+        origin.append(f"runs.{i} ({path.name}: {cell['condition']}, seed {cell['seed']}, "
+                      f"eval_noise {cell['eval_noise']:g}, noise_seed {cell['noise_seed']})")
+        tasks[origin[-1]] = _task_of(path)
     _check_pairing(frames, origin, name)
+    if task is None:
+        task = _one_task(tasks, name)
     out = validate_outcomes(pd.concat(frames, ignore_index=True), source=name)
     out.attrs["lmeval"] = {"filter": filter, "metric": metric, "runs": len(frames)}
+    out.attrs["harness"] = harness_record(
+        "lm-eval", task, {"filter": filter, "metric": metric},
+        zip(out["item_id"], out["doc_hash"]))
     return out
+
+
+#: lm-eval's samples file name: samples_<task>_<date id>.jsonl
+_SAMPLES_NAME = re.compile(r"^samples_(.+)_\d{4}-\d{2}-\d{2}T[0-9.\-:]+\.jsonl$")
+
+
+def _one_task(tasks: dict[str, str | None], name: str) -> str | None:
+    """The task every run's file name names, None when a name does not say; runs of two
+    tasks are refused, naming a run of each."""
+    first: dict[str, str] = {}
+    for where, task in tasks.items():
+        if task is None:
+            return None
+        first.setdefault(task, where)
+    if len(first) > 1:
+        (ta, a), (tb, b) = list(first.items())[:2]
+        raise InputError(f"{name}: the runs are of different tasks: {ta!r} in {a} and {tb!r} "
+                         f"in {b} (lm-eval's samples_<task>_<date>.jsonl names); list the runs "
+                         "of one task, or name it with `task`.")
+    return next(iter(first))
+
+
+def _task_of(path: Path) -> str | None:
+    """The task lm-eval named in a samples file's name, or None for another name."""
+    match = _SAMPLES_NAME.match(path.name)
+    return match.group(1) if match else None
 
 
 def _check_pairing(frames: Sequence[pd.DataFrame], origin: Sequence[str], name: str) -> None:
     """Every doc_id names the same document (doc_hash) in every run."""
-    first: dict[str, tuple[str, int]] = {}
-    for k, frame in enumerate(frames):
-        for item, digest in zip(frame["item_id"], frame["doc_hash"]):
-            seen = first.setdefault(item, (digest, k))
-            if seen[0] != digest:
-                raise InputError(
-                    f"{name}: doc_id {item} is a different document in {origin[k]} than in "
-                    f"{origin[seen[1]]} (doc_hash {digest[:12]}… vs {seen[0][:12]}…): the runs "
-                    "did not evaluate the same items (another data file or task version), so "
-                    "they cannot be paired.")
-
-
-def _mapping(source: str | Path | Mapping[str, Any]) -> tuple[dict[str, Any], Path, str]:
-    if isinstance(source, Mapping):
-        return dict(source), Path.cwd(), "lm-eval runs"
-    path = Path(source)
-    if not path.is_file():
-        raise InputError(f"lm-eval runs file {str(path)!r} does not exist.")
-    text = path.read_text(encoding="utf-8")
-    try:
-        if path.suffix.lower() == ".json":
-            data = json.loads(text)
-        else:
-            import yaml
-
-            data = yaml.safe_load(text)
-    except (ValueError, Exception) as exc:  # yaml.YAMLError has no common base with ValueError
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"{path}: not a readable mapping file ({first}).") from None
-    if not isinstance(data, Mapping):
-        raise InputError(f"{path}: the top level must be a mapping with `runs`, got "
-                         f"{type(data).__name__}.")
-    return dict(data), path.parent, str(path)
-
-
-def _one_file(value: Any, base: Path, where: str) -> Path:
-    if not isinstance(value, str) or not value:
-        raise InputError(f"{where}: must be a file path or glob, got {value!r}.")
-    pattern = value if Path(value).is_absolute() else str(base / value)
-    if set("*?[") & set(value):
-        matches = sorted(glob.glob(pattern))
-        if len(matches) != 1:
-            raise InputError(f"{where}: {value!r} must match exactly one file, matches "
-                             f"{len(matches)}{': ' + ', '.join(matches[:3]) if matches else ''}.")
-        return Path(matches[0])
-    return Path(pattern)
-
-
-def _text(value: Any, key: str, where: str, optional: bool) -> str | None:
-    if value is None and optional:
-        return None
-    if not isinstance(value, str) or not value:
-        raise InputError(f"{where}: `{key}` must be a non-empty string, got {value!r}.")
-    return value
-
-
-def _integer(value: Any, key: str, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InputError(f"{where}.{key}: must be an integer >= 0, got {value!r}.")
-    return value
+    conflict = pairing_conflict(frames, "doc_hash")
+    if conflict is not None:
+        item, k, k0, digest, earlier = conflict
+        raise InputError(
+            f"{name}: doc_id {item} is a different document in {origin[k]} than in "
+            f"{origin[k0]} (doc_hash {digest[:12]}… vs {earlier[:12]}…): the runs "
+            "did not evaluate the same items (another data file or task version), so "
+            "they cannot be paired.")

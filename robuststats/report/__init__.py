@@ -11,6 +11,7 @@ from robuststats.report._views import (
     condition_rows,
     hypothesis_rows,
     records,
+    retention_notes,
 )
 from robuststats.report.figures import accuracy_figure, interval_label, retention_figure
 from robuststats.report.forest import VERDICT_STYLE, forest_figure
@@ -31,5 +32,6 @@ __all__ = [
     "markdown_table",
     "records",
     "retention_figure",
+    "retention_notes",
     "write_report",
 ]

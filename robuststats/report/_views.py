@@ -24,6 +24,7 @@ __all__ = [
     "condition_rows",
     "hypothesis_rows",
     "records",
+    "retention_notes",
 ]
 
 #: display column -> header, in order, of one line per hypothesis
@@ -104,10 +105,27 @@ def condition_rows(summary: pd.DataFrame | None,
             "condition": str(s["condition"]), "eval_noise": fmt_noise(s["eval_noise"]),
             "accuracy": fmt_pct(s.get("accuracy")),
             "accuracy_ci": fmt_ci(s.get("ci_low"), s.get("ci_high"), s.get("ci_level")),
-            "retention": fmt_pct(r.get("retention")),
+            "retention": ("not estimable" if _not_estimable(r)
+                          else fmt_pct(r.get("retention"))),
             "retention_ci": fmt_ci(r.get("ci_low"), r.get("ci_high"), r.get("ci_level")),
         })
     return rows
+
+
+#: how the retention table's ``ci_method`` begins on a row without an estimate
+NOT_ESTIMABLE = "none, not estimable: "
+
+
+def _not_estimable(row: Mapping[str, Any]) -> bool:
+    return str(row.get("ci_method") or "").startswith(NOT_ESTIMABLE)
+
+
+def retention_notes(retention: pd.DataFrame | None) -> list[str]:
+    """One line per retention row reported as not estimable: where, and why (the rule of
+    :func:`robuststats.stats.retention_estimability`)."""
+    return [f"retention of {r['condition']} at {fmt_noise(r['eval_noise'])} noise not "
+            f"estimable: {str(r['ci_method'])[len(NOT_ESTIMABLE):]}"
+            for r in records(retention) if _not_estimable(r)]
 
 
 def condition_descriptions(meta: Mapping[str, Any]) -> dict[str, str]:

@@ -290,6 +290,11 @@ def _retention(retention: pd.DataFrame, summary: pd.DataFrame | None,
         x = np.arange(len(levels)) + (i - (len(conditions) - 1) / 2) * width
         y = _num(d["retention"]) * 100
         right.bar(x, y, width=width * 0.92, color=palette[cond])
+        if "ci_method" in d.columns:  # say where a retention is not estimable
+            for xs, method in zip(x, d["ci_method"]):
+                if str(method).startswith("none, not estimable"):
+                    right.text(xs, 2, "not estimable", rotation=90, ha="center",
+                               va="bottom", fontsize="x-small", color=palette[cond])
         if {"ci_low", "ci_high"} <= set(d.columns):
             _intervals(right, x, _num(d["ci_low"]) * 100, _num(d["ci_high"]) * 100, "black",
                        0.15 * width)

@@ -3,6 +3,7 @@ and verdict (rliable's interval estimates, one row per hypothesis)."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +32,61 @@ def forest_figure(hypotheses: pd.DataFrame, path: Path) -> Path:
     and the estimate's marker coloured by verdict. Each row's interval level is its own
     ``ci_level`` (multiplicity-adjusted levels differ between rows).
 
+    Each metric gets its own panel and x axis (accuracy differences, then retention
+    differences), so a wide retention interval never squeezes the accuracy hypotheses into
+    a sliver. A hypothesis without an estimate (a retention that is not estimable) shows
+    its reason in place of the interval.
+
     ``hypotheses`` needs ``id, a, b, metric, eval_noise, relation, margin, estimate,
     ci_low, ci_high, verdict``; ``ci_level`` and ``reason`` are shown when present.
     """
     return _save(_forest(hypotheses), path, bbox_inches="tight")
 
 
+#: metric -> (panel title, x-axis label), in panel order
+_PANELS = {
+    "accuracy": ("Accuracy", "accuracy a − b (percentage points)"),
+    "retention": ("Retention (noisy / clean accuracy)",
+                  "retention a − b (percentage points of retention)"),
+}
+
+
+def _panels(rows: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The rows grouped by metric, known metrics first in :data:`_PANELS` order."""
+    metrics = list(dict.fromkeys(str(h.get("metric")) for h in rows))
+    metrics.sort(key=lambda m: list(_PANELS).index(m) if m in _PANELS else len(_PANELS))
+    return [(m, [h for h in rows if str(h.get("metric")) == m]) for m in metrics]
+
+
 def _forest(hypotheses: pd.DataFrame) -> Any:
     plt, _ = _pyplot()
     rows = records(hypotheses)
+    panels = _panels(rows) or [("accuracy", [])]
+    sizes = [max(len(group), 1) for _, group in panels]
+    fig, axes = plt.subplots(
+        len(panels), 1, squeeze=False,
+        figsize=(10.5, 1.6 + 0.72 * sum(sizes) + 0.9 * (len(panels) - 1)),
+        gridspec_kw={"height_ratios": sizes})
+    for ax, (metric, group) in zip(axes[:, 0], panels):
+        _panel(ax, metric, group, titled=len(panels) > 1)
+    fig.suptitle("Pre-registered hypotheses: estimate of a − b with its interval "
+                 f"({interval_label(hypotheses)})", fontsize="medium", x=0.02, ha="left")
+    handles = [plt.Line2D([], [], color=c, marker=m, linestyle="-", markersize=8,
+                          markeredgecolor="white", label=v)
+               for v, (c, m) in VERDICT_STYLE.items()]
+    handles.append(plt.Line2D([], [], color="black", linestyle="--", linewidth=1,
+                              label="margin of the claim"))
+    handles.append(plt.Rectangle((0, 0), 1, 1, color=_CLAIMED, alpha=0.18,
+                                 label="side the claim asserts"))
+    fig.legend(handles=handles, loc="lower center", ncols=5, fontsize="small",
+               frameon=False)
+    fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))
+    return fig
+
+
+def _panel(ax: Any, metric: str, rows: list[dict[str, Any]], *, titled: bool) -> None:
+    """The rows of one metric on their own x axis."""
     n = len(rows)
-    fig, ax = plt.subplots(figsize=(10.5, 1.6 + 0.72 * max(n, 1)))
     span = _span(rows)
     for i, h in enumerate(rows):
         y = n - 1 - i
@@ -50,8 +95,11 @@ def _forest(hypotheses: pd.DataFrame) -> Any:
         color, marker = VERDICT_STYLE.get(verdict, ("black", "o"))
         if is_missing(h.get("estimate")):
             reason = "" if is_missing(h.get("reason")) else str(h.get("reason"))
-            ax.text(0, y, f"no estimate: {reason}"[:90], ha="center", va="center",
-                    fontsize="small", color=color, style="italic")
+            text = "\n".join(textwrap.wrap(f"no estimate: {reason}", 95)[:3])
+            ax.annotate(text, xy=(0.01, y), xycoords=("axes fraction", "data"), ha="left",
+                        va="center", fontsize="x-small", color=color, style="italic",
+                        zorder=5, bbox={"facecolor": "white", "edgecolor": "none",
+                                        "alpha": 0.85, "pad": 1.5})
         else:
             lo, hi = (100 * float(h[k]) if not is_missing(h.get(k)) else np.nan
                       for k in ("ci_low", "ci_high"))
@@ -64,23 +112,16 @@ def _forest(hypotheses: pd.DataFrame) -> Any:
                     va="center", fontsize="small", color=color)
     ax.axvline(0, color="black", linewidth=0.8, zorder=1)
     ax.set_yticks(range(n), [_row_label(h) for h in reversed(rows)], fontsize="small")
-    ax.set_ylim(-0.7, n - 0.3)
+    ax.set_ylim(-0.7, max(n, 1) - 0.3)
     ax.set_xlim(*span)
-    ax.set_xlabel("a − b (percentage points)")
+    title, label = _PANELS.get(metric, (metric, f"{metric} a − b (percentage points)"))
+    if all(is_missing(h.get("estimate")) for h in rows):  # nothing to read off an axis
+        ax.set_xticks([])
+        label += ": no estimates"
+    ax.set_xlabel(label)
+    if titled:
+        ax.set_title(title, fontsize="medium", loc="left")
     ax.grid(axis="y", visible=False)
-    ax.set_title("Pre-registered hypotheses: estimate of a − b with its interval "
-                 f"({interval_label(hypotheses)})", fontsize="medium", loc="left")
-    handles = [plt.Line2D([], [], color=c, marker=m, linestyle="-", markersize=8,
-                          markeredgecolor="white", label=v)
-               for v, (c, m) in VERDICT_STYLE.items()]
-    handles.append(plt.Line2D([], [], color="black", linestyle="--", linewidth=1,
-                              label="margin of the claim"))
-    handles.append(plt.Rectangle((0, 0), 1, 1, color=_CLAIMED, alpha=0.18,
-                                 label="side the claim asserts"))
-    fig.legend(handles=handles, loc="lower center", ncols=5, fontsize="small",
-               frameon=False)
-    fig.tight_layout(rect=(0, 0.45 / fig.get_figheight(), 1, 1))
-    return fig
 
 
 def _interval(ax: Any, h: dict[str, Any], y: float, lo: float, hi: float,

@@ -27,6 +27,7 @@ from robuststats.glossary import table_names
 from robuststats.report._injections import injection_section
 from robuststats.report._views import (
     HYPOTHESIS_HEADERS,
+    _not_estimable,
     condition_descriptions,
     condition_formats,
     hypothesis_rows,
@@ -101,7 +102,9 @@ VIEWS: Mapping[str, Mapping[str, Callable[[Row], str]]] = {
     "retention": {
         "condition": _raw("condition"), "noise": _noise, "seeds": _raw("n_seeds"),
         "items": _raw("n_items"), "clean %": _pct("clean_accuracy"),
-        "noisy %": _pct("noisy_accuracy"), "retention %": _pct("retention"), "interval": _ci,
+        "noisy %": _pct("noisy_accuracy"),
+        "retention %": lambda r: ("not estimable" if _not_estimable(r)
+                                  else _pct("retention")(r)), "interval": _ci,
         "interval method": _raw("ci_method"), "seed SD (pp)": _pct("seed_sd"),
     },
     "omnibus": {
@@ -129,7 +132,9 @@ _CONDITION_SECTIONS = (
      "Accuracy vs inference noise"),
     ("retention", "## Retention (noisy / clean accuracy on the same items)\n\nRead each "
                   "retention beside its clean accuracy: a condition with little clean "
-                  "accuracy has little to lose.\n",
+                  "accuracy has little to lose. A retention whose clean accuracy cannot be "
+                  "told from 0 has no bounded interval and is reported as not estimable, "
+                  "with the reason (Fieller's g ≥ 1, docs/statistics.md §9).\n",
      "Clean accuracy and retention"),
 )
 

@@ -20,6 +20,7 @@ batch_size)`` method is evaluated by that method (``noise`` a
 
 from __future__ import annotations
 
+import inspect
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -30,6 +31,7 @@ from typing import Any
 
 from robuststats.models.registry import is_reference
 from robuststats.runs.checks import build_task, build_trainer, planned_items
+from robuststats.runs.jobprogress import JobReporter, TrainingTally
 from robuststats.runs.ledger import RunLedger
 from robuststats.runs.plan import Cell, TrainJob, jobs
 from robuststats.runs.progress import DiskProgress
@@ -75,11 +77,15 @@ class JobCounts:
 
 
 def run_job(run_dir: str, spec: StudySpec, job: TrainJob, cells: list[Cell],
-            on_cell: Callable[[int], None] | None = None) -> JobCounts:
+            on_cell: Callable[[int], None] | None = None,
+            on_progress: Callable[[], None] | None = None) -> JobCounts:
     """Train (or load) one model and evaluate its cells; runs inside a worker process.
 
     ``on_cell(1)`` is called after each cell (finished or failed) when running in-process.
     Each cell's outcomes must hold exactly the planned items (:func:`planned_items`).
+    The job's training steps and cell seconds go to its progress record in the run
+    directory (:class:`~robuststats.runs.jobprogress.JobReporter`); ``on_progress`` runs
+    after each write of it (in-process: the bar's poll).
     """
     external = is_reference(spec.trainer.name)
     if not external:
@@ -87,18 +93,22 @@ def run_job(run_dir: str, spec: StudySpec, job: TrainJob, cells: list[Cell],
 
         torch.set_num_threads(1)  # the pool is the parallelism; threads would oversubscribe
     ledger = RunLedger(Path(run_dir))
+    reporter = JobReporter(ledger, job, on_write=on_progress)
     done = failed = 0
     try:
-        model, task, trained_now = _model_for(ledger, spec, job)
+        model, task, trained_now = _model_for(ledger, spec, job, reporter)
         items = planned_items(spec, task)
         item_ids = [str(it.item_id) for it in items]
     except Exception:
         text = traceback.format_exc()
         for cell in cells:
             ledger.record_failure(cell, f"training {job.key} failed:\n{text}")
+        reporter.close()
         if on_cell is not None:
             on_cell(len(cells))
         return JobCounts(failed=len(cells))
+    if trained_now:
+        reporter.trained()
     for cell in cells:
         start = time.perf_counter()
         try:
@@ -109,8 +119,10 @@ def run_job(run_dir: str, spec: StudySpec, job: TrainJob, cells: list[Cell],
         except Exception:
             ledger.record_failure(cell, traceback.format_exc())
             failed += 1
+        reporter.cell(time.perf_counter() - start)
         if on_cell is not None:
             on_cell(1)
+    reporter.close()
     return JobCounts(done, failed, int(trained_now))
 
 
@@ -130,18 +142,22 @@ def resume_job(run_dir: str, spec: StudySpec, job: TrainJob, cells: list[Cell]) 
     return counts + JobCounts(done=len(cells) - len(todo))
 
 
-def _model_for(ledger: RunLedger, spec: StudySpec, job: TrainJob) -> tuple[Any, Any, bool]:
+def _model_for(ledger: RunLedger, spec: StudySpec, job: TrainJob,
+               reporter: JobReporter) -> tuple[Any, Any, bool]:
     task = build_task(spec)
-    model, trained = load_or_train(ledger, spec, job, task=task)
+    model, trained = load_or_train(ledger, spec, job, task=task, progress=reporter.step)
     return model, task, trained
 
 
 def load_or_train(ledger: RunLedger, spec: StudySpec, job: TrainJob, *, task: Any = None,
-                  by: str | None = None) -> tuple[Any, bool]:
+                  by: str | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> tuple[Any, bool]:
     """The model of ``job`` and whether it was trained now: the condition's checkpoint
     (loaded where it is, never copied), the run directory's cached model, or trained with
     the study's trainer and published there. ``by`` names the command in the event log when
-    it is not the study itself (``diagnose``, ``divergence``)."""
+    it is not the study itself (``diagnose``, ``divergence``). ``progress(step, steps)``
+    goes to a trainer whose ``train`` takes a ``progress`` argument (every registered
+    trainer; an external factory's object only when it declares one)."""
     from robuststats.models.trainer import TrainedModel, TrainingCondition
 
     origin = {} if by is None else {"by": by}
@@ -166,13 +182,25 @@ def load_or_train(ledger: RunLedger, spec: StudySpec, job: TrainJob, *, task: An
     condition = TrainingCondition.from_spec(job.condition, spec.conditions[job.condition])
     staging = ledger.stage_model(job)
     start = time.perf_counter()
+    extra = {"progress": progress} if progress is not None and _takes_progress(trainer) \
+        else {}
     model = trainer.train(task if task is not None else build_task(spec), condition,
-                          seed=job.seed, workdir=staging.workdir)
+                          seed=job.seed, workdir=staging.workdir, **extra)
     model.save(staging.model_path)
     ledger.publish_model(job, staging)
     ledger.log_event({"event": "model_trained", "job": job.key, **origin,
                       "seconds": round(time.perf_counter() - start, 3)})
     return model, True
+
+
+def _takes_progress(trainer: Any) -> bool:
+    """Whether ``trainer.train`` accepts ``progress=`` (by name or through ``**kwargs``)."""
+    try:
+        params = inspect.signature(trainer.train).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "progress" or p.kind is inspect.Parameter.VAR_KEYWORD
+               for p in params)
 
 
 def _evaluate(model: Any, task: Any, items: list[Any], spec: StudySpec, cell: Cell,
@@ -207,24 +235,40 @@ def execute(ledger: RunLedger, spec: StudySpec, pending: list[Cell], *, workers:
         return executor.execute(ledger, spec, pending, progress=progress)
     # workers may run in another working directory: hand them the absolute run directory
     run_dir = str(ledger.root.resolve())
+    training = training_tally(ledger, spec, grouped, progress)
     if workers <= 1 or len(grouped) <= 1:
-        totals = sum((run_job(run_dir, spec, job, cells, on_cell=progress)
+        totals = sum((run_job(run_dir, spec, job, cells, on_cell=progress,
+                              on_progress=training.poll)
                       for job, cells in grouped.items()), JobCounts())
     else:
-        totals = _run_pool(ledger, run_dir, spec, grouped, workers, progress)
+        totals = _run_pool(ledger, run_dir, spec, grouped, workers, progress, training)
     return totals.report(time.perf_counter() - start)
+
+
+def training_tally(ledger: RunLedger, spec: StudySpec, grouped: dict[TrainJob, list[Cell]],
+                   progress: Any) -> TrainingTally:
+    """The jobs' progress records as the bar's ``work`` (models and steps still to
+    train: the jobs without a checkpoint or a cached model). Shared by the local
+    executors and Ray."""
+    to_train = [job for job in grouped if spec.conditions[job.condition].checkpoint is None
+                and not ledger.model_ready(job)]
+    # the builtin trainer's count when the study sets it; else learnt from the first report
+    steps = spec.trainer.params.get("steps") if spec.trainer.name == "builtin" else None
+    return TrainingTally(ledger, list(grouped), to_train, progress,
+                         steps_per_model=steps if isinstance(steps, int) else None)
 
 
 def _run_pool(ledger: RunLedger, run_dir: str, spec: StudySpec,
               grouped: dict[TrainJob, list[Cell]], workers: int,
-              progress: Callable[[int], None] | None) -> JobCounts:
+              progress: Callable[[int], None] | None, training: TrainingTally) -> JobCounts:
     """Run the jobs in the platform's pool (:func:`~robuststats.runs.workers.run_pool`):
     any interruption stops it within a second, keeping the cells written so far."""
     job_list = list(grouped)
     totals = [JobCounts()]
     all_cells = [c for cells in grouped.values() for c in cells]
-    # count finished or failed cells
-    tally = DiskProgress(progress, lambda: sum(1 for c in all_cells if ledger.settled(c)))
+    # count finished or failed cells, and the training the workers report
+    tally = DiskProgress(progress, lambda: sum(1 for c in all_cells if ledger.settled(c)),
+                         training.poll)
 
     def on_error(i: int, exc: BaseException) -> None:
         text = "the worker process died" if isinstance(exc, BrokenProcessPool) \

@@ -10,6 +10,8 @@ Layout of ``<runs>/<study name>/``::
     models/<condition>__s<seed>/   cached trained model (directory renamed into place)
     failures/<cell key>.txt    traceback of a cell that failed in the latest attempt
     events.jsonl           one line per cell finished or failed (who, when, how long)
+    progress/<condition>__s<seed>.json  a job's training steps and cell seconds so far,
+                           rewritten by its worker while it runs (for the progress bar)
 
 Every path inside the run directory is built here; the executor and the runner ask the
 ledger.
@@ -97,6 +99,7 @@ class RunLedger:
         self.injections_dir = self.root / "injections"
         self.models_dir = self.root / "models"
         self.failures_dir = self.root / "failures"
+        self.progress_dir = self.root / "progress"
         self._lock: RunLock | None = None
         # a run directory written before cells had records: its valid cells are adopted
         self._adopt_unrecorded = False
@@ -197,7 +200,8 @@ class RunLedger:
     def _sweep_temporaries(self) -> None:
         # leftovers of a killed writer: never read as results, safe to remove (the lock
         # guarantees that no other process is writing here)
-        for directory in (self.cells_dir, self.injections_dir, self.failures_dir):
+        for directory in (self.cells_dir, self.injections_dir, self.failures_dir,
+                          self.progress_dir):
             for tmp in directory.glob(".*.tmp"):
                 tmp.unlink(missing_ok=True)
         for tmp in self.models_dir.glob(".tmp-*"):
@@ -375,6 +379,31 @@ class RunLedger:
         no counts, or a cell finished before such records were kept)."""
         return [c for c in cells if not c.is_clean and self.cell_path(c).exists()
                 and self.read_injections(c) is None]
+
+    # ------------------------------------------------------------------ job progress
+    def progress_path(self, job: TrainJob) -> Path:
+        return self.progress_dir / f"{job.key}.json"
+
+    def write_progress(self, job: TrainJob, record: Mapping[str, Any]) -> None:
+        """Replace ``job``'s progress record (a small JSON object) in one ``os.replace``;
+        not fsynced: it is rewritten every half second and only feeds the progress bar."""
+        path = self.progress_path(job)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(dict(record)), encoding="utf-8")
+        os.replace(tmp, path)
+
+    def read_progress(self, job: TrainJob) -> dict[str, Any] | None:
+        """``job``'s progress record, or None when there is none (or it cannot be read)."""
+        try:
+            record = json.loads(self.progress_path(job).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return record if isinstance(record, dict) else None
+
+    def clear_progress(self, job: TrainJob) -> None:
+        """Forget ``job``'s progress of an earlier execution (it is about to run again)."""
+        self.progress_path(job).unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ models
     def model_dir(self, job: TrainJob) -> Path:

@@ -25,8 +25,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from robuststats._fields import check_whole
 from robuststats.errors import InputError
-from robuststats.runs.executor import ExecutionReport, JobCounts, mark_crashed, resume_job
+from robuststats.runs.executor import (
+    ExecutionReport,
+    JobCounts,
+    mark_crashed,
+    resume_job,
+    training_tally,
+)
 from robuststats.runs.ledger import RunLedger
 from robuststats.runs.plan import Cell, TrainJob, jobs
 from robuststats.runs.progress import DiskProgress
@@ -67,9 +74,8 @@ class RayExecutor:
     def __init__(self, *, address: str | None = None, num_cpus: int | None = None) -> None:
         if address is not None and (not isinstance(address, str) or not address.strip()):
             raise InputError(f"`address` must be 'auto' or a Ray address, got {address!r}.")
-        if num_cpus is not None and (isinstance(num_cpus, bool) or not isinstance(num_cpus, int)
-                                     or num_cpus < 1):
-            raise InputError(f"`num_cpus` must be a positive integer, got {num_cpus!r}.")
+        if num_cpus is not None:
+            check_whole(num_cpus, "num_cpus", low=1)
         self.address = address
         self.num_cpus = num_cpus
         self._started = False
@@ -110,9 +116,13 @@ class RayExecutor:
                                            retry_exceptions=False)
         run_dir = str(ledger.root.resolve())
         spec_ref = ray.put(spec)
+        # the cells on disk, and the training the tasks report through the run directory
+        # (earlier records cleared before any task starts)
+        training = training_tally(ledger, spec, grouped, progress)
         refs = {task.remote(run_dir, spec_ref, job, cells): job for job, cells in grouped.items()}
         all_cells = [c for cells in grouped.values() for c in cells]
-        tally = DiskProgress(progress, lambda: sum(1 for c in all_cells if ledger.settled(c)))
+        tally = DiskProgress(progress, lambda: sum(1 for c in all_cells if ledger.settled(c)),
+                             training.poll)
         waiting = list(refs)
         try:
             while waiting:

@@ -224,7 +224,9 @@ def outcomes(ctx: SearchContext, trained: Any, items: Sequence[Any],
 def evaluate_config(ctx: SearchContext, params: dict[str, float], *, items: Sequence[Any],
                     noise_seeds: Sequence[int], seeds: Sequence[int] | None = None,
                     report: Callable[[float, int], None] | None = None,
-                    with_clean: bool = True) -> dict[str, Any]:
+                    with_clean: bool = True,
+                    report_items: Callable[[int, np.ndarray], None] | None = None
+                    ) -> dict[str, Any]:
     """Outcomes of one configuration: ``noisy[seed]`` of shape ``(n_noise_seeds, n_items)``
     and ``clean[seed]`` of shape ``(n_items,)`` for each training seed.
 
@@ -244,7 +246,8 @@ def evaluate_config(ctx: SearchContext, params: dict[str, float], *, items: Sequ
             if with_clean:
                 clean[seed] = outcomes(ctx, trained, items, None, 0)
         else:
-            trained = train_config(ctx, params, seed, report=report, offset=k)
+            trained = train_config(ctx, params, seed, report=report, offset=k,
+                                   report_items=report_items)
             rows = [outcomes(ctx, trained, items, ctx.eval_noise(ns), ns)
                     for ns in noise_seeds]
             if with_clean:
@@ -255,12 +258,14 @@ def evaluate_config(ctx: SearchContext, params: dict[str, float], *, items: Sequ
 
 def train_config(ctx: SearchContext, params: dict[str, float], seed: int, *,
                  report: Callable[[float, int], None] | None = None,
-                 offset: int = 0) -> Any:
+                 offset: int = 0,
+                 report_items: Callable[[int, np.ndarray], None] | None = None) -> Any:
     """Train one model with the configuration's per-layer training noise.
 
     With ``report`` and the builtin trainer, ``search.reports`` evenly spaced evaluations of
     the noisy accuracy on the search items (first search noise seed) are reported at steps
-    ``offset × steps + step`` (the pruner's input). The builtin trainer's own loop
+    ``offset × steps + step`` (the pruner's input); ``report_items(step, outcomes)`` gets
+    the items' 0/1 outcomes first (the McNemar pruner's input). The builtin trainer's own loop
     (:func:`robuststats.models.training.run_training`) runs on a model built exactly as
     :func:`~robuststats.models.training.train_builtin` builds it, so the weights are the
     same with or without reports. Other trainers train without intermediate reports.
@@ -283,8 +288,10 @@ def train_config(ctx: SearchContext, params: dict[str, float], seed: int, *,
 
     def progress(step: int, total: int) -> None:
         if step in marks and step < total:
-            acc = float(outcomes(ctx, live, ctx.search_items, ctx.eval_noise(ns), ns).mean())
-            report(acc, offset * total + step)
+            scored = outcomes(ctx, live, ctx.search_items, ctx.eval_noise(ns), ns)
+            if report_items is not None:
+                report_items(offset * total + step, scored)
+            report(float(scored.mean()), offset * total + step)
 
     info = run_training(model, tokenizer, ctx.task, list(ctx.task.items("train")), cond,
                         seed=seed, params=ctx.trainer.params, progress=progress)

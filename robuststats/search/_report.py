@@ -114,6 +114,18 @@ def _plain(v: Any) -> Any:
     return v
 
 
+def _settings(settings: dict[str, Any]) -> str:
+    """``tpe (seed 0, n_startup_trials 5, ...)``: a sampler or pruner with its settings."""
+    rest = ", ".join(f"{k} {v}" for k, v in settings.items() if k != "name")
+    return f"{settings['name']} ({rest})" if rest else settings["name"]
+
+
+def _optuna_version() -> str:
+    import optuna
+
+    return optuna.__version__
+
+
 def write_search_version(out: str | Path, spec: SearchSpec, ctx: SearchContext,
                          study: optuna.Study, chosen: optuna.trial.FrozenTrial | None,
                          re_table: pd.DataFrame, meta: dict[str, Any], *,
@@ -144,7 +156,8 @@ def write_search_version(out: str | Path, spec: SearchSpec, ctx: SearchContext,
         "chosen_trial": None if chosen is None else chosen.number,
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "seeds": spec.seed_list(), "noise_seeds": spec.search_noise_seeds(),
-        "n_items": len(ctx.search_items)},
+        "n_items": len(ctx.search_items), "sampler": spec.search.sampler_settings,
+        "pruner": spec.search.pruner_settings, "optuna_version": _optuna_version()},
         seconds=round(seconds, 1), environment=env)
 
     def writer(path: Path, number: int) -> None:
@@ -215,7 +228,8 @@ def _markdown(spec: SearchSpec, ctx: SearchContext, chosen: Any, trials: pd.Data
              f"({len(ctx.space.places)} multipliers), base scale {ctx.base_scale:g}",
              f"- trials: {', '.join(f'{v} {k.lower()}' for k, v in counts.items())}; storage "
              f"`{meta['storage']}`, study `{spec.name}`",
-             f"- sampler {s.sampler_name} (seed {s.sampler_seed}), pruner {s.pruner_name}", ""]
+             f"- sampler {_settings(s.sampler_settings)}; pruner "
+             f"{_settings(s.pruner_settings)}", ""]
     if chosen is None:
         lines += ["**No configuration qualified** (tolerance: no trial stayed within the "
                   "bound). The baselines are re-evaluated below.", ""]

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from robuststats.errors import InputError
+from robuststats._fields import check_whole
 from robuststats.search._objective import SearchContext, build_context
 from robuststats.search._spec import SearchSpec
 from robuststats.search._storage import (
@@ -147,8 +147,7 @@ def run_search(spec: SearchSpec, *, storage: str | None = None, workers: int = 1
     from robuststats.search._reevaluate import choose, reevaluate
     from robuststats.search._report import write_search_version
 
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise InputError(f"`workers` must be a positive integer, got {workers!r}.")
+    check_whole(workers, "workers", low=1)
     with Run.start(out=out, runs=runs) as run:
         url = check_storage(normalise_url(storage) if storage
                             else default_storage(runs, spec.name))

@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from robuststats._canonical import canonical_sha256
+from robuststats._fields import check_whole
 from robuststats.config import Strict
 from robuststats.config.bounds import MAX_NOISE_SEEDS, MAX_SEEDS, check_name
 from robuststats.config.fields import (
@@ -44,13 +45,11 @@ from robuststats.config.yaml_lines import (
     validate_keyed,
 )
 from robuststats.engine.eval_kinds import check_kind
-from robuststats.errors import InputError
 from robuststats.runs.spec import EvaluationSpec, NamedParams
+from robuststats.search._settings import MAX_TRIALS, NSGA2Settings, PrunerSettings, TPESettings
 
 __all__ = ["MAX_TRIALS", "HeuristicSpec", "ReevaluationSpec", "SearchSection", "SearchSpec"]
 
-#: bound of ``search.trials`` and ``--trials``: far above any search a CPU or a GPU runs
-MAX_TRIALS = 100_000
 #: bound of ``search.scale_range``: a multiplier beyond 10⁴ is a typo, not a noise level
 _MAX_MULTIPLIER = 1e4
 
@@ -118,7 +117,10 @@ class SearchSection(Strict):
     multi_objective: bool = False
     sampler: Literal["tpe", "random", "nsga2"] | None = None
     sampler_seed: int = Field(default=0, ge=0, le=MAX_SEED_VALUE)
-    pruner: Literal["median", "none"] | None = None
+    tpe: TPESettings = TPESettings()
+    nsga2: NSGA2Settings = NSGA2Settings()
+    pruner: Literal["median", "mcnemar", "none"] | None = None
+    pruning: PrunerSettings = PrunerSettings()
     #: training objective: intermediate evaluations per training run (for pruning)
     reports: int = Field(default=2, ge=0, le=100)
     #: tolerance: noise the probed model is trained with (null: clean); training: the
@@ -170,7 +172,7 @@ class SearchSection(Strict):
             if self.train_noise.layer_scales:
                 raise KeyedError(("train_noise", "layer_scales"), "is what the search sets; "
                                  "leave it out of the base training noise")
-        if self.pruner == "median":
+        if self.pruner in ("median", "mcnemar"):
             if self.multi_objective:
                 raise KeyedError(("pruner",), "pruning needs a single objective; use "
                                  "pruner: none with multi_objective: true")
@@ -185,6 +187,32 @@ class SearchSection(Strict):
     @property
     def sampler_name(self) -> str:
         return self.sampler or ("nsga2" if self.multi_objective else "tpe")
+
+    @property
+    def sampler_settings(self) -> dict[str, Any]:
+        """The sampler and every setting it runs with, none left to Optuna's defaults
+        (recorded in the search version's manifest)."""
+        name = self.sampler_name
+        out: dict[str, Any] = {"name": name, "seed": self.sampler_seed}
+        if name == "tpe":
+            tpe = self.tpe.model_dump()
+            if tpe["multivariate"] is None:
+                tpe["multivariate"] = not self.multi_objective
+            out |= tpe
+        elif name == "nsga2":
+            out |= self.nsga2.model_dump()
+        return out
+
+    @property
+    def pruner_settings(self) -> dict[str, Any]:
+        """The pruner and the settings it reads."""
+        name = self.pruner_name
+        p = self.pruning
+        reads = {"median": {"n_startup_trials": p.n_startup_trials,
+                            "n_warmup_steps": p.n_warmup_steps},
+                 "mcnemar": {"n_startup_trials": p.n_startup_trials,
+                             "p_threshold": p.p_threshold}}.get(name, {})
+        return {"name": name, **reads}
 
     @property
     def pruner_name(self) -> str:
@@ -272,10 +300,7 @@ class SearchSpec(Strict):
         """``--trials``: flag > file > default, applied only when given."""
         if trials is None:
             return self
-        if isinstance(trials, bool) or not isinstance(trials, int) or not \
-                1 <= trials <= MAX_TRIALS:
-            raise InputError(f"`trials` must be an integer in [1, {MAX_TRIALS:,}], got "
-                             f"{trials!r}.")
+        check_whole(trials, "trials", low=1, high=MAX_TRIALS, interval=True)
         data = self.model_dump()
         data["search"]["trials"] = trials
         lines = {p: n for p, n in self._lines.items() if p[:2] != ("search", "trials")}

@@ -48,22 +48,39 @@ def quiet_optuna() -> None:
 
 
 def make_sampler(spec: SearchSpec, seed: int) -> optuna.samplers.BaseSampler:
+    """The sampler with every setting of ``spec.search.sampler_settings`` passed explicitly
+    (``seed``: this worker's, derived from ``sampler_seed``)."""
     import optuna
 
-    name = spec.search.sampler_name
+    settings = dict(spec.search.sampler_settings)
+    name = settings.pop("name")
+    settings.pop("seed")
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    if name == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=seed)
-    # a few random trials before the model of TPE takes over; the baselines count
-    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=5)
+    with warnings.catch_warnings():  # `group` and most crossovers are experimental
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if name == "nsga2":
+            crossovers = {"uniform": "UniformCrossover", "blxalpha": "BLXAlphaCrossover",
+                          "sbx": "SBXCrossover", "vsbx": "VSBXCrossover",
+                          "undx": "UNDXCrossover", "spx": "SPXCrossover"}
+            crossover = getattr(optuna.samplers.nsgaii,
+                                crossovers[settings.pop("crossover")])()
+            return optuna.samplers.NSGAIISampler(seed=seed, crossover=crossover, **settings)
+        return optuna.samplers.TPESampler(seed=seed, **settings)
 
 
 def make_pruner(spec: SearchSpec) -> optuna.pruners.BasePruner:
+    """The pruner with the settings of ``spec.search.pruner_settings``."""
     import optuna
 
-    if spec.search.pruner_name == "median":
-        return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0)
+    settings = dict(spec.search.pruner_settings)
+    name = settings.pop("name")
+    if name == "median":
+        return optuna.pruners.MedianPruner(**settings)
+    if name == "mcnemar":
+        from robuststats.search._pruner import McNemarPruner
+
+        return McNemarPruner(**settings)
     return optuna.pruners.NopPruner()
 
 
@@ -210,12 +227,20 @@ def make_objective(ctx: SearchContext) -> Callable[[optuna.Trial], Any]:
 
     spec = ctx.spec
     pruning = spec.search.pruner_name != "none"
+    keep_items = spec.search.pruner_name == "mcnemar"
+    if keep_items:
+        from robuststats.search._pruner import ITEMS_ATTR
 
     def objective(trial: optuna.Trial) -> Any:
         with heartbeat(trial, stale_after=spec.search.stale_after):
             started = time.perf_counter()
             params = ctx.space.suggest(trial)
             report = None
+            report_items = None
+            if keep_items:  # the McNemar pruner's input, kept before each report
+                def report_items(step: int, items: np.ndarray) -> None:
+                    trial.set_user_attr(f"{ITEMS_ATTR}:{step}",
+                                        np.asarray(items, dtype=int).tolist())
             if pruning:
                 def report(value: float, step: int) -> None:
                     trial.report(value, step)
@@ -228,7 +253,8 @@ def make_objective(ctx: SearchContext) -> Callable[[optuna.Trial], Any]:
                 result["clean"] = ctx.clean
             else:
                 result = evaluate_config(ctx, params, items=ctx.search_items,
-                                         noise_seeds=spec.search_noise_seeds(), report=report)
+                                         noise_seeds=spec.search_noise_seeds(), report=report,
+                                         report_items=report_items)
             summary = summarise(ctx, result)
             values, constraint = objective_values(ctx, params, summary)
             for key in ("noisy_accuracy", "clean_accuracy", "drop", "retention", "per_seed"):

@@ -18,168 +18,92 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from robuststats._lazy import lazy_exports
+from robuststats._lazy import lazy_package
 
-_EXPORTS: dict[str, str] = {
-    "ConfidenceInterval": "robuststats.stats._common",
-    "DegenerateDataWarning": "robuststats.stats._common",
-    "SeedBootstrapWarning": "robuststats.stats._common",
-    "ContrastVariance": "robuststats.stats._contrast_variance",
-    "paired_variance": "robuststats.stats._contrast_variance",
-    "unpaired_variance": "robuststats.stats._contrast_variance",
-    "DiscordanceEstimate": "robuststats.stats._discordance",
-    "estimate_discordance": "robuststats.stats._discordance",
-    "estimate_icc": "robuststats.stats._discordance",
-    "PilotPairs": "robuststats.stats._discordance",
-    "read_pilot": "robuststats.stats._discordance",
-    "evaluate_hypotheses": "robuststats.stats._hypotheses",
-    "evaluate_hypothesis": "robuststats.stats._hypotheses",
-    "Hypothesis": "robuststats.stats._hypotheses",
-    "HypothesisResult": "robuststats.stats._hypotheses",
-    "mcnemar": "robuststats.stats._mcnemar",
-    "McNemarResult": "robuststats.stats._mcnemar",
-    "mcnemar_stratified": "robuststats.stats._mcnemar_stratified",
-    "ParameterError": "robuststats.stats._parameters",
-    "adjust_pvalues": "robuststats.stats._multiplicity",
-    "MULTIPLICITY_METHODS": "robuststats.stats._multiplicity",
-    "cochran_q": "robuststats.stats._omnibus",
-    "CochranQResult": "robuststats.stats._omnibus",
-    "estimate_seed_components": "robuststats.stats._seed_components",
-    "SeedComponents": "robuststats.stats._seed_components",
-    "crossed_variance": "robuststats.stats._seed_random",
-    "CrossedVariance": "robuststats.stats._seed_random",
-    "independent_seeds_retention_test": "robuststats.stats._seed_random",
-    "independent_seeds_test": "robuststats.stats._seed_random",
-    "seed_random_accuracy": "robuststats.stats._seed_random",
-    "seed_random_retention": "robuststats.stats._seed_random",
-    "seed_random_retention_test": "robuststats.stats._seed_random",
-    "seed_random_test": "robuststats.stats._seed_random",
-    "SeedRandomResult": "robuststats.stats._seed_random",
-    "simulate_outcomes": "robuststats.stats._simulate",
-    "true_effects": "robuststats.stats._simulate",
-    "DoseResponseFit": "robuststats.stats.dose._curve",
-    "EffectiveDose": "robuststats.stats.dose._curve",
-    "DOSE_MODELS": "robuststats.stats.dose._models",
-    "DOSE_RESPONSE_MODELS": "robuststats.stats.dose._response",
-    "fit_dose_response": "robuststats.stats.dose._response",
-    "select_dose_response": "robuststats.stats.dose._response",
-    "critical_threshold": "robuststats.stats.dose._threshold",
-    "ThresholdResult": "robuststats.stats.dose._threshold",
-    "PoolSizeWarning": "robuststats.stats.power._design",
-    "UnreachablePowerError": "robuststats.stats.power._design",
-    "GatePowerResult": "robuststats.stats.power._gate",
-    "power_gate": "robuststats.stats.power._gate",
-    "estimate_gate_components": "robuststats.stats.power._gate_components",
-    "gate_influence": "robuststats.stats.power._gate_components",
-    "GateComponents": "robuststats.stats.power._gate_components",
-    "power_mcnemar": "robuststats.stats.power._mcnemar",
-    "POWER_METHODS": "robuststats.stats.power._mcnemar",
-    "power_two_proportions": "robuststats.stats.power._mcnemar",
-    "PowerResult": "robuststats.stats.power._mcnemar",
-    "power_seeds": "robuststats.stats.power._seeds",
-    "SeedPowerResult": "robuststats.stats.power._seeds",
-    "TooFewSeedsError": "robuststats.stats.power._seeds",
-    "noncentral_t_power": "robuststats.stats.power._seeds_formulas",
-    "power_seeds_curve": "robuststats.stats.power._seeds_table",
-    "power_seeds_table": "robuststats.stats.power._seeds_table",
-    "power_curve": "robuststats.stats.power._table",
-    "power_table": "robuststats.stats.power._table",
-    "bootstrap_accuracy": "robuststats.stats.resampling._bootstrap",
-    "bootstrap_difference": "robuststats.stats.resampling._bootstrap",
-    "bootstrap_retention": "robuststats.stats.resampling._bootstrap",
-    "bootstrap_retention_difference": "robuststats.stats.resampling._bootstrap",
-    "BootstrapResult": "robuststats.stats.resampling._bootstrap",
-}
-
-__all__ = sorted(_EXPORTS)
-
-if TYPE_CHECKING:  # static analysers see the real names
-    from robuststats.stats._common import (  # noqa: F401
-        ConfidenceInterval,
-        DegenerateDataWarning,
-        SeedBootstrapWarning,
+if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_package
+    from robuststats.stats._common import ConfidenceInterval as ConfidenceInterval
+    from robuststats.stats._common import DegenerateDataWarning as DegenerateDataWarning
+    from robuststats.stats._common import SeedBootstrapWarning as SeedBootstrapWarning
+    from robuststats.stats._contrast_variance import ContrastVariance as ContrastVariance
+    from robuststats.stats._contrast_variance import paired_variance as paired_variance
+    from robuststats.stats._contrast_variance import unpaired_variance as unpaired_variance
+    from robuststats.stats._discordance import DiscordanceEstimate as DiscordanceEstimate
+    from robuststats.stats._discordance import PilotPairs as PilotPairs
+    from robuststats.stats._discordance import estimate_discordance as estimate_discordance
+    from robuststats.stats._discordance import estimate_icc as estimate_icc
+    from robuststats.stats._discordance import read_pilot as read_pilot
+    from robuststats.stats._estimability import Estimability as Estimability
+    from robuststats.stats._estimability import clip_interval as clip_interval
+    from robuststats.stats._estimability import (
+        retention_estimability as retention_estimability,
     )
-    from robuststats.stats._contrast_variance import (  # noqa: F401
-        ContrastVariance,
-        paired_variance,
-        unpaired_variance,
+    from robuststats.stats._hypotheses import Hypothesis as Hypothesis
+    from robuststats.stats._hypotheses import HypothesisResult as HypothesisResult
+    from robuststats.stats._hypotheses import evaluate_hypotheses as evaluate_hypotheses
+    from robuststats.stats._hypotheses import evaluate_hypothesis as evaluate_hypothesis
+    from robuststats.stats._mcnemar import McNemarResult as McNemarResult
+    from robuststats.stats._mcnemar import mcnemar as mcnemar
+    from robuststats.stats._mcnemar_stratified import mcnemar_stratified as mcnemar_stratified
+    from robuststats.stats._multiplicity import MULTIPLICITY_METHODS as MULTIPLICITY_METHODS
+    from robuststats.stats._multiplicity import adjust_pvalues as adjust_pvalues
+    from robuststats.stats._omnibus import CochranQResult as CochranQResult
+    from robuststats.stats._omnibus import cochran_q as cochran_q
+    from robuststats.stats._parameters import ParameterError as ParameterError
+    from robuststats.stats._seed_components import SeedComponents as SeedComponents
+    from robuststats.stats._seed_components import (
+        estimate_seed_components as estimate_seed_components,
     )
-    from robuststats.stats._discordance import (  # noqa: F401
-        DiscordanceEstimate,
-        PilotPairs,
-        estimate_discordance,
-        estimate_icc,
-        read_pilot,
+    from robuststats.stats._seed_random import CrossedVariance as CrossedVariance
+    from robuststats.stats._seed_random import SeedRandomResult as SeedRandomResult
+    from robuststats.stats._seed_random import crossed_variance as crossed_variance
+    from robuststats.stats._seed_random import (
+        independent_seeds_retention_test as independent_seeds_retention_test,
     )
-    from robuststats.stats._hypotheses import (  # noqa: F401
-        Hypothesis,
-        HypothesisResult,
-        evaluate_hypotheses,
-        evaluate_hypothesis,
+    from robuststats.stats._seed_random import independent_seeds_test as independent_seeds_test
+    from robuststats.stats._seed_random import seed_random_accuracy as seed_random_accuracy
+    from robuststats.stats._seed_random import seed_random_retention as seed_random_retention
+    from robuststats.stats._seed_random import (
+        seed_random_retention_test as seed_random_retention_test,
     )
-    from robuststats.stats._mcnemar import McNemarResult, mcnemar  # noqa: F401
-    from robuststats.stats._mcnemar_stratified import mcnemar_stratified  # noqa: F401
-    from robuststats.stats._multiplicity import MULTIPLICITY_METHODS, adjust_pvalues  # noqa: F401
-    from robuststats.stats._omnibus import CochranQResult, cochran_q  # noqa: F401
-    from robuststats.stats._parameters import ParameterError  # noqa: F401
-    from robuststats.stats._seed_components import (  # noqa: F401
-        SeedComponents,
-        estimate_seed_components,
+    from robuststats.stats._seed_random import seed_random_test as seed_random_test
+    from robuststats.stats._simulate import simulate_outcomes as simulate_outcomes
+    from robuststats.stats._simulate import true_effects as true_effects
+    from robuststats.stats.dose._curve import DoseResponseFit as DoseResponseFit
+    from robuststats.stats.dose._curve import EffectiveDose as EffectiveDose
+    from robuststats.stats.dose._models import DOSE_MODELS as DOSE_MODELS
+    from robuststats.stats.dose._response import DOSE_RESPONSE_MODELS as DOSE_RESPONSE_MODELS
+    from robuststats.stats.dose._response import fit_dose_response as fit_dose_response
+    from robuststats.stats.dose._response import select_dose_response as select_dose_response
+    from robuststats.stats.dose._threshold import ThresholdResult as ThresholdResult
+    from robuststats.stats.dose._threshold import critical_threshold as critical_threshold
+    from robuststats.stats.power._design import PoolSizeWarning as PoolSizeWarning
+    from robuststats.stats.power._design import UnreachablePowerError as UnreachablePowerError
+    from robuststats.stats.power._gate import GatePowerResult as GatePowerResult
+    from robuststats.stats.power._gate import power_gate as power_gate
+    from robuststats.stats.power._gate_components import GateComponents as GateComponents
+    from robuststats.stats.power._gate_components import (
+        estimate_gate_components as estimate_gate_components,
     )
-    from robuststats.stats._seed_random import (  # noqa: F401
-        CrossedVariance,
-        SeedRandomResult,
-        crossed_variance,
-        independent_seeds_retention_test,
-        independent_seeds_test,
-        seed_random_accuracy,
-        seed_random_retention,
-        seed_random_retention_test,
-        seed_random_test,
-    )
-    from robuststats.stats._simulate import simulate_outcomes, true_effects  # noqa: F401
-    from robuststats.stats.dose._curve import DoseResponseFit, EffectiveDose  # noqa: F401
-    from robuststats.stats.dose._models import DOSE_MODELS  # noqa: F401
-    from robuststats.stats.dose._response import (  # noqa: F401
-        DOSE_RESPONSE_MODELS,
-        fit_dose_response,
-        select_dose_response,
-    )
-    from robuststats.stats.dose._threshold import ThresholdResult, critical_threshold  # noqa: F401
-    from robuststats.stats.power._design import (  # noqa: F401
-        PoolSizeWarning,
-        UnreachablePowerError,
-    )
-    from robuststats.stats.power._gate import GatePowerResult, power_gate  # noqa: F401
-    from robuststats.stats.power._gate_components import (  # noqa: F401
-        GateComponents,
-        estimate_gate_components,
-        gate_influence,
-    )
-    from robuststats.stats.power._mcnemar import (  # noqa: F401
-        POWER_METHODS,
-        PowerResult,
-        power_mcnemar,
-        power_two_proportions,
-    )
-    from robuststats.stats.power._seeds import (  # noqa: F401
-        SeedPowerResult,
-        TooFewSeedsError,
-        power_seeds,
-    )
-    from robuststats.stats.power._seeds_formulas import noncentral_t_power  # noqa: F401
-    from robuststats.stats.power._seeds_table import (  # noqa: F401
-        power_seeds_curve,
-        power_seeds_table,
-    )
-    from robuststats.stats.power._table import power_curve, power_table  # noqa: F401
-    from robuststats.stats.resampling._bootstrap import (  # noqa: F401
-        BootstrapResult,
-        bootstrap_accuracy,
-        bootstrap_difference,
-        bootstrap_retention,
-        bootstrap_retention_difference,
+    from robuststats.stats.power._gate_components import gate_influence as gate_influence
+    from robuststats.stats.power._mcnemar import POWER_METHODS as POWER_METHODS
+    from robuststats.stats.power._mcnemar import PowerResult as PowerResult
+    from robuststats.stats.power._mcnemar import power_mcnemar as power_mcnemar
+    from robuststats.stats.power._mcnemar import power_two_proportions as power_two_proportions
+    from robuststats.stats.power._seeds import SeedPowerResult as SeedPowerResult
+    from robuststats.stats.power._seeds import TooFewSeedsError as TooFewSeedsError
+    from robuststats.stats.power._seeds import power_seeds as power_seeds
+    from robuststats.stats.power._seeds_formulas import noncentral_t_power as noncentral_t_power
+    from robuststats.stats.power._seeds_table import power_seeds_curve as power_seeds_curve
+    from robuststats.stats.power._seeds_table import power_seeds_table as power_seeds_table
+    from robuststats.stats.power._table import power_curve as power_curve
+    from robuststats.stats.power._table import power_table as power_table
+    from robuststats.stats.resampling._bootstrap import BootstrapResult as BootstrapResult
+    from robuststats.stats.resampling._bootstrap import bootstrap_accuracy as bootstrap_accuracy
+    from robuststats.stats.resampling._bootstrap import bootstrap_difference as bootstrap_difference
+    from robuststats.stats.resampling._bootstrap import bootstrap_retention as bootstrap_retention
+    from robuststats.stats.resampling._bootstrap import (
+        bootstrap_retention_difference as bootstrap_retention_difference,
     )
 
 
-__getattr__, __dir__ = lazy_exports('robuststats.stats', _EXPORTS, globals())
+__getattr__, __dir__ = lazy_package(globals())

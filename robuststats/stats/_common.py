@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -51,6 +51,23 @@ class ConfidenceInterval:
 
     def contains(self, value: float) -> bool:
         return self.low <= value <= self.high
+
+
+def undefined_retention(names: Sequence[str], clean: Sequence[Any]) -> str | None:
+    """The first of ``names`` whose clean outcomes (the matching array of ``clean``) are all
+    wrong: its retention, noisy over clean accuracy, is undefined. ``None`` when none is."""
+    for name, mat in zip(names, clean):
+        if mat.mean() == 0.0:
+            return name
+    return None
+
+
+class Record:
+    """``to_dict`` of the frozen result dataclasses that are plain fields."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of the fields (JSON-serialisable)."""
+        return asdict(self)  # type: ignore[call-overload]
 
 
 class PairEstimate:

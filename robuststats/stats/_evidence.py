@@ -29,6 +29,8 @@ class Evidence:
     tails: Callable[[float], tuple[float, float]]
     method: str
     detail: str
+    #: why there is no estimate (the verdict's reason), when there is none
+    missing: str = ""
 
 
 def tango_evidence(a: int, b: int, c: int, d: int, detail: str) -> Evidence:

@@ -45,15 +45,15 @@ is recorded in ``detail`` as a diagnostic.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from robuststats._fields import from_mapping
 from robuststats._validation import (
     check_choice,
     check_confidence_level,
-    check_keys,
     check_n_resamples,
     check_number,
     check_rng,
@@ -61,7 +61,8 @@ from robuststats._validation import (
 )
 from robuststats.errors import InputError
 from robuststats.glossary import TABLE_COLUMNS
-from robuststats.stats._common import ConfidenceInterval, tidy_row
+from robuststats.stats._common import ConfidenceInterval, Record, tidy_row
+from robuststats.stats._estimability import clip_interval
 from robuststats.stats._multiplicity import MULTIPLICITY_METHODS, adjust_pvalues, local_levels
 
 __all__ = [
@@ -76,10 +77,11 @@ VERDICTS = ("VERIFIED", "FALSIFIED", "INCONCLUSIVE")
 METRICS = ("accuracy", "retention")
 RELATIONS = ("greater", "less", "equivalent")
 _REQUIRED = ("id", "metric", "a", "b", "eval_noise", "relation")
+_NUMBERS = ("eval_noise", "margin")
 
 
 @dataclass(frozen=True)
-class Hypothesis:
+class Hypothesis(Record):
     """A claim about ``a − b`` for ``metric`` at ``eval_noise`` (see module docstring)."""
 
     id: str
@@ -119,15 +121,10 @@ class Hypothesis:
     def from_dict(cls, d: Mapping[str, object]) -> Hypothesis:
         """Build from a mapping; unknown keys and missing required keys raise InputError."""
         hid = d.get("id", "?") if isinstance(d, Mapping) else "?"
-        values = check_keys(d, f"hypothesis {hid!r}", [f.name for f in fields(cls)],
-                            required=_REQUIRED)
-        for key in ("eval_noise", "margin"):
-            if key in values and isinstance(values[key], int) and not isinstance(values[key], bool):
-                values[key] = float(values[key])
-        return cls(**values)
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
+        if isinstance(d, Mapping):  # a level or margin written as 1 is the number 1.0
+            d = {k: float(v) if k in _NUMBERS and isinstance(v, int) and not isinstance(v, bool)
+                 else v for k, v in d.items()}
+        return from_mapping(cls, d, f"hypothesis {hid!r}", required=_REQUIRED)
 
 
 @dataclass(frozen=True)
@@ -328,11 +325,21 @@ def _evaluate(hypotheses, outcomes, *, confidence_level, n_resamples, rng, clean
             note += (f"; {procedure} over {len(hs)} hypotheses: interval level "
                      f"{1.0 - float(t):.4g}")
         verdict, reason = _decide(h, ci)
+        method = e.method
+        if h.metric == "accuracy":  # a difference of shares: never outside [-1, 1]
+            ci, cut = clip_interval(ci, "accuracy_difference")
+            if cut:  # the verdict is the full interval's (the same for margins in ±1)
+                method += ", cut to [-1, 1]"
+                same, cut_reason = _decide(h, ci)
+                reason = cut_reason if same == verdict else reason
+        if e.missing:  # no interval to report: the reason instead of (-inf, inf)
+            reason = e.missing
+            ci = ConfidenceInterval(np.nan, np.nan)
         out.append(HypothesisResult(
             id=h.id, statement=h.statement, metric=h.metric, a=h.a, b=h.b,
             eval_noise=h.eval_noise, relation=h.relation, margin=h.margin,
             estimate=e.estimate, confidence_interval=ci, confidence_level=1.0 - float(t),
-            ci_method=e.method, pvalue=float(p), pvalue_adjusted=float(q),
+            ci_method=method, pvalue=float(p), pvalue_adjusted=float(q),
             multiplicity=procedure, verdict=verdict, reason=reason, detail=note,
         ))
     return out

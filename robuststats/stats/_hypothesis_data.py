@@ -12,6 +12,7 @@ import pandas as pd
 from robuststats.errors import InputError
 from robuststats.outcomes import align, align_by_condition, align_series, seed_pairing
 from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning
+from robuststats.stats._estimability import retention_estimability
 from robuststats.stats._evidence import (
     Evidence,
     bootstrap_evidence,
@@ -138,20 +139,22 @@ def _retention_evidence(h: Hypothesis, outcomes: pd.DataFrame, *, n_resamples: i
         mats = [aligned.values[key] for key in series]  # clean a, noisy a, clean b, noisy b
     label += pairing
     for cond, mat in ((h.a, mats[0]), (h.b, mats[2])):
-        if mat.mean() == 0.0:
-            # retention is undefined: no interval can decide, the verdict is INCONCLUSIVE
-            warnings.warn(
-                f"hypothesis {h.id!r}: clean accuracy of {cond!r} is 0, retention is "
-                "undefined; the verdict is INCONCLUSIVE.",
-                DegenerateDataWarning,
-                stacklevel=4,
-            )
+        judged = retention_estimability(mat, confidence_level=level)
+        if not judged.estimable:
+            # no bounded interval for this retention: none can decide, INCONCLUSIVE
+            undefined = judged.clean_accuracy == 0.0
+            why = (f"clean accuracy of {cond!r} is 0, retention is undefined" if undefined
+                   else f"retention of {cond!r} is not estimable: {judged.reason}")
+            warnings.warn(f"hypothesis {h.id!r}: {why}; the verdict is INCONCLUSIVE.",
+                          DegenerateDataWarning, stacklevel=4)
             return Evidence(
                 float("nan"),
                 lambda _level: ConfidenceInterval(-np.inf, np.inf),
                 lambda _value: (1.0, 1.0),
-                "none (retention undefined)",
-                f"{label}; clean accuracy of {cond!r} is 0",
+                "none (retention undefined)" if undefined
+                else "none (retention not estimable)",
+                f"{label}; {why}",
+                missing=why,
             )
     k, n = mats[0].shape
     if independent:

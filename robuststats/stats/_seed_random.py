@@ -83,7 +83,12 @@ from robuststats._validation import (
     check_number,
 )
 from robuststats.errors import InputError
-from robuststats.stats._common import ConfidenceInterval, DegenerateDataWarning, tidy_row
+from robuststats.stats._common import (
+    ConfidenceInterval,
+    DegenerateDataWarning,
+    tidy_row,
+    undefined_retention,
+)
 from robuststats.stats._evidence import Evidence, normal_evidence
 from robuststats.stats._few_seeds import SeedReference
 from robuststats.stats._paired_ci import paired_difference_ci, tango_pvalue, tango_statistic
@@ -105,6 +110,9 @@ ALTERNATIVES = ("two-sided", "greater", "less")
 _METHOD = "seed-random t (crossed ANOVA, calibrated Satterthwaite df)"
 _METHOD_ONE_SEED = "paired t over items (one seed)"
 _METHOD_TANGO = "Tango score test and interval (one seed)"
+#: a method's interval alone, for a table that reports another test's p-value beside it
+_INTERVAL_NAMES = {_METHOD_TANGO: "Tango score interval (one seed)",
+                   _METHOD_ONE_SEED: "paired t interval over items (one seed)"}
 
 
 @dataclass(frozen=True)
@@ -240,6 +248,13 @@ class SeedRandomResult:
     n_items: int
     #: the calibrated reference distribution (None: normal fallback or a closed form)
     reference: SeedReference | None = field(default=None, repr=False, compare=False)
+    #: the interval was cut to the range of its quantity (see :func:`_clip`)
+    clipped: bool = field(default=False, compare=False)
+
+    @property
+    def interval_method(self) -> str:
+        """The name of the interval alone (``method`` names the test and the interval)."""
+        return _INTERVAL_NAMES.get(self.method, self.method)
 
     def to_frame(self) -> pd.DataFrame:
         """One-row tidy table with ``ci_low``, ``ci_high``, ``ci_level`` and ``ci_method``."""
@@ -328,9 +343,13 @@ def _h0(n: int, level: float) -> float:
 
 
 def _clip(res: SeedRandomResult, low: float, high: float) -> SeedRandomResult:
+    """``res`` with its interval cut to ``[low, high]``, the range of its quantity;
+    ``clipped`` records whether that changed it (tables say so in ``ci_method``)."""
     ci = res.confidence_interval
     clipped = ConfidenceInterval(max(low, ci.low), min(high, ci.high))
-    return SeedRandomResult(**{**res.__dict__, "confidence_interval": clipped})
+    changed = res.clipped or clipped.low != ci.low or clipped.high != ci.high
+    return SeedRandomResult(**{**res.__dict__, "confidence_interval": clipped,
+                               "clipped": bool(changed)})
 
 
 def _tango(x: np.ndarray, y: np.ndarray, alternative: str, margin: float,
@@ -444,13 +463,6 @@ def _retention_parts(clean: np.ndarray, noisy: np.ndarray) -> tuple[float, np.nd
     return ratio, (noisy - ratio * clean) / c_bar
 
 
-def _undefined_retention(names: list[str], mats: list[np.ndarray]) -> str | None:
-    for name, mat in zip(names, mats):
-        if mat.mean() == 0.0:
-            return name
-    return None
-
-
 def seed_random_retention(
     clean: object, noisy: object, *, confidence_level: float = 0.95,
 ) -> SeedRandomResult:
@@ -508,7 +520,7 @@ def _retention_difference(mats: list[np.ndarray], variance, alt: str, margin: fl
     delta-method influence values of each side, their ``variance(la, lb)`` (paired or
     unpaired) and the calibrated t; a clean accuracy of 0 gives the undefined result."""
     n = mats[0].shape[1]
-    bad = _undefined_retention(["clean_a", "clean_b"], mats[0::2])
+    bad = undefined_retention(["clean_a", "clean_b"], mats[0::2])
     if bad is not None:
         warnings.warn(f"clean accuracy of `{bad}` is 0: retention is undefined; returning "
                       "estimate NaN, p = 1 and interval (-inf, inf).", DegenerateDataWarning,

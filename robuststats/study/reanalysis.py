@@ -80,7 +80,11 @@ def write_reanalysis(out: str | Path, source: str | Path, outcomes: pd.DataFrame
                      analysis: Analysis, spec: StudySpec | None, options: AnalysisOptions
                      ) -> ResultVersion:
     """Publish ``analysis`` as a new analysis-only version under ``out/<study>/`` (the
-    study ``analysis`` when there is no spec), recording where its outcomes came from."""
+    study ``analysis`` when there is no spec), recording where its outcomes came from.
+    Without a spec, the manifest records each condition's protocol as far as the source
+    recorded it (``protocols``, :func:`robuststats.outcomes.outcomes_protocol`: a harness's
+    task, options and items digest, the noise levels and seeds), so the version can be a
+    gate's baseline."""
     from robuststats.study.runner import write_version
 
     name = spec.name if spec is not None else "analysis"
@@ -90,4 +94,10 @@ def write_reanalysis(out: str | Path, source: str | Path, outcomes: pd.DataFrame
         "spec_hash": spec.spec_hash() if spec else None,
         "analysis": analysis.settings, "alpha": options.alpha,
         "confidence_level": options.confidence_level, "multiplicity": options.multiplicity}
+    if spec is None:  # no study records the protocol: the outcomes' source does
+        from robuststats.outcomes import outcomes_protocol
+
+        meta["harness"] = outcomes.attrs.get("harness")
+        meta["protocols"] = {str(c): outcomes_protocol(outcomes, c)
+                             for c in sorted(set(outcomes["condition"]))}
     return write_version(out, name, outcomes, analysis, meta)

@@ -302,3 +302,22 @@ def test_a_seed_without_a_correct_clean_item_gives_no_numpy_warning() -> None:
         _w.simplefilter("error", RuntimeWarning)
         res = analyze_outcomes(out, options=OPTS)
     assert np.isnan(res.retention.loc[0, "seed_sd"])
+
+
+def test_one_seed_row_names_its_test_and_its_interval_apart():
+    """One seed of 0/1 outcomes: the row's p-value is the exact McNemar test's and its
+    interval Tango's; `test` and `ci_method` say so separately (issue 27, item 4)."""
+    from robuststats.stats import mcnemar
+
+    a = np.array([1] * 10 + [0] * 2 + [1] * 20 + [0] * 8)  # 10 items only a, 2 only b
+    b = np.array([0] * 10 + [1] * 2 + [1] * 20 + [0] * 8)
+    df = pd.DataFrame({"condition": ["a"] * 40 + ["b"] * 40,
+                       "item_id": [f"i{k}" for k in range(40)] * 2,
+                       "correct": np.concatenate([a, b])})
+    (row,) = analyze_outcomes(df).tests.to_dict(orient="records")
+    # exact McNemar: 2 · P(Bin(12, 1/2) ≤ 2) = 2 · 79/4096; R: binom.test(2, 12)$p.value
+    assert row["pvalue"] == pytest.approx(0.03857421875, rel=1e-12)
+    assert "McNemar" in row["test"] and "Tango" not in row["test"]
+    assert row["ci_method"] == "Tango score interval (one seed)"
+    tango = mcnemar(a, b, ci_method="tango").confidence_interval
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((tango.low, tango.high), abs=1e-9)

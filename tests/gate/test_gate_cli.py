@@ -96,7 +96,10 @@ def test_out_writes_a_verifiable_version_usable_as_the_next_baseline(store, tmp_
 
 
 @pytest.mark.parametrize(("argv", "match"), [
-    ([], r"the following arguments are required: --baseline, --max-degradation"),
+    # the margin flag is one of three (issue 27: --min-improvement, --equivalence)
+    ([], r"the following arguments are required: --baseline \(see"),
+    (["--baseline", "{sim}"], r"--max-degradation, --min-improvement, --equivalence: give "
+                              r"one margin"),
     (["--baseline", "{sim}", "--max-degradation", "-1"],
      r"argument --max-degradation: must be a finite number >= 0, got '-1'"),
     (["--baseline", "{sim}", "--max-degradation", "0.1", "--alpha", "0.7"],

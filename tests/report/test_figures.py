@@ -324,3 +324,40 @@ def test_dose_response_dodges_conditions_and_keeps_intervals_light(tmp_path: Pat
     w, h = _png(dose_response_figure(t["summary"], t["dose_curves"], t["thresholds"],
                                      tmp_path / "d.png"))
     assert w > 700 and h > 500
+
+
+def test_forest_plot_gives_each_metric_its_own_axis(tmp_path: Path) -> None:
+    """A retention difference of ±2000 pp (e8_smoke before the estimability rule) must not
+    squeeze the accuracy hypotheses: each metric has its panel and x axis, and a
+    hypothesis without an estimate shows its reason on its own panel."""
+    base = {"b": "B", "eval_noise": 0.05, "relation": "greater", "margin": 0.0,
+            "ci_level": 0.95, "verdict": "INCONCLUSIVE"}
+    hyp = pd.DataFrame([
+        {**base, "id": "H1", "a": "A", "metric": "accuracy", "estimate": 0.038,
+         "ci_low": -0.28, "ci_high": 0.36},
+        {**base, "id": "H2", "a": "A", "metric": "retention", "estimate": 0.45,
+         "ci_low": -21.8, "ci_high": 20.6},
+        {**base, "id": "H3", "a": "C", "metric": "retention", "estimate": np.nan,
+         "ci_low": np.nan, "ci_high": np.nan,
+         "reason": "retention of 'C' is not estimable: the clean accuracy, 5 %, cannot be "
+                   "told from 0 at 95 % (Fieller's g = 161 ≥ 1), so retention has no "
+                   "bounded interval"},
+        {**base, "id": "H4", "a": "C", "metric": "accuracy", "estimate": 0.012,
+         "ci_low": -0.17, "ci_high": 0.19},
+    ])
+    fig = _forest(hyp)
+    try:
+        acc, ret = fig.axes[:2]
+        assert acc.get_xlabel() == "accuracy a − b (percentage points)"
+        assert ret.get_xlabel() == "retention a − b (percentage points of retention)"
+        # the accuracy axis spans the accuracy intervals (tens of pp), not ±2000 pp
+        lo, hi = acc.get_xlim()
+        assert -40 < lo < -28 and 36 < hi < 45
+        assert ret.get_xlim()[0] < -2000 and ret.get_xlim()[1] > 2000
+        labels = [t.get_text() for t in acc.get_yticklabels()]
+        assert labels[0].startswith("H4") and labels[1].startswith("H1")
+        assert [t.get_text()[:2] for t in ret.get_yticklabels()] == ["H3", "H2"]
+        assert "no estimate: retention of 'C' is not estimable" in _texts(fig)
+    finally:
+        _close(fig)
+    assert _png(forest_figure(hyp, tmp_path / "h.png"))[0] > 300

@@ -18,30 +18,9 @@ Two tasks are registered:
 
 from __future__ import annotations
 
-from robuststats.models.tasks._arithmetic import ArithmeticTask
-from robuststats.models.tasks._base import (
-    SPLITS,
-    TASKS,
-    Item,
-    Task,
-    available_tasks,
-    extract_answer,
-    get_task,
-    normalize_number,
-    register_task,
-)
-from robuststats.models.tasks._gsm8k import GSM8KTask
+from robuststats.models.tasks._arithmetic import ArithmeticTask as ArithmeticTask
+from robuststats.models.tasks._base import *  # noqa: F403 (the names of _base.__all__)
+from robuststats.models.tasks._base import __all__ as _base_all
+from robuststats.models.tasks._gsm8k import GSM8KTask as GSM8KTask
 
-__all__ = [
-    "SPLITS",
-    "TASKS",
-    "ArithmeticTask",
-    "GSM8KTask",
-    "Item",
-    "Task",
-    "available_tasks",
-    "extract_answer",
-    "get_task",
-    "normalize_number",
-    "register_task",
-]
+__all__ = sorted([*_base_all, "ArithmeticTask", "GSM8KTask"])

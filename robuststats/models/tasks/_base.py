@@ -10,6 +10,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, ClassVar
 
+from robuststats._fields import check_whole
 from robuststats.errors import InputError
 from robuststats.models.registry import ParamsSpec, Registry, resolve_params
 
@@ -167,11 +168,8 @@ def _jsonable(value: Any) -> Any:
 
 def _int_at_least(low: int, high: int | None = None) -> Callable[[str, Any], int]:
     def check(key: str, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise InputError(f"`{key}` must be an integer >= {low}, got {value!r}.")
-        if high is not None and value > high:
-            raise InputError(f"`{key}` must be an integer in [{low}, {high:,}], got {value!r}.")
-        return int(value)
+        return check_whole(value, key, low=low, high=high, what=f"an integer >= {low}",
+                           interval=True)
 
     return check
 

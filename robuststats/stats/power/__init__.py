@@ -16,15 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from robuststats._lazy import lazy_exports
+from robuststats._lazy import lazy_package
 
-_EXPORTS: dict[str, str] = {
-    "z_upper": "robuststats.stats.power._formulas",
-}
+if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_package
+    from robuststats.stats.power._formulas import z_upper as z_upper
 
-__all__ = sorted(_EXPORTS)
-
-if TYPE_CHECKING:  # static analysers see the real names
-    from robuststats.stats.power._formulas import z_upper  # noqa: F401
-
-__getattr__, __dir__ = lazy_exports("robuststats.stats.power", _EXPORTS, globals())
+__getattr__, __dir__ = lazy_package(globals())

@@ -37,9 +37,9 @@ margin ``m`` enters as ``−log(1 − m)``.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
+from robuststats.stats._common import Record
 from robuststats.stats._parameters import (
     ParameterError,
     check_choice,
@@ -64,7 +64,7 @@ MAX_GATE_ITEMS = 10_000_000
 
 
 @dataclass(frozen=True)
-class GatePowerResult:
+class GatePowerResult(Record):
     """Result of :func:`power_gate`; one of margin, n_items, n_seeds_baseline, power solved.
 
     Attributes
@@ -109,9 +109,6 @@ class GatePowerResult:
     alpha: float
     margin_type: str
     solved_for: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _shift(margin: float, margin_type: str) -> float:

@@ -11,10 +11,11 @@ from the two-way ANOVA of the metric's delta-method influence values per seed an
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from robuststats.errors import InputError
+from robuststats.stats._common import Record
 from robuststats.stats._parameters import ParameterError, check_choice, check_number
 
 __all__ = ["GateComponents", "estimate_gate_components", "gate_influence"]
@@ -39,7 +40,7 @@ def gate_influence(clean: Any, noisy: Any, metric: str, relative: bool) -> tuple
 
 
 @dataclass(frozen=True)
-class GateComponents:
+class GateComponents(Record):
     """Variance components of a gate's linearized metric, from a baseline's outcomes.
 
     ``seed_sd`` = √(max(MS_seed − MS_resid, 0)/n), ``resid_sd`` = √MS_resid of the two-way
@@ -58,9 +59,6 @@ class GateComponents:
     ms_resid: float
     n_seeds: int
     n_items: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def estimate_gate_components(source: Any, *, condition: str | None = None,

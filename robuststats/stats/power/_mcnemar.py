@@ -10,9 +10,10 @@ the first condition is the more accurate. Formulas and sources: ``docs/power.md`
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from robuststats.stats._common import Record
 from robuststats.stats._parameters import ParameterError, check_int, check_probability
 from robuststats.stats.power._design import (
     PairedDesign,
@@ -68,8 +69,21 @@ POWER_METHODS = {
 }
 
 
+class PowerPlan(Record):
+    """``to_dict`` and ``to_frame`` of the power results (frozen dataclasses with a
+    ``method`` field)."""
+
+    def to_frame(self) -> pd.DataFrame:
+        """One-row tidy table of the fields, plus a readable ``method_description``."""
+        import pandas as pd
+
+        row = self.to_dict()
+        row["method_description"] = POWER_METHODS.get(self.method, self.method)  # type: ignore[attr-defined]
+        return pd.DataFrame([row])
+
+
 @dataclass(frozen=True)
-class PowerResult:
+class PowerResult(PowerPlan):
     """Result of a power / sample-size calculation; one of n, power, effect was solved for.
 
     Attributes
@@ -132,18 +146,6 @@ class PowerResult:
     pool_size: int | None = None
     exceeds_pool: bool = False
     min_repeats: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict of the fields (JSON-serialisable)."""
-        return asdict(self)
-
-    def to_frame(self) -> pd.DataFrame:
-        """One-row tidy table of the fields, plus a readable ``method_description``."""
-        import pandas as pd
-
-        row = self.to_dict()
-        row["method_description"] = POWER_METHODS.get(self.method, self.method)
-        return pd.DataFrame([row])
 
 
 # ------------------------------------------------------------------------ paired design

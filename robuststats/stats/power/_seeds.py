@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from robuststats.stats._parameters import (
     ParameterError,
@@ -43,7 +43,7 @@ from robuststats.stats.power._design import (
     smallest_int,
 )
 from robuststats.stats.power._formulas import solve_increasing
-from robuststats.stats.power._mcnemar import POWER_METHODS
+from robuststats.stats.power._mcnemar import PowerPlan
 from robuststats.stats.power._seeds_formulas import (
     SEED_POWER_METHODS,
     expected_dof,
@@ -51,7 +51,7 @@ from robuststats.stats.power._seeds_formulas import (
 )
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 __all__ = ["MAX_SEEDS", "SeedPowerResult", "TooFewSeedsError", "check_seeds", "power_seeds"]
 
@@ -60,7 +60,7 @@ MAX_SEEDS = 10_000
 
 
 @dataclass(frozen=True)
-class SeedPowerResult:
+class SeedPowerResult(PowerPlan):
     """Result of :func:`power_seeds`; one of n_items, n_seeds, power, effect was solved for.
 
     Attributes
@@ -126,18 +126,6 @@ class SeedPowerResult:
     correlation: float | None = None
     pool_size: int | None = None
     exceeds_pool: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict of the fields (JSON-serialisable)."""
-        return asdict(self)
-
-    def to_frame(self) -> pd.DataFrame:
-        """One-row tidy table of the fields, plus a readable ``method_description``."""
-        import pandas as pd
-
-        row = self.to_dict()
-        row["method_description"] = POWER_METHODS.get(self.method, self.method)
-        return pd.DataFrame([row])
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from robuststats.glossary import TABLE_COLUMNS
 from robuststats.stats._parameters import ParameterError, check_int
@@ -26,10 +26,24 @@ from robuststats.stats.power._seeds import (
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DEFAULT_SEEDS", "power_seeds_curve", "power_seeds_table"]
+__all__ = ["DEFAULT_SEEDS", "SeedSettings", "power_seeds_curve", "power_seeds_table"]
 
 #: seed counts :func:`power_seeds_table` tries by default
 DEFAULT_SEEDS = (2, 3, 4, 5, 6, 8, 10, 15, 20)
+
+
+class SeedSettings(TypedDict, total=False):
+    """The design and test settings the tables pass on to :func:`power_seeds`, whose
+    signature gives their meanings and defaults."""
+
+    discordance: float | None
+    seed_sd: float
+    icc: float
+    baseline: float | None
+    correlation: float | None
+    alpha: float
+    alternative: str
+    method: str
 
 
 def power_seeds_table(
@@ -37,16 +51,9 @@ def power_seeds_table(
     *,
     power: float = 0.8,
     seeds: Sequence[int] = DEFAULT_SEEDS,
-    discordance: float | None = None,
-    seed_sd: float = 0.0,
-    icc: float = 0.0,
-    baseline: float | None = None,
-    correlation: float | None = None,
-    alpha: float = 0.05,
-    alternative: str = "two-sided",
-    method: str = "seed-random",
     pool_size: int | None = None,
     as_frame: bool = True,
+    **settings: Unpack[SeedSettings],
 ) -> pd.DataFrame | list[dict[str, Any]]:
     """Items needed for ``power`` with each number of seeds in ``seeds``.
 
@@ -56,7 +63,8 @@ def power_seeds_table(
     ``achieved_power``, ``max_power``, ``effect``, ``discordance``, ``seed_sd_difference`` (= ``seed_sd``),
     ``icc``,
     ``dof``, ``standard_error``, ``method``, ``alpha``, ``alternative``, ``pool_size``,
-    ``exceeds_pool`` and ``note``. Other arguments as for :func:`power_seeds`.
+    ``exceeds_pool`` and ``note``. Other arguments (:class:`SeedSettings`) as for
+    :func:`power_seeds`.
     """
     try:
         counts = [check_seeds(v, "seeds") for v in seeds]
@@ -66,9 +74,6 @@ def power_seeds_table(
     if not counts:
         raise ParameterError("{seeds} must hold at least one seed count, got none.", ["seeds"])
     rows = []
-    settings = dict(discordance=discordance, seed_sd=seed_sd, icc=icc, baseline=baseline,
-                    correlation=correlation, alpha=alpha, alternative=alternative,
-                    method=method)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PoolSizeWarning)  # reported in exceeds_pool
         for k in sorted(set(counts)):
@@ -102,18 +107,11 @@ def power_seeds_curve(
     *,
     seeds: Sequence[int],
     n_values: Sequence[int],
-    discordance: float | None = None,
-    seed_sd: float = 0.0,
-    icc: float = 0.0,
-    baseline: float | None = None,
-    correlation: float | None = None,
-    alpha: float = 0.05,
-    alternative: str = "two-sided",
-    method: str = "seed-random",
+    **settings: Unpack[SeedSettings],
 ) -> pd.DataFrame:
     """Power of the seed-random t test for each (seeds, items); columns
     ``n_seeds, n_items, power`` (for plots of power against items, one line per seed
-    count). Arguments as for :func:`power_seeds`."""
+    count). Other arguments (:class:`SeedSettings`) as for :func:`power_seeds`."""
     import pandas as pd
 
     for name, values in (("seeds", seeds), ("n_values", n_values)):
@@ -124,10 +122,7 @@ def power_seeds_curve(
     if not counts or not ns:
         raise ParameterError("{seeds} and {n_values} must not be empty.", ["seeds", "n_values"])
     rows = [
-        {"n_seeds": k, "n_items": n,
-         "power": power_seeds(effect, n, k, None, discordance=discordance, seed_sd=seed_sd,
-                              icc=icc, baseline=baseline, correlation=correlation,
-                              alpha=alpha, alternative=alternative, method=method).power}
+        {"n_seeds": k, "n_items": n, "power": power_seeds(effect, n, k, None, **settings).power}
         for k in counts for n in ns
     ]
     return pd.DataFrame(rows, columns=["n_seeds", "n_items", "power"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from robuststats.errors import InputError
 from robuststats.glossary import TABLE_COLUMNS
@@ -20,12 +20,29 @@ from robuststats.stats.power._mcnemar import power_mcnemar, power_two_proportion
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DEFAULT_DISCORDANCES", "POWER_TABLE_COLUMNS", "discordance_grid", "power_curve",
-           "power_table"]
+__all__ = ["DEFAULT_DISCORDANCES", "POWER_TABLE_COLUMNS", "PairedSettings", "discordance_grid",
+           "power_curve", "power_table"]
 
 #: discordance rates tried when π_D is unknown (pilot evaluations of noisy vs clean
 #: models typically disagree on 5–30 % of items)
 DEFAULT_DISCORDANCES = (0.05, 0.10, 0.15, 0.20, 0.30, 0.40)
+
+
+class PairedSettings(TypedDict, total=False):
+    """The design and test settings :func:`power_table` passes on to
+    :func:`power_mcnemar`, whose signature gives their meanings and defaults."""
+
+    baseline: float | None
+    alpha: float
+    alternative: str
+    method: str | None
+    repeats: int
+    icc: float
+    pool_size: int | None
+
+
+#: those of :class:`PairedSettings` the unpaired row passes on to :func:`power_two_proportions`
+_UNPAIRED_SETTINGS = ("baseline", "alpha", "alternative", "pool_size")
 
 #: declared column order of :func:`power_table` (the glossary's ``TABLE_COLUMNS["power"]``)
 POWER_TABLE_COLUMNS = TABLE_COLUMNS["power"]
@@ -54,21 +71,15 @@ def power_table(
     power: float | None = None,
     *,
     discordances: Sequence[float] | None = None,
-    baseline: float | None = None,
-    alpha: float = 0.05,
-    alternative: str = "two-sided",
-    method: str | None = None,
-    repeats: int = 1,
-    icc: float = 0.0,
-    pool_size: int | None = None,
     unpaired: bool = True,
     as_frame: bool = True,
+    **settings: Unpack[PairedSettings],
 ) -> pd.DataFrame | list[dict[str, Any]]:
     """Items needed (or power) for ``effect`` across discordance rates π_D.
 
     Exactly one of ``n`` and ``power`` must be None: the table solves for the number of
     items at ``power``, or gives the power with ``n`` items, for each π_D. The other
-    arguments are those of :func:`power_mcnemar`.
+    arguments (:class:`PairedSettings`) are those of :func:`power_mcnemar`.
 
     Parameters
     ----------
@@ -116,8 +127,6 @@ def power_table(
                                  ["discordances"])
     else:
         grid = discordance_grid(delta)
-    settings = {"baseline": baseline, "alpha": alpha, "alternative": alternative,
-                "method": method, "repeats": repeats, "icc": icc, "pool_size": pool_size}
     rows: list[dict[str, Any]] = []
     errors: list[InputError] = []
     with warnings.catch_warnings():
@@ -139,13 +148,12 @@ def power_table(
         if not rows:
             raise errors[0]  # every π_D failed: the inputs themselves are impossible
         if unpaired:
-            u = power_two_proportions(delta, n, power, baseline=baseline, alpha=alpha,
-                                      alternative=alternative, method="pooled",
-                                      pool_size=pool_size)
+            shared = {k: v for k, v in settings.items() if k in _UNPAIRED_SETTINGS}
+            u = power_two_proportions(delta, n, power, method="pooled", **shared)  # type: ignore[arg-type]
             p_a = u.baseline - u.effect if u.alternative == "less" else u.baseline + u.effect
             note = (f"different items per condition (n per condition); accuracies "
                     f"{p_a:.3g} vs {u.baseline:.3g}")
-            if baseline is None:
+            if settings.get("baseline") is None:
                 note += ", the largest-variance case"
             if u.exceeds_pool:
                 note += f"; exceeds the pool of {u.pool_size} items"

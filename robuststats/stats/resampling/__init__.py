@@ -12,31 +12,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from robuststats._lazy import lazy_exports
+from robuststats._lazy import lazy_package
 
-_EXPORTS: dict[str, str] = {
-    "BootstrapFit": "robuststats.stats.resampling._bootstrap_ci",
-    "bootstrap_difference": "robuststats.stats.resampling._bootstrap",
-    "bootstrap_retention_difference": "robuststats.stats.resampling._bootstrap",
-    "crossed_variance_ratio": "robuststats.stats.resampling._resample",
-    "degenerate_interval": "robuststats.stats.resampling._bootstrap",
-    "fit_bootstrap": "robuststats.stats.resampling._bootstrap",
-    "resampled_totals": "robuststats.stats.resampling._resample",
-}
-
-__all__ = sorted(_EXPORTS)
-
-if TYPE_CHECKING:  # static analysers see the real names
-    from robuststats.stats.resampling._bootstrap import (  # noqa: F401
-        bootstrap_difference,
-        bootstrap_retention_difference,
-        degenerate_interval,
-        fit_bootstrap,
+if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_package
+    from robuststats.stats.resampling._bootstrap import bootstrap_difference as bootstrap_difference
+    from robuststats.stats.resampling._bootstrap import (
+        bootstrap_retention_difference as bootstrap_retention_difference,
     )
-    from robuststats.stats.resampling._bootstrap_ci import BootstrapFit  # noqa: F401
-    from robuststats.stats.resampling._resample import (  # noqa: F401
-        crossed_variance_ratio,
-        resampled_totals,
+    from robuststats.stats.resampling._bootstrap import degenerate_interval as degenerate_interval
+    from robuststats.stats.resampling._bootstrap import fit_bootstrap as fit_bootstrap
+    from robuststats.stats.resampling._bootstrap_ci import BootstrapFit as BootstrapFit
+    from robuststats.stats.resampling._resample import (
+        crossed_variance_ratio as crossed_variance_ratio,
     )
+    from robuststats.stats.resampling._resample import resampled_totals as resampled_totals
 
-__getattr__, __dir__ = lazy_exports("robuststats.stats.resampling", _EXPORTS, globals())
+__getattr__, __dir__ = lazy_package(globals())

@@ -45,6 +45,7 @@ from robuststats.stats._common import (
     DegenerateDataWarning,
     SeedBootstrapWarning,
     tidy_row,
+    undefined_retention,
 )
 from robuststats.stats.resampling._bootstrap_ci import BootstrapFit, acceleration
 from robuststats.stats.resampling._resample import (
@@ -274,23 +275,19 @@ def _run(quantity: str, arrays: dict[str, object], *, confidence_level: float,
             f"conditions differently (about 90 % at a nominal 95 % with 5 seeds); use "
             f"robuststats.stats.{use} for an interval over seeds and items.",
             SeedBootstrapWarning, stacklevel=3)
-    if quantity in ("retention", "retention_difference"):
-        for name, mat in zip(list(arrays)[0::2], matrices[0::2]):
-            if mat.mean() == 0.0:
-                warnings.warn(
-                    f"clean accuracy of `{name}` is 0: retention is undefined; returning "
-                    "estimate NaN and interval (0, inf).",
-                    DegenerateDataWarning,
-                    stacklevel=3,
-                )
-                low = 0.0 if quantity == "retention" else -math.inf
-                return BootstrapResult(
-                    quantity=quantity, estimate=math.nan,
-                    confidence_interval=ConfidenceInterval(low, math.inf),
-                    confidence_level=level, method=method, standard_error=math.nan,
-                    n_resamples=b, scheme="items" if n_seeds == 1 else "seeds x items",
-                    n_seeds=n_seeds, n_items=n_items, bootstrap_distribution=np.empty(0),
-                )
+    bad = (undefined_retention(list(arrays)[0::2], matrices[0::2])
+           if quantity in ("retention", "retention_difference") else None)
+    if bad is not None:
+        warnings.warn(f"clean accuracy of `{bad}` is 0: retention is undefined; returning "
+                      "estimate NaN and interval (0, inf).", DegenerateDataWarning, stacklevel=3)
+        low = 0.0 if quantity == "retention" else -math.inf
+        return BootstrapResult(
+            quantity=quantity, estimate=math.nan,
+            confidence_interval=ConfidenceInterval(low, math.inf),
+            confidence_level=level, method=method, standard_error=math.nan,
+            n_resamples=b, scheme="items" if n_seeds == 1 else "seeds x items",
+            n_seeds=n_seeds, n_items=n_items, bootstrap_distribution=np.empty(0),
+        )
     fit, scheme = fit_bootstrap(quantity, matrices, method=method, n_resamples=b, rng=gen)
     estimate = float(np.exp(fit.estimate)) if fit.log_scale else fit.estimate
     if fit.boot.size < 2 or np.ptp(fit.boot) == 0.0:
