@@ -210,7 +210,7 @@ def _figures(figdir: Path, t: Mapping[str, pd.DataFrame],
         out["hypotheses"] = "figures/hypotheses.png"
     thresholds = t.get("thresholds")
     if thresholds is not None and not thresholds.empty and summary is not None:
-        from robuststats.report.figures import dose_response_figure
+        from robuststats.report.dose_figure import dose_response_figure
 
         dose_response_figure(summary, t.get("dose_curves", pd.DataFrame()), thresholds,
                              figdir / "dose_response.png", descriptions=descriptions)

@@ -301,7 +301,7 @@ def test_uneven_levels_are_drawn_evenly_spaced_and_say_so() -> None:
 
 
 def test_dose_response_dodges_conditions_and_keeps_intervals_light(tmp_path: Path) -> None:
-    from robuststats.report.figures import _dose, dose_response_figure
+    from robuststats.report.dose_figure import _dose, dose_response_figure
 
     t, _ = _committed("dose_response/v1")
     fig = _dose(t["summary"], t["dose_curves"], t["thresholds"], None)
