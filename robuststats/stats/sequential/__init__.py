@@ -1,0 +1,34 @@
+"""Group-sequential tests over training seeds: Lan–DeMets spending, boundaries by recursive
+integration, operating characteristics and repeated confidence intervals.
+
+Formulas and sources: the module docstrings and ``docs/statistics.md`` (sequential studies).
+"""
+
+from __future__ import annotations
+
+from robuststats.stats.sequential._design import (
+    FUTILITY,
+    GroupSequentialDesign,
+    OperatingCharacteristics,
+    group_sequential_design,
+)
+from robuststats.stats.sequential._looks import (
+    LookDecision,
+    SequentialOptions,
+    analyse_look,
+    look_designs,
+)
+from robuststats.stats.sequential._spending import SPENDING_FUNCTIONS, spent
+
+__all__ = [
+    "FUTILITY",
+    "SPENDING_FUNCTIONS",
+    "GroupSequentialDesign",
+    "LookDecision",
+    "OperatingCharacteristics",
+    "SequentialOptions",
+    "analyse_look",
+    "group_sequential_design",
+    "look_designs",
+    "spent",
+]
