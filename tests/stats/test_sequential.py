@@ -1,4 +1,4 @@
-"""Group-sequential boundaries against rpact (R 4.2, rpact from Debian's r-cran-rpact).
+"""Group-sequential boundaries against rpact (R 4.2, rpact 3.3.4 from Debian's r-cran-rpact).
 
 Every reference value was printed by the R call beside it (``sprintf("%.6f", ...)``).
 """
