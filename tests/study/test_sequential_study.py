@@ -97,6 +97,8 @@ def test_a_clear_effect_stops_early(tmp_path: Path, monkeypatch) -> None:
     assert (hyp.loc["H1", "ci_low"], hyp.loc["H1", "ci_high"]) == pytest.approx(
         (row["ci_low"], row["ci_high"]))
     assert not hyp.loc["H2", "ci_method"].startswith("repeated CI")  # not driving
+    assert (v / "figures" / "sequential_looks.png").stat().st_size > 0
+    assert "## Sequential looks" in (v / "report.md").read_text()
 
 
 @pytest.mark.slow
