@@ -21,7 +21,7 @@ _SHOWN = ("id", "look", "n_seeds", "fraction", "estimate", "statistic_z", "effic
 def sequential_figure(looks: pd.DataFrame, path: Path) -> Path:
     """The z-equivalent statistic of each driving hypothesis by seeds, with the efficacy
     bound (and the futility bound when there is one) at each look."""
-    plt, sns = _pyplot()
+    plt, _ = _pyplot()
     rows = looks[looks["decision"] != "STOPPED"]
     ids = list(dict.fromkeys(rows["id"]))
     fig, axes = plt.subplots(1, len(ids), figsize=(4.6 * len(ids), 3.8), squeeze=False,
