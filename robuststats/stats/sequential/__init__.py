@@ -18,6 +18,7 @@ from robuststats.stats.sequential._looks import (
     analyse_look,
     look_designs,
 )
+from robuststats.stats.sequential._power import SequentialPowerResult, power_sequential
 from robuststats.stats.sequential._spending import SPENDING_FUNCTIONS, spent
 
 __all__ = [
@@ -27,8 +28,10 @@ __all__ = [
     "LookDecision",
     "OperatingCharacteristics",
     "SequentialOptions",
+    "SequentialPowerResult",
     "analyse_look",
     "group_sequential_design",
     "look_designs",
+    "power_sequential",
     "spent",
 ]
