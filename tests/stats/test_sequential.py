@@ -126,3 +126,44 @@ def test_bad_input_is_one_line(kwargs, match) -> None:
     fractions = kwargs.pop("fractions")
     with pytest.raises(InputError, match=match):
         group_sequential_design(fractions, **kwargs)
+
+
+def _looks(shift: float, options, relation: str = "greater", margin: float = 0.0):
+    from robuststats.stats import Hypothesis, simulate_outcomes
+    from robuststats.stats.sequential import analyse_look
+
+    df = simulate_outcomes(5, 200, accuracy_effect=shift, n_noise_seeds=1,
+                           eval_noise=(0.0, 0.05), rng=3)
+    h = Hypothesis("H", "accuracy", "A", "B", 0.05, relation, margin)
+    return [analyse_look([h], df[df["seed"] < n], look, options, n_resamples=50)[0]
+            for look, n in enumerate(options.looks, start=1)]
+
+
+@pytest.mark.slow
+def test_a_look_decides_by_its_repeated_interval() -> None:
+    from robuststats.stats.sequential import SequentialOptions
+
+    opts = SequentialOptions((3, 5), spending="pocock")
+    for d in _looks(0.6, opts):
+        assert d.ci_level == pytest.approx(1 - 2 * (1 - _phi(d.efficacy_bound)), abs=1e-12)
+        verified = d.ci_low > 0.0
+        assert (d.decision == "VERIFIED") == verified
+        assert (d.statistic_z >= d.efficacy_bound) == verified
+        assert d.ci_low < d.estimate < d.ci_high
+
+
+def test_the_statistic_is_negative_below_the_margin_and_futility_stops() -> None:
+    from robuststats.stats.sequential import SequentialOptions
+
+    opts = SequentialOptions((3, 5), spending="obf", futility="non_binding", beta=0.2,
+                             effect=0.05)
+    first = _looks(-0.4, opts)[0]
+    assert first.estimate < 0 and first.statistic_z < 0
+    assert first.futility_bound > first.statistic_z
+    assert first.decision in ("FUTILE", "FALSIFIED")
+
+
+def _phi(x: float) -> float:
+    from scipy import special
+
+    return float(special.ndtr(x))

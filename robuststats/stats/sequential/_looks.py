@@ -112,8 +112,14 @@ class LookDecision:
         return self.decision != "CONTINUE"
 
 
-def _z(p: float) -> float:
-    return float(-special.ndtri(min(max(p, _P_FLOOR), 1.0)))
+def _signed_z(toward: float, away: float) -> float:
+    """The z-equivalent of the one-sided p-value for ``δ`` beyond the margin on the
+    verifying side, from :class:`Evidence` tails ``(toward, away)``: the interval levels
+    ``α`` at which its bound on that side (other side) passes the margin. Each saturates at
+    1 on the wrong side of the estimate, so the sign comes from the tail that does not."""
+    if toward <= away:
+        return float(-special.ndtri(min(max(toward / 2.0, _P_FLOOR), 0.5)))
+    return float(special.ndtri(min(max(away / 2.0, _P_FLOOR), 0.5)))
 
 
 def look_designs(options: SequentialOptions, drift: float | None
@@ -175,11 +181,11 @@ def analyse_look(hypotheses: Sequence[Hypothesis], outcomes: pd.DataFrame, look:
 def _decision(h, ev, look, n_k, fraction, c, upper, lower, level, ci, *, last):  # type: ignore[no-untyped-def]
     m = h.margin
     if h.relation == "greater":
-        z_verify = _z(ev.tails(m)[0] / 2.0)
+        z_verify = _signed_z(*ev.tails(m))
     elif h.relation == "less":
-        z_verify = _z(ev.tails(m)[1] / 2.0)
+        z_verify = _signed_z(*ev.tails(m)[::-1])
     else:
-        z_verify = min(_z(ev.tails(-m)[0] / 2.0), _z(ev.tails(m)[1] / 2.0))
+        z_verify = min(_signed_z(*ev.tails(-m)), _signed_z(*ev.tails(m)[::-1]))
     verdict, why = _decide(h, ci)
     if h.relation != "equivalent" and z_verify >= upper and verdict != "VERIFIED":
         verdict, why = "VERIFIED", f"z {z_verify:.3g} ≥ binding-design bound {upper:.3g}"

@@ -1,0 +1,175 @@
+"""Calibration of sequential studies over training seeds in the realistic simulator.
+
+Simulator (``robuststats.stats.simulate_outcomes``): two conditions, seed, item, seed ×
+item, seed × condition and item × condition effects (``seed_effects="moderate"``,
+``item_condition_sd=0.3``), 300 items, 8 seeds, looks after 3, 5 and 8 seeds, one
+evaluation per item at noise 0.05. Hypothesis: acc(A) − acc(B) > 0 at noise 0.05, two-sided
+α = 0.05 as a study's hypotheses (VERIFIED or FALSIFIED is a rejection). Each replication
+is analysed at every look with :func:`robuststats.stats.sequential.analyse_look` (the code a
+study runs); for spending functions without futility the decision at a look depends on the
+statistic only (``statistic_z`` against ``±b_k``), so one analysis per look serves both,
+and the script checks that the rule it applies equals ``analyse_look``'s decision for obf.
+
+The plan (``power_sequential``) takes δ, π_D, σ_seed and the ICC from a pilot of 40 seeds ×
+2,000 items of the same simulator, as a user would from a large pilot.
+
+    python benchmarks/sequential_calibration.py --reps 2000 --workers 16 \\
+        --out benchmarks/sequential_calibration.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pandas as pd
+
+from robuststats.stats import Hypothesis, estimate_seed_components, simulate_outcomes
+from robuststats.stats.sequential import (
+    SequentialOptions,
+    analyse_look,
+    look_designs,
+    power_sequential,
+)
+
+ROOT = 20261127
+LOOKS = (3, 5, 8)
+N_ITEMS = 300
+LEVEL = 0.05
+BASE = dict(seed_effects="moderate", n_noise_seeds=1, eval_noise=(0.0, LEVEL),
+            item_condition_sd=0.3)
+SCENARIOS = {"null": 0.0, "effect": 0.30}  # logit shift of A over B
+H = Hypothesis("H", "accuracy", "A", "B", LEVEL, "greater", 0.0)
+
+
+def _matrices(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    noisy = df[df["eval_noise"] == LEVEL]
+    wide = noisy.pivot_table(index=["condition", "seed"], columns="item_id",
+                             values="correct")
+    return wide.loc["A"].to_numpy(), wide.loc["B"].to_numpy(), list(wide.loc["A"].index)
+
+
+def plan_inputs(shift: float) -> dict[str, float]:
+    """δ, π_D, σ_seed and ICC from a large pilot of the simulator."""
+    pilot = simulate_outcomes(40, 2000, accuracy_effect=shift, rng=ROOT + 1, **BASE)
+    x, y, seeds = _matrices(pilot)
+    c = estimate_seed_components(x, y, seeds=seeds)
+    return {"effect": float(np.mean(x) - np.mean(y)), "discordance": c.discordance,
+            "seed_sd": c.seed_sd, "icc": c.icc}
+
+
+def designs(effect: float) -> dict[str, SequentialOptions]:
+    return {"obf": SequentialOptions(LOOKS, spending="obf"),
+            "pocock": SequentialOptions(LOOKS, spending="pocock"),
+            "obf + non-binding futility": SequentialOptions(
+                LOOKS, spending="obf", futility="non_binding", beta=0.2, effect=effect)}
+
+
+def _replicate(job: tuple[int, str, float, float]) -> list[dict]:
+    index, scenario, shift, effect = job
+    warnings.simplefilter("ignore")
+    rng = np.random.default_rng(np.random.SeedSequence(ROOT).spawn(index + 1)[index])
+    df = simulate_outcomes(LOOKS[-1], N_ITEMS, accuracy_effect=shift, rng=rng, **BASE)
+    opts = designs(effect)
+    z, decided, futile_run = [], {}, None
+    for look, n in enumerate(LOOKS, start=1):
+        sub = df[df["seed"] < n]
+        d = analyse_look([H], sub, look, opts["obf"], n_resamples=200)[0]
+        z.append(d.statistic_z)
+        decided.setdefault("obf_check", []).append(d.decision)
+        if futile_run is None:
+            f = analyse_look([H], sub, look, opts["obf + non-binding futility"],
+                             n_resamples=200)[0]
+            if f.stops:
+                futile_run = (f.decision, n)
+    if futile_run is None:
+        futile_run = ("INCONCLUSIVE", LOOKS[-1])
+    rows = []
+    for name in ("obf", "pocock"):
+        c = look_designs(opts[name], None)[0].upper
+        out = ("INCONCLUSIVE", LOOKS[-1])
+        for k, n in enumerate(LOOKS):
+            if z[k] > c[k]:
+                out = ("VERIFIED", n)
+                break
+            if -z[k] > c[k]:
+                out = ("FALSIFIED", n)
+                break
+        if name == "obf":  # the rule above is the study's rule
+            stop = next((i for i, s in enumerate(decided["obf_check"])
+                         if s != "CONTINUE"), len(LOOKS) - 1)
+            assert decided["obf_check"][stop] in (out[0], "INCONCLUSIVE") and \
+                (out[0] != "INCONCLUSIVE" or decided["obf_check"][stop] == "INCONCLUSIVE"), \
+                (decided["obf_check"], z, c)
+        rows.append({"scenario": scenario, "design": name, "decision": out[0],
+                     "seeds": out[1]})
+    rows.append({"scenario": scenario, "design": "obf + non-binding futility",
+                 "decision": futile_run[0], "seeds": futile_run[1]})
+    return rows
+
+
+def run(reps: int, workers: int) -> tuple[pd.DataFrame, dict]:
+    plans = {s: plan_inputs(shift) for s, shift in SCENARIOS.items()}
+    effect = plans["effect"]["effect"]
+    jobs = [(i, s, shift, effect) for s, shift in SCENARIOS.items()
+            for i in range(reps * list(SCENARIOS).index(s), reps * (list(SCENARIOS).index(s) + 1))]
+    rows: list[dict] = []
+    t0 = time.time()
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for i, cell in enumerate(pool.map(_replicate, jobs, chunksize=8)):
+            rows += cell
+            if i % 500 == 0:
+                print(f"{i}/{len(jobs)} {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
+    return pd.DataFrame(rows), plans
+
+
+def table(raw: pd.DataFrame, plans: dict) -> pd.DataFrame:
+    p = plans["effect"]
+    out = []
+    for (scenario, name), g in raw.groupby(["scenario", "design"], sort=False):
+        opts = designs(p["effect"])[name]
+        plan = power_sequential(p["effect"], LOOKS, N_ITEMS, discordance=p["discordance"],
+                                seed_sd=p["seed_sd"], icc=p["icc"], alpha=0.05,
+                                spending=opts.spending, futility=opts.futility, beta=0.2)
+        if scenario == "null":
+            rate = g["decision"].isin(["VERIFIED", "FALSIFIED"]).mean()
+            planned, e_plan = plan.type1_error, plan.expected_seeds_null
+        else:
+            rate = (g["decision"] == "VERIFIED").mean()
+            planned, e_plan = plan.power, plan.expected_seeds_effect
+        se = np.sqrt(rate * (1 - rate) / len(g))
+        out.append({"scenario": scenario, "design": name, "reps": len(g),
+                    "rejection rate": round(rate, 4), "MC SE": round(se, 4),
+                    "planned": round(planned, 4), "mean seeds": round(g["seeds"].mean(), 3),
+                    "planned mean seeds": round(e_plan, 3),
+                    "fixed seeds, equal power": plan.fixed_seeds,
+                    "seeds saved vs fixed": round(1 - g["seeds"].mean() / plan.fixed_seeds, 3)
+                    if scenario == "effect" else None})
+    return pd.DataFrame(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=2000)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    t0 = time.time()
+    raw, plans = run(args.reps, args.workers)
+    tab = table(raw, plans)
+    text = (f"plan inputs (pilot 40 seeds x 2000 items): {plans}\n\n"
+            + tab.to_markdown(index=False)
+            + f"\n\n{args.reps} replications per scenario; {time.time() - t0:.0f} s with "
+              f"{args.workers} workers\n")
+    print(text)
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            fh.write(text)
+
+
+if __name__ == "__main__":
+    main()
