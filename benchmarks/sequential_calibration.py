@@ -5,10 +5,10 @@ item, seed × condition and item × condition effects (``seed_effects="moderate"
 ``item_condition_sd=0.3``), 300 items, 8 seeds, looks after 3, 5 and 8 seeds, one
 evaluation per item at noise 0.05. Hypothesis: acc(A) − acc(B) > 0 at noise 0.05, two-sided
 α = 0.05 as a study's hypotheses (VERIFIED or FALSIFIED is a rejection). Each replication
-is analysed at every look with :func:`robuststats.stats.sequential.analyse_look` (the code a
-study runs); for spending functions without futility the decision at a look depends on the
-statistic only (``statistic_z`` against ``±b_k``), so one analysis per look serves both,
-and the script checks that the rule it applies equals ``analyse_look``'s decision for obf.
+is decided at every look by :func:`robuststats.stats.sequential.decide_look` (what a study's
+``analyse_look`` runs after gathering the evidence from its outcomes table) on the
+seed-random t of the first ``n_k`` seeds' outcome matrices; tests/stats/test_sequential.py
+checks that the two paths decide alike.
 
 The plan (``power_sequential``) takes δ, π_D, σ_seed and the ICC from a pilot of 40 seeds ×
 2,000 items of the same simulator, as a user would from a large pilot.
@@ -28,13 +28,15 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 import pandas as pd
 
-from robuststats.stats import Hypothesis, estimate_seed_components, simulate_outcomes
-from robuststats.stats.sequential import (
-    SequentialOptions,
-    analyse_look,
-    look_designs,
-    power_sequential,
+from robuststats.stats import (
+    Hypothesis,
+    estimate_seed_components,
+    seed_random_test,
+    simulate_outcomes,
 )
+from robuststats.stats._seed_random import seed_random_evidence
+from robuststats.stats._simulate import seed_model, simulate_matrices
+from robuststats.stats.sequential import SequentialOptions, decide_look, power_sequential
 
 ROOT = 20261127
 LOOKS = (3, 5, 8)
@@ -73,43 +75,23 @@ def _replicate(job: tuple[int, str, float, float]) -> list[dict]:
     index, scenario, shift, effect = job
     warnings.simplefilter("ignore")
     rng = np.random.default_rng(np.random.SeedSequence(ROOT).spawn(index + 1)[index])
-    df = simulate_outcomes(LOOKS[-1], N_ITEMS, accuracy_effect=shift, rng=rng, **BASE)
+    model = seed_model(**{k: v for k, v in BASE.items() if k != "n_noise_seeds"},
+                       accuracy_effect=shift)
+    mats = simulate_matrices(model, LOOKS[-1], N_ITEMS, rng)
+    x, y = mats[0, 1], mats[1, 1]  # A and B at noise LEVEL, (seeds, items)
     opts = designs(effect)
-    z, decided, futile_run = [], {}, None
+    outcome: dict[str, tuple[str, int]] = {}
     for look, n in enumerate(LOOKS, start=1):
-        sub = df[df["seed"] < n]
-        d = analyse_look([H], sub, look, opts["obf"], n_resamples=200)[0]
-        z.append(d.statistic_z)
-        decided.setdefault("obf_check", []).append(d.decision)
-        if futile_run is None:
-            f = analyse_look([H], sub, look, opts["obf + non-binding futility"],
-                             n_resamples=200)[0]
-            if f.stops:
-                futile_run = (f.decision, n)
-    if futile_run is None:
-        futile_run = ("INCONCLUSIVE", LOOKS[-1])
-    rows = []
-    for name in ("obf", "pocock"):
-        c = look_designs(opts[name], None)[0].upper
-        out = ("INCONCLUSIVE", LOOKS[-1])
-        for k, n in enumerate(LOOKS):
-            if z[k] > c[k]:
-                out = ("VERIFIED", n)
-                break
-            if -z[k] > c[k]:
-                out = ("FALSIFIED", n)
-                break
-        if name == "obf":  # the rule above is the study's rule
-            stop = next((i for i, s in enumerate(decided["obf_check"])
-                         if s != "CONTINUE"), len(LOOKS) - 1)
-            assert decided["obf_check"][stop] in (out[0], "INCONCLUSIVE") and \
-                (out[0] != "INCONCLUSIVE" or decided["obf_check"][stop] == "INCONCLUSIVE"), \
-                (decided["obf_check"], z, c)
-        rows.append({"scenario": scenario, "design": name, "decision": out[0],
-                     "seeds": out[1]})
-    rows.append({"scenario": scenario, "design": "obf + non-binding futility",
-                 "decision": futile_run[0], "seeds": futile_run[1]})
-    return rows
+        ev = seed_random_evidence(seed_random_test(x[:n], y[:n]), "")
+        for name, o in opts.items():
+            if name not in outcome:
+                d = decide_look(H, ev, look, o)
+                if d.stops:
+                    outcome[name] = (d.decision, n)
+        if len(outcome) == len(opts):
+            break
+    return [{"scenario": scenario, "design": name, "decision": outcome[name][0],
+             "seeds": outcome[name][1]} for name in opts]
 
 
 def run(reps: int, workers: int) -> tuple[pd.DataFrame, dict]:

@@ -167,3 +167,50 @@ def _phi(x: float) -> float:
     from scipy import special
 
     return float(special.ndtr(x))
+
+
+@pytest.mark.slow
+def test_the_outcomes_path_and_the_array_path_decide_alike() -> None:
+    """``analyse_look`` (a study's outcomes table) and ``decide_look`` on the seed-random t of
+    the outcome matrices (the calibration benchmark) give the same looks."""
+    from robuststats.stats import Hypothesis, seed_random_test, simulate_outcomes
+    from robuststats.stats._seed_random import seed_random_evidence
+    from robuststats.stats.sequential import SequentialOptions, analyse_look, decide_look
+
+    h = Hypothesis("H", "accuracy", "A", "B", 0.05, "greater", 0.0)
+    opts = SequentialOptions((3, 5), spending="obf", futility="non_binding", effect=0.04)
+    for rep in range(3):
+        df = simulate_outcomes(5, 150, accuracy_effect=0.3 * rep, n_noise_seeds=1,
+                               eval_noise=(0.0, 0.05), rng=rep)
+        noisy = df[df["eval_noise"] == 0.05]
+        wide = noisy.pivot_table(index=["condition", "seed"], columns="item_id",
+                                 values="correct")
+        x, y = wide.loc["A"].to_numpy(), wide.loc["B"].to_numpy()
+        for look, n in enumerate(opts.looks, start=1):
+            a = analyse_look([h], df[df["seed"] < n], look, opts, n_resamples=50)[0]
+            ev = seed_random_evidence(seed_random_test(x[:n], y[:n]), "")
+            b = decide_look(h, ev, look, opts)
+            assert (a.decision, a.ci_low, a.ci_high) == (b.decision, b.ci_low, b.ci_high)
+            assert a.statistic_z == pytest.approx(b.statistic_z)
+
+
+@pytest.mark.slow
+def test_small_calibration_in_the_realistic_simulator() -> None:
+    """A small run of benchmarks/sequential_calibration.py (full table: docs/statistics.md
+    §11): type I error and power of obf spending over looks at 3, 5 and 8 seeds."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import sequential_calibration as cal
+
+    raw, plans = cal.run(60, 1)
+    tab = cal.table(raw, plans).set_index(["scenario", "design"])
+    for design in ("obf", "pocock", "obf + non-binding futility"):
+        null = tab.loc[("null", design)]
+        assert null["rejection rate"] <= 0.10  # 60 replications: 6 of 60 at most
+        effect = tab.loc[("effect", design)]
+        assert abs(effect["rejection rate"] - effect["planned"]) <= 0.2
+        assert effect["mean seeds"] <= 8
+    # futility ends null studies early
+    assert tab.loc[("null", "obf + non-binding futility"), "mean seeds"] < 7

@@ -16,6 +16,7 @@ from robuststats.stats.sequential._looks import (
     LookDecision,
     SequentialOptions,
     analyse_look,
+    decide_look,
     look_designs,
 )
 from robuststats.stats.sequential._power import SequentialPowerResult, power_sequential
@@ -30,6 +31,7 @@ __all__ = [
     "SequentialOptions",
     "SequentialPowerResult",
     "analyse_look",
+    "decide_look",
     "group_sequential_design",
     "look_designs",
     "power_sequential",

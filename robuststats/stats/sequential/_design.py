@@ -9,12 +9,12 @@ side spends ``f(t; α/2)``.
 Futility (one-sided designs). Given a drift ``η = θ√I_K`` (the planned effect in units of
 the last look's standard error), the lower bound ``a_k`` solves ``P_η(Z_k ≤ a_k, no stop
 before k) = f(t_k; β) − f(t_{k−1}; β)`` (β-spending: Pampallona, Tsiatis & Kim 2001;
-Jennison & Turnbull 2000, §7.3), capped at ``b_k``; the last look has ``a_K = b_K``, so the
+Jennison & Turnbull 2000, ch. 7), capped at ``b_k``; the last look has ``a_K = b_K``, so the
 design always ends with a decision. *Binding*: the efficacy bounds are computed on the
 region ``(a_j, b_j)``, so they are lower and the type I error is ``α`` only if every futility
 stop is obeyed. *Non-binding*: the efficacy bounds ignore the futility bound (region
 ``(−∞, b_j)``), so ignoring a futility stop never inflates the type I error; with the
-futility bound obeyed the error is below ``α`` (Jennison & Turnbull 2000, §7.3; the
+futility bound obeyed the error is below ``α`` (Jennison & Turnbull 2000, ch. 7; the
 convention of gsDesign's ``test.type = 4`` and rpact's ``bindingFutility = FALSE``). With the
 information fixed (the looks are given), the power is what it is: ``β`` sets only the shape
 of the futility bound, and :meth:`GroupSequentialDesign.operating` reports the power.

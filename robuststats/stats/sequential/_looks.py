@@ -15,7 +15,7 @@ reference (:mod:`robuststats.stats._few_seeds`), not normal. Each z boundary ``b
 applied on the p-value scale: look ``k`` rejects on a tail when the calibrated one-sided
 p-value is at most ``Φ̄(b_k)``, the nominal level of the normal design (the
 "significance-level approach" to group-sequential t-tests: Pocock 1977, Biometrika
-64:191–199; Jennison & Turnbull 2000, ch. 3). Equivalently the repeated confidence interval
+64:191–199). Equivalently the repeated confidence interval
 at look ``k`` is the seed-random interval at the nominal level ``1 − 2Φ̄(c_k)``, and the
 statistic shown against the boundaries is the z-equivalent ``Φ⁻¹(1 − p)`` of that p-value.
 
@@ -36,6 +36,7 @@ non-binding bound may be ignored without any cost to the type I error.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,10 +47,11 @@ from scipy import special
 
 from robuststats._validation import check_confidence_level
 from robuststats.errors import InputError
+from robuststats.stats._evidence import Evidence
 from robuststats.stats._hypotheses import Hypothesis, _decide
 from robuststats.stats.sequential._design import GroupSequentialDesign, group_sequential_design
 
-__all__ = ["LookDecision", "SequentialOptions", "analyse_look", "look_designs"]
+__all__ = ["LookDecision", "SequentialOptions", "analyse_look", "decide_look", "look_designs"]
 
 _P_FLOOR = 1e-300
 
@@ -122,13 +124,18 @@ def _signed_z(toward: float, away: float) -> float:
     return float(special.ndtri(min(max(away / 2.0, _P_FLOOR), 0.5)))
 
 
+@functools.lru_cache(maxsize=256)
+def _symmetric(looks: tuple[int, ...], alpha: float, spending: str) -> GroupSequentialDesign:
+    return group_sequential_design(np.asarray(looks, dtype=float) / looks[-1], alpha=alpha,
+                                   sides=2, spending=spending)
+
+
 def look_designs(options: SequentialOptions, drift: float | None
                  ) -> tuple[GroupSequentialDesign, GroupSequentialDesign | None]:
     """The symmetric design of the repeated intervals and, with futility, the one-sided design
     of the efficacy and futility bounds."""
     a = options.hypothesis_alpha
-    rci = group_sequential_design(options.fractions, alpha=a, sides=2,
-                                  spending=options.spending)
+    rci = _symmetric(tuple(options.looks), a, options.spending)
     if options.futility == "none":
         return rci, None
     one = group_sequential_design(options.fractions, alpha=a / 2.0, sides=1,
@@ -151,34 +158,40 @@ def analyse_look(hypotheses: Sequence[Hypothesis], outcomes: pd.DataFrame, look:
         raise InputError(f"`look` must be in 1..{len(options.looks)}, got {look!r}.")
     check_confidence_level(confidence_level)
     outcomes = validate_outcomes(outcomes)
-    k, n_k, n_max = look - 1, options.looks[look - 1], options.looks[-1]
     out = []
     for h in hypotheses:
         ev = gather_evidence(h, outcomes, n_resamples=n_resamples,
                              rng=np.random.default_rng(rng_seed), clean_noise=clean_noise,
                              confidence_level=confidence_level)
-        drift = None
-        if options.futility != "none":
-            assert options.effect is not None
-            ci95 = ev.interval(0.95)
-            se_k = (ci95.high - ci95.low) / (2.0 * special.ndtri(0.975))
-            se_max = se_k * math.sqrt(n_k / n_max)
-            gap = options.effect - h.margin if h.relation == "greater" else \
-                h.margin - options.effect
-            drift = gap / se_max if se_max > 0 else 0.0
-        rci, one = look_designs(options, drift)
-        c = float(rci.upper[k])
-        level = 1.0 - 2.0 * float(special.ndtr(-c))
-        ci = ev.interval(level)
-        upper = float(one.upper[k]) if one is not None else c
-        lower = float(one.lower[k]) if one is not None and look < len(options.looks) \
-            else math.nan
-        out.append(_decision(h, ev, look, n_k, float(options.fractions[k]), c, upper, lower,
-                             level, ci, last=look == len(options.looks)))
+        out.append(decide_look(h, ev, look, options))
     return out
 
 
-def _decision(h, ev, look, n_k, fraction, c, upper, lower, level, ci, *, last):  # type: ignore[no-untyped-def]
+def decide_look(h: Hypothesis, ev: Evidence, look: int, options: SequentialOptions
+                ) -> LookDecision:
+    """The decision on ``h`` at look ``look`` from its evidence there (module doc)."""
+    k, n_k, n_max = look - 1, options.looks[look - 1], options.looks[-1]
+    drift = None
+    if options.futility != "none":
+        assert options.effect is not None
+        ci95 = ev.interval(0.95)
+        se_k = (ci95.high - ci95.low) / (2.0 * special.ndtri(0.975))
+        se_max = se_k * math.sqrt(n_k / n_max)
+        gap = options.effect - h.margin if h.relation == "greater" else \
+            h.margin - options.effect
+        drift = gap / se_max if se_max > 0 else 0.0
+    rci, one = look_designs(options, drift)
+    c = float(rci.upper[k])
+    level = 1.0 - 2.0 * float(special.ndtr(-c))
+    ci = ev.interval(level)
+    upper = float(one.upper[k]) if one is not None else c
+    lower = float(one.lower[k]) if one is not None and look < len(options.looks) \
+        else math.nan
+    return _decision(h, ev, look, n_k, float(options.fractions[k]), upper, lower, level, ci,
+                     last=look == len(options.looks))
+
+
+def _decision(h, ev, look, n_k, fraction, upper, lower, level, ci, *, last):  # type: ignore[no-untyped-def]
     m = h.margin
     if h.relation == "greater":
         z_verify = _signed_z(*ev.tails(m))

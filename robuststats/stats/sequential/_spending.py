@@ -11,9 +11,9 @@ information fraction ``t ∈ [0, 1]``: non-decreasing, ``f(0) = 0``, ``f(1) = α
 
 ``α`` here is the error of one side (one tail); a two-sided symmetric design spends
 ``α/2`` on each tail with the same function (the convention of rpact's
-``getDesignGroupSequential(sided = 2)`` and of Jennison & Turnbull 2000, §7.2). The same
+``getDesignGroupSequential(sided = 2)`` and of Jennison & Turnbull 2000, ch. 7). The same
 functions spend the type II error ``β`` of a futility bound (Pampallona, Tsiatis & Kim
-2001, Stat. Med. 20:1221–1239; Jennison & Turnbull 2000, §7.3).
+2001, Drug Inf J 35:1113–1121; Jennison & Turnbull 2000, ch. 7).
 """
 
 from __future__ import annotations
