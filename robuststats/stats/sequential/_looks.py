@@ -115,13 +115,13 @@ class LookDecision:
 
 
 def _signed_z(toward: float, away: float) -> float:
-    """The z-equivalent of the one-sided p-value for ``δ`` beyond the margin on the
-    verifying side, from :class:`Evidence` tails ``(toward, away)``: the interval levels
-    ``α`` at which its bound on that side (other side) passes the margin. Each saturates at
-    1 on the wrong side of the estimate, so the sign comes from the tail that does not."""
+    """The z-equivalent ``Φ⁻¹(1 − p)`` of the calibrated one-sided p-value ``p`` for ``δ``
+    beyond the margin on the verifying side, from :class:`Evidence` tails ``(toward,
+    away)``: the one-sided p-values of that side and of the other. Each is capped near ½ on
+    the wrong side of the estimate, so the sign comes from the smaller."""
     if toward <= away:
-        return float(-special.ndtri(min(max(toward / 2.0, _P_FLOOR), 0.5)))
-    return float(special.ndtri(min(max(away / 2.0, _P_FLOOR), 0.5)))
+        return float(-special.ndtri(min(max(toward, _P_FLOOR), 0.5)))
+    return float(special.ndtri(min(max(away, _P_FLOOR), 0.5)))
 
 
 @functools.lru_cache(maxsize=256)
