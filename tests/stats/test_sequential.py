@@ -214,3 +214,12 @@ def test_small_calibration_in_the_realistic_simulator() -> None:
         assert effect["mean seeds"] <= 8
     # futility ends null studies early
     assert tab.loc[("null", "obf + non-binding futility"), "mean seeds"] < 7
+
+
+def test_ignoring_a_non_binding_futility_bound_keeps_alpha() -> None:
+    d = group_sequential_design([1 / 3, 2 / 3, 1.0], alpha=0.025, sides=1, spending="obf",
+                                futility="non_binding", beta=0.1, drift=3.33638955)
+    assert d.operating(0.0, futility_obeyed=False).reject == pytest.approx(0.025, abs=1e-8)
+    assert d.operating(0.0).reject < 0.025
+    two = group_sequential_design([0.5, 1.0], alpha=0.05, sides=2)
+    assert two.operating(0.0, futility_obeyed=False).reject == pytest.approx(0.05, abs=1e-8)

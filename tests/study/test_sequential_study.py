@@ -159,3 +159,20 @@ def test_killed_sequential_study_resumes_at_its_look(tmp_path: Path, monkeypatch
     a = pd.read_csv(tmp_path / "results" / "fake" / "v1" / "sequential_looks.csv")
     b = pd.read_csv(tmp_path / "results" / "fake" / "v2" / "sequential_looks.csv")
     pd.testing.assert_frame_equal(a, b)
+
+
+@pytest.mark.slow
+def test_a_failed_cell_stops_the_study_at_its_look(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(HERE))
+    data = _study(margin=0.10)
+    data["trainer"]["params"]["fail"] = ["A__s3__n0__ns0"]  # a cell of look 2
+    assert main(_cli(_write(tmp_path, data), tmp_path)) == 0
+    v = tmp_path / "results" / "fake" / "v1"
+    looks = pd.read_csv(v / "sequential_looks.csv")
+    assert looks["decision"].tolist() == ["CONTINUE", "STOPPED"]
+    assert "failed" in looks["reason"].iloc[-1]
+    hyp = pd.read_csv(v / "hypotheses.csv").set_index("id")
+    assert hyp.loc["H1", "verdict"] == "INCONCLUSIVE"
+    manifest = json.loads((v / "manifest.json").read_text())
+    assert manifest["sequential"]["stopped_at_look"] == 2
+    assert sorted(pd.read_parquet(v / "outcomes.parquet")["seed"].unique()) == [0, 1, 2, 3]

@@ -124,10 +124,9 @@ class GroupSequentialDesign:
         futility bound (the worst case of a non-binding design).
         """
         eta = check_number(drift, "drift")
-        lower = self.lower if futility_obeyed or self.futility == "none" else np.full(
-            len(self.upper), -np.inf)
-        if not futility_obeyed:
-            lower = lower.copy()
+        lower = self.lower
+        if not futility_obeyed and self.futility != "none":
+            lower = np.full(len(self.upper), -np.inf)
             lower[-1] = self.upper[-1]
         c = crossing(np.asarray(self.fractions), self.upper, lower, eta)
         reject = float(c.upper.sum() + (c.lower.sum() if self.sides == 2 else 0.0))
