@@ -166,7 +166,7 @@ def test_a_failed_cell_stops_the_study_at_its_look(tmp_path: Path, monkeypatch) 
     monkeypatch.syspath_prepend(str(HERE))
     data = _study(margin=0.10)
     data["trainer"]["params"]["fail"] = ["A__s3__n0__ns0"]  # a cell of look 2
-    assert main(_cli(_write(tmp_path, data), tmp_path)) == 0
+    assert main(_cli(_write(tmp_path, data), tmp_path)) == 1  # a failed cell: exit 1
     v = tmp_path / "results" / "fake" / "v1"
     looks = pd.read_csv(v / "sequential_looks.csv")
     assert looks["decision"].tolist() == ["CONTINUE", "STOPPED"]
