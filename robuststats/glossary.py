@@ -155,6 +155,16 @@ GLOSSARY: Mapping[str, str] = {
     "var_seed": "seed variance component of the contrast's variance",
     "var_item": "item variance component of the contrast's variance",
     "var_resid": "residual (seed × item) variance component of the contrast's variance",
+    # sequential studies
+    "look": "analysis number of a sequential study (1 = the first look)",
+    "fraction": "information fraction of a look: its seeds over the last look's",
+    "statistic_z": "z-equivalent Φ⁻¹(1 − p) of the calibrated one-sided p-value of the "
+                   "verifying tail (the smaller TOST tail for equivalence)",
+    "efficacy_bound": "z bound the statistic must reach to decide at this look",
+    "futility_bound": "z bound at or below which the look is futile (empty without one)",
+    "nominal_level": "one-sided nominal p-value level of the efficacy bound, Φ̄(bound)",
+    "decision": "what a look decided: VERIFIED, FALSIFIED, FUTILE, CONTINUE, INCONCLUSIVE "
+                "(last look) or STOPPED (failed cells)",
 }
 
 
@@ -164,7 +174,7 @@ class Table:
     column order (pingouin's ``col_order``) and where it is shown.
 
     ``kind``: ``analysis`` (:func:`robuststats.analysis.analyze_outcomes`), ``dose`` (a
-    sweep's dose-response fits), ``gate`` (``robuststats gate``) or ``power`` (``robuststats
+    sweep's dose-response fits), ``sequential`` (a sequential study's looks), ``gate`` (``robuststats gate``) or ``power`` (``robuststats
     power``, printed). ``stored``: written as ``<name>.parquet`` and ``<name>.csv`` in a
     result version. ``analyze``: printed by ``robuststats analyze`` in table format;
     ``show``: listed by ``robuststats results show``; ``optional``: a printed view leaves it
@@ -223,6 +233,10 @@ REGISTRY: tuple[Table, ...] = (
         "condition", "model", "loglik", "aic", "n_parameters", "converged")),
     Table("dose_curves", "dose", columns=(
         "condition", "eval_noise", "estimate", "ci_low", "ci_high", "ci_level", "ci_method")),
+    Table("sequential_looks", "sequential", columns=(
+        "id", "look", "n_seeds", "fraction", "estimate", "statistic_z", "efficacy_bound",
+        "futility_bound", "nominal_level", "ci_low", "ci_high", "ci_level", "ci_method",
+        "decision", "reason")),
     Table("gate", "gate", columns=(
         "eval_noise", "metric", "question", "margin_type", "max_degradation", "candidate",
         "baseline", "estimate", "lower_bound", "upper_bound", "alpha", "passed", "statistic",

@@ -29,7 +29,7 @@ CONSUMERS = ("robuststats/analysis/_run.py", "robuststats/analysis/_dose.py",
              "robuststats/results/_tables.py", "robuststats/cli/analyze.py",
              "robuststats/cli/results.py", "robuststats/report/markdown.py")
 
-KINDS = {"analysis", "dose", "gate", "power"}
+KINDS = {"analysis", "dose", "sequential", "gate", "power"}
 
 
 def test_every_table_is_declared_once_with_known_fields() -> None:

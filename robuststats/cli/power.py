@@ -52,6 +52,10 @@ examples:
       power of the mid-p McNemar test with 500 items
   robuststats power --effect 0.02 --discordance 0.15 --repeats 5 --icc 0.4 --format json
       5 noisy evaluations per item with intra-item correlation 0.4
+  robuststats power --effect 0.03 --n 500 --discordance 0.2 --seed-sd 0.01 \
+      --sequential 3,5,8 --spending obf --cost-per-seed 40
+      a sequential study with looks after 3, 5 and 8 seeds: power and expected seeds
+      (and GPU-hours) beside the fixed design of equal power
   robuststats power --gate --max-degradation 0.15 --pilot results/e8_matrix/v2 \
       --gate-condition E8a --seeds 5
       plan `robuststats gate`: items a one-checkpoint candidate needs against a baseline of
@@ -70,6 +74,12 @@ def _number(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     return value
+
+
+def _looks(text: str) -> list[int]:
+    from robuststats.cli._power_sequential import parse_looks
+
+    return parse_looks(text)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -171,6 +181,19 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     gate.add_argument("--item-sd", type=_number, default=None, metavar="S",
                       help="SD of the item × candidate interaction (default 0: the candidate "
                            "is another run of the baseline's recipe)")
+    seq = parser.add_argument_group(
+        "sequential study (looks over training seeds; docs/power.md, sequential designs)")
+    seq.add_argument("--sequential", type=_looks, metavar="K1,K2,...",
+                     help="seeds per condition at each look, e.g. 3,5,8: power and expected "
+                          "seeds beside the fixed design of equal power (needs --effect, --n)")
+    seq.add_argument("--spending", choices=("obf", "pocock"), default="obf",
+                     help="Lan–DeMets alpha spending (default: obf)")
+    seq.add_argument("--futility", choices=("none", "binding", "non_binding"),
+                     default="none", help="futility bound by beta spending (default: none)")
+    seq.add_argument("--futility-beta", type=_number, default=0.2, metavar="B",
+                     help="type II error the futility bound spends (default: 0.2)")
+    seq.add_argument("--cost-per-seed", type=_number, default=None, metavar="C",
+                     help="cost of one seed of both conditions (e.g. GPU-hours)")
     out = parser.add_argument_group("output")
     add_format_option(out)  # type: ignore[arg-type]
     out.add_argument("--plot", metavar="PATH",
@@ -312,6 +335,13 @@ def _run(args: argparse.Namespace) -> int:
             args.pool_size = len(pairs.item_ids) + int(pairs.dropped["item_id"].nunique())
     if args.pool_size is None:
         args.pool_size = DEFAULT_POOL_SIZE
+    if args.sequential is not None:
+        from robuststats.cli._power_sequential import sequential_mode
+
+        payload, lines = sequential_mode(args, discordance, pilot)
+        payload = {"inputs": _inputs(args, pilot), **payload}
+        emit(args.format, data=payload, text="\n".join(lines))
+        return 0
     if _seeds_design(args, pilot):
         from robuststats.cli._power_modes import plot_seeds, seeds_mode
 

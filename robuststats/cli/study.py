@@ -128,6 +128,9 @@ def _check(args: argparse.Namespace, spec: Any) -> int:
             "models": len(spec.conditions) * len(seeds) - len(checkpoints),
             "checkpoints": checkpoints,
             "hypotheses": [h.id for h in spec.hypotheses], "spec_hash": spec.spec_hash()}
+    seq = spec.sequential
+    if seq is not None:
+        data["sequential"] = seq.model_dump()
 
     def text() -> str:
         shown = ", ".join(map(str, seeds[:10])) + (", ..." if len(seeds) > 10 else "")
@@ -145,6 +148,9 @@ def _check(args: argparse.Namespace, spec: Any) -> int:
             + (f"{len(checkpoints)} checkpoint(s) to load, " if checkpoints else "")
             + f"{len(spec.hypotheses)} hypothesis(es)",
             *(f"  checkpoint {job}: {path}" for job, path in list(checkpoints.items())[:20]),
+            *([f"  sequential: looks after {', '.join(map(str, seq.looks))} seeds, "
+               f"{seq.spending} spending, futility {seq.futility}; at most these cells and "
+               "models"] if seq is not None else []),
         ])
 
     emit(args.format, data=data, text=text)

@@ -174,6 +174,10 @@ def write_report(outdir: Path, tables: Mapping[str, pd.DataFrame], meta: Mapping
             parts.append(markdown_table(t[table], formats=VIEWS[table]))
             parts += _figure(figure, figs.get(table))
     parts += _dose_section(t, figs.get("thresholds"))
+    if "sequential_looks" in t:
+        from robuststats.report.sequential import sequential_section
+
+        parts += sequential_section(t, figs.get("sequential_looks"))
     omnibus = t.get("omnibus")
     if omnibus is not None and not omnibus.empty:
         question, view = _one_question(omnibus, VIEWS["omnibus"])
@@ -215,6 +219,12 @@ def _figures(figdir: Path, t: Mapping[str, pd.DataFrame],
         dose_response_figure(summary, t.get("dose_curves", pd.DataFrame()), thresholds,
                              figdir / "dose_response.png", descriptions=descriptions)
         out["thresholds"] = "figures/dose_response.png"
+    looks = t.get("sequential_looks")
+    if looks is not None and not looks.empty:
+        from robuststats.report.sequential import sequential_figure
+
+        sequential_figure(looks, figdir / "sequential_looks.png")
+        out["sequential_looks"] = "figures/sequential_looks.png"
     return out
 
 

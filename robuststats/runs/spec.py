@@ -59,6 +59,7 @@ from robuststats.config.fields import (
     seed_list as _seeds_of,
 )
 from robuststats.config.hints import field_hints
+from robuststats.config.sequential import SequentialSpec, check_sequential
 from robuststats.config.sweep import SweepSpec, sweep_levels
 from robuststats.config.yaml_lines import (
     KeyedError,
@@ -128,6 +129,8 @@ class StudySpec(Strict):
     diagnose: DiagnoseSpec | None = None
     #: per-cell resources under ``--executor ray``; outside the run hash
     resources: ResourcesSpec | None = None
+    #: a group-sequential study over the seeds (:mod:`robuststats.config.sequential`)
+    sequential: SequentialSpec | None = None
 
     # key path -> line number in the source file (1-based); empty for specs from dicts
     _lines: dict[KeyPath, int] = PrivateAttr(default_factory=dict)
@@ -175,7 +178,7 @@ class StudySpec(Strict):
     def _dump(self, handler: Any) -> dict[str, Any]:
         data = {**handler(self), **written_forms(self._written,
                                                  {"hypotheses": self.hypotheses})}
-        for optional in ("sweep", "diagnose", "resources"):
+        for optional in ("sweep", "diagnose", "resources", "sequential"):
             if data.get(optional) is None:
                 data.pop(optional, None)  # absent when unused: older studies keep their hash
         return data
@@ -213,6 +216,9 @@ class StudySpec(Strict):
             if h.margin < 0:
                 raise KeyedError(("hypotheses", i, "margin"),
                                  f"must be a number >= 0, got {h.margin!r}")
+        if self.sequential is not None:
+            check_sequential(self.sequential, self.hypotheses, len(self.seed_list()),
+                             sweep=self.sweep is not None)
         return self
 
     def n_cells(self) -> int:

@@ -130,8 +130,16 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
             cells = plan(spec)
             done = ledger.finished(cells, items=items)
             pending = [c for c in cells if c not in done]
+            sequential = None
             with run.progress(progress, len(cells), len(done)) as bar:
-                report = execute(ledger, spec, pending, workers=workers, progress=bar)
+                if spec.sequential is not None:  # looks over the seeds; may stop early
+                    from robuststats.study.sequential_run import run_looks
+
+                    sequential = run_looks(spec, ledger, cells, items, done, workers=workers,
+                                           execute=execute, progress=bar)
+                    cells, report, done = sequential.cells, sequential.report, sequential.reused
+                else:
+                    report = execute(ledger, spec, pending, workers=workers, progress=bar)
                 if spec.sweep is not None and spec.sweep.adaptive is not None:
                     # a dose-response sweep adds levels around each fitted threshold
                     from robuststats.study.sweep_run import refine
@@ -150,13 +158,19 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
             from robuststats.study.sweep_run import dose_tables
 
             analysis = _with_extra(analysis, dose_tables(outcomes, spec))
+        if sequential is not None:
+            from robuststats.study.sequential_run import sequential_tables
+
+            analysis = sequential_tables(analysis, sequential, spec)
         if not analysis.missing.empty:
             errors = [last_line(failures.get(Cell(*r).key, "not run"))
                       for r in analysis.missing.itertuples(index=False, name=None)]
             analysis = _with_missing(analysis, analysis.missing.assign(error=errors))
         meta = {
             "spec": spec.resolved(), "spec_hash": spec.spec_hash(), "run_hash": run_hash(spec),
-            "description": spec.description, "seeds": spec.seed_list(),
+            "description": spec.description,
+            "seeds": spec.seed_list()[:sequential.n_seeds] if sequential is not None
+            else spec.seed_list(),
             "noise_seeds": spec.evaluation.noise_seed_list(), "n_items": len(items),
             **({"n_items_requested": spec.evaluation.n_items}
                if spec.evaluation.n_items is not None
@@ -173,6 +187,11 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
             "alpha": spec.analysis.alpha,
             "confidence_level": spec.analysis.confidence_level,
             "multiplicity": spec.analysis.multiplicity,
+            **({"sequential": {"stopped_at_look": sequential.stopped_at,
+                               "looks": len(spec.sequential.looks),
+                               "seeds_used": sequential.n_seeds,
+                               "seeds_planned": len(spec.seed_list())}}
+               if sequential is not None and spec.sequential is not None else {}),
         }
         try:
             version = write_version(out, spec.name, outcomes, analysis, meta,

@@ -454,7 +454,8 @@ def test_cli_imports_only_public_names() -> None:
     assert set().union(*modules.values()) == {
         "robuststats", "robuststats.errors", "robuststats.stats", "robuststats.cli._output",
         "robuststats.cli._power_common", "robuststats.cli._power_modes",
-        "robuststats.cli._power_gate", "robuststats.report.power"}
+        "robuststats.cli._power_gate", "robuststats.cli._power_sequential",
+        "robuststats.report.power"}
     assert not any("robuststats.cli.power" in found for found in modules.values())
     for name in ("_power_common.py", "_power_modes.py", "_power_gate.py"):
         assert not modules[name] & {"robuststats.cli._power_modes", "robuststats.cli._power_gate"}

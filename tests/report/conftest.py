@@ -97,10 +97,11 @@ def tables() -> dict[str, pd.DataFrame]:
     out = synthetic_tables()
     # every table a version stores; the power plans are printed, never stored in a version,
     # a dose-response sweep's tables are stored only by sweep studies, and the gate's by
-    # gate versions
+    # gate versions, and the table of looks only by sequential studies
     from robuststats.analysis._dose import DOSE_TABLES
 
-    assert set(out) == set(TABLE_COLUMNS) - {"power", "power_seeds", "gate", *DOSE_TABLES}
+    assert set(out) == set(TABLE_COLUMNS) - {"power", "power_seeds", "gate",
+                                             "sequential_looks", *DOSE_TABLES}
     return out
 
 

@@ -38,7 +38,7 @@ def _stats_imports(path: Path) -> list[tuple[str, str | None]]:
 
 
 def test_the_subpackages_exist() -> None:
-    assert SUBPACKAGES == ["dose", "power", "resampling"]
+    assert SUBPACKAGES == ["dose", "power", "resampling", "sequential"]
 
 
 def test_no_module_reaches_into_another_subpackage() -> None:

@@ -1,0 +1,98 @@
+"""``robuststats power --sequential 3,5,8``: power and expected seeds of a sequential study.
+
+Calls :func:`robuststats.stats.sequential.power_sequential` (formulas: its module doc and
+``docs/power.md``) and prints the looks beside the fixed design of equal power.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from robuststats.cli._output import fmt_number
+from robuststats.cli._power_common import names
+from robuststats.errors import InputError
+
+__all__ = ["parse_looks", "sequential_mode"]
+
+#: the library's parameters that only this mode has, as the flags that set them
+_FLAGS = {"looks": "--sequential", "beta": "--futility-beta",
+          "cost_per_seed": "--cost-per-seed"}
+
+
+def parse_looks(text: str) -> list[int]:
+    """``"3,5,8"`` -> ``[3, 5, 8]`` (argparse type of ``--sequential``)."""
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of seed counts: {text!r}") from None
+
+
+def sequential_mode(args: argparse.Namespace, discordance: float | None, pilot: Any
+                    ) -> tuple[dict[str, Any], list[str]]:
+    from robuststats.stats.sequential import power_sequential
+
+    if args.effect is None or args.n is None:
+        raise InputError("`--sequential` needs --effect and --n (items) to plan the looks.")
+    if discordance is None and args.correlation is None:
+        raise InputError("`--sequential` needs π_D: pass --discordance, --correlation with "
+                         "--baseline, or --pilot.")
+    if args.seeds is not None and args.seeds != args.sequential[-1]:
+        raise InputError(f"`--seeds` {args.seeds} must equal the last look of --sequential "
+                         f"({args.sequential[-1]}), or be left out.")
+    comps = None if pilot is None else pilot[2]
+    seed_sd = args.seed_sd if args.seed_sd is not None else (
+        0.0 if comps is None else comps.seed_sd)
+    icc = args.icc if args.icc is not None else (0.0 if comps is None else comps.icc)
+    try:
+        r = power_sequential(args.effect, args.sequential, args.n, discordance=discordance,
+                             seed_sd=seed_sd, icc=icc, baseline=args.baseline,
+                             correlation=args.correlation, alpha=args.alpha,
+                             alternative=args.alternative, spending=args.spending,
+                             futility=args.futility, beta=args.futility_beta,
+                             cost_per_seed=args.cost_per_seed)
+    except InputError as exc:
+        message = str(exc)
+        for name, flag in _FLAGS.items():
+            message = message.replace(f"`{name}`", f"`{flag}`")
+        raise InputError(message) from None
+    a, b = names(pilot)
+    rows = [{"look": i + 1, "n_seeds": k, "efficacy_bound": float(r.efficacy_bound[i]),
+             "futility_bound": None if r.futility == "none" else float(r.futility_bound[i]),
+             "stop_null": float(r.stop_null[i]), "stop_effect": float(r.stop_effect[i])}
+            for i, k in enumerate(r.looks)]
+    summary = {
+        "power": r.power, "type1_error": r.type1_error,
+        "expected_seeds_null": r.expected_seeds_null,
+        "expected_seeds_effect": r.expected_seeds_effect, "max_seeds": r.looks[-1],
+        "fixed_seeds": r.fixed_seeds, "fixed_power": r.fixed_power, "saving": r.saving,
+        "cost_per_seed": r.cost_per_seed,
+        "expected_cost_null": r.cost(r.expected_seeds_null),
+        "expected_cost_effect": r.cost(r.expected_seeds_effect),
+        "fixed_cost": r.cost(r.fixed_seeds)}
+    payload = {"design": "sequential", "spending": r.spending, "futility": r.futility,
+               "looks": rows, "summary": summary}
+    lines = [f"Sequential seed-random design: {r.spending} spending over looks at "
+             f"{', '.join(map(str, r.looks))} seeds, futility {r.futility}; "
+             f"acc({a}) − acc({b}) = {args.effect:g}, {args.n} items, alpha = {args.alpha:g} "
+             f"({args.alternative})",
+             "", "look  seeds  efficacy z  futility z  P(stop | δ=0)  P(stop | effect)"]
+    for row in rows:
+        fut = "-" if row["futility_bound"] is None else f"{row['futility_bound']:.3f}"
+        lines.append(f"{row['look']:>4}  {row['n_seeds']:>5}  {row['efficacy_bound']:>10.3f}  "
+                     f"{fut:>10}  {row['stop_null']:>13.3f}  {row['stop_effect']:>16.3f}")
+    cost = ""
+    if r.cost_per_seed is not None:
+        cost = (f"; expected cost {fmt_number(summary['expected_cost_effect'])} under the "
+                f"effect, {fmt_number(summary['expected_cost_null'])} under δ = 0, fixed "
+                f"{fmt_number(summary['fixed_cost'])}")
+    lines += ["", f"power {r.power:.3f} (type I error {r.type1_error:.4f}); expected seeds "
+                  f"{r.expected_seeds_effect:.2f} under the effect, {r.expected_seeds_null:.2f} "
+                  f"under δ = 0, at most {r.looks[-1]}",
+              f"fixed design of equal power: {r.fixed_seeds} seeds (power "
+              f"{r.fixed_power:.3f}); the sequential design saves {r.saving:.1%} of its seeds "
+              f"on average under the effect{cost}",
+              "few-df approximation: each look's bound is moved so that the look alone has the "
+              "seed-random t's power (docs/power.md, sequential designs)."]
+    return payload, lines

@@ -1,0 +1,91 @@
+"""The ``sequential:`` section of a study file: a group-sequential study over training seeds.
+
+    sequential:
+      looks: [3, 5, 8]          # analyse after this many seeds; the last is every seed
+      spending: obf             # obf | pocock (Lan–DeMets spending of the type I error)
+      futility: non_binding     # none | binding | non_binding
+      beta: 0.2                 # type II error spent by the futility bound
+      effect: 0.05              # planned a − b of the driving hypotheses (with futility)
+      drive: [H1]               # hypotheses that decide stopping (default: all)
+
+The study trains the first ``looks[k]`` seeds of ``seeds``, analyses, and stops when every
+driving hypothesis is decided by its repeated confidence interval or is futile
+(:mod:`robuststats.stats.sequential`; ``docs/statistics.md``, sequential studies).
+Torch-free, like the rest of the spec.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from robuststats.config import Strict
+from robuststats.config.bounds import MAX_SEEDS
+
+__all__ = ["SequentialSpec"]
+
+MAX_LOOKS = 10
+
+
+class SequentialSpec(Strict):
+    """Looks, spending, futility and the driving hypotheses of a sequential study."""
+
+    looks: list[int] = Field(min_length=2, max_length=MAX_LOOKS)
+    spending: Literal["obf", "pocock"] = "obf"
+    futility: Literal["none", "binding", "non_binding"] = "none"
+    beta: float = Field(default=0.2, gt=0, lt=0.5)
+    beta_spending: Literal["obf", "pocock"] | None = None
+    effect: float | None = Field(default=None, allow_inf_nan=False)
+    drive: list[str] | None = Field(default=None, min_length=1)
+
+    @field_validator("looks")
+    @classmethod
+    def _looks(cls, v: list[int]) -> list[int]:
+        if v[0] < 2:
+            raise ValueError(f"the first look needs at least 2 seeds (the seed-random t), "
+                             f"got {v[0]}")
+        if any(b <= a for a, b in itertools.pairwise(v)):
+            raise ValueError(f"looks must increase strictly, got {v}")
+        if v[-1] > MAX_SEEDS:
+            raise ValueError(f"the last look may have at most {MAX_SEEDS} seeds, got {v[-1]}")
+        return v
+
+
+def check_sequential(seq: SequentialSpec, hypotheses: list, n_seeds: int, *,
+                     sweep: bool) -> None:
+    """The checks of ``sequential`` against the rest of the study (key paths from the root)."""
+    from robuststats.config.yaml_lines import KeyedError
+    from robuststats.errors import did_you_mean
+
+    if sweep:
+        raise KeyedError(("sequential",), "a study cannot have both `sweep` and `sequential`")
+    if seq.looks[-1] != n_seeds:
+        raise KeyedError(("sequential", "looks"), f"the last look must be every seed of "
+                         f"`seeds` ({n_seeds}), got {seq.looks[-1]}")
+    if not hypotheses:
+        raise KeyedError(("sequential",), "a sequential study needs `hypotheses` to drive "
+                         "its stopping")
+    ids = [h.id for h in hypotheses]
+    for i, name in enumerate(seq.drive or []):
+        if name not in ids:
+            raise KeyedError(("sequential", "drive", i), f"unknown hypothesis {name!r}"
+                             f"{did_you_mean(name, ids)}; the study defines {ids}")
+    if seq.futility == "none":
+        return
+    if seq.effect is None:
+        raise KeyedError(("sequential", "effect"), f"futility {seq.futility!r} needs the "
+                         "planned effect `effect` (a − b) that its β-spending is under")
+    for h in hypotheses:
+        if seq.drive is not None and h.id not in seq.drive:
+            continue
+        if h.relation == "equivalent":
+            raise KeyedError(("sequential", "futility"), f"a futility bound needs greater or "
+                             f"less hypotheses; driving hypothesis {h.id!r} is equivalent "
+                             "(drive it without futility, or leave it out of `drive`)")
+        ahead = seq.effect > h.margin if h.relation == "greater" else seq.effect < h.margin
+        if not ahead:
+            raise KeyedError(("sequential", "effect"), f"the planned effect {seq.effect!r} "
+                             f"must lie on the verified side of hypothesis {h.id!r} "
+                             f"({h.relation} than margin {h.margin!r})")

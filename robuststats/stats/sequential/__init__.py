@@ -1,0 +1,43 @@
+"""Group-sequential tests over training seeds: Lan–DeMets spending, boundaries by recursive
+integration, operating characteristics and repeated confidence intervals; and anytime-valid
+confidence sequences for one pair of models on a stream of items (``_betting``).
+
+Formulas and sources: the module docstrings and ``docs/statistics.md`` (sequential studies).
+"""
+
+from __future__ import annotations
+
+from robuststats.stats.sequential._betting import ConfidenceSequence, betting_confidence_sequence
+from robuststats.stats.sequential._design import (
+    FUTILITY,
+    GroupSequentialDesign,
+    OperatingCharacteristics,
+    group_sequential_design,
+)
+from robuststats.stats.sequential._looks import (
+    LookDecision,
+    SequentialOptions,
+    analyse_look,
+    decide_look,
+    look_designs,
+)
+from robuststats.stats.sequential._power import SequentialPowerResult, power_sequential
+from robuststats.stats.sequential._spending import SPENDING_FUNCTIONS, spent
+
+__all__ = [
+    "FUTILITY",
+    "SPENDING_FUNCTIONS",
+    "ConfidenceSequence",
+    "GroupSequentialDesign",
+    "LookDecision",
+    "OperatingCharacteristics",
+    "SequentialOptions",
+    "SequentialPowerResult",
+    "analyse_look",
+    "betting_confidence_sequence",
+    "decide_look",
+    "group_sequential_design",
+    "look_designs",
+    "power_sequential",
+    "spent",
+]

@@ -1,0 +1,185 @@
+"""Planning a sequential study: power and expected seeds of looks over training seeds.
+
+The design is the one a study with ``sequential:`` runs (:mod:`._looks`): Lan–DeMets
+bounds ``b_k`` at the seed fractions ``n_k/K`` (symmetric two-sided at ``α``, or one-sided
+at ``α/sides`` with a futility bound ``a_k``). Its operating characteristics use three
+pieces, each checked by simulation in ``docs/statistics.md``:
+
+* the correlation of the looks' statistics from the information ``I_k = 1/se_k²`` of the
+  seed-random design, ``se_k² = σ²_seed/n_k + σ²_item/N + σ²_res/(n_k N)``
+  (:func:`robuststats.stats.power_seeds` gives ``se_k``): ``Corr(Z_j, Z_k) = √(I_j/I_k)``;
+* the drift ``θ√I_k = δ/se_k``;
+* few degrees of freedom: at look ``k`` the calibrated seed-random t rejects at nominal
+  one-sided level ``Φ̄(b_k)`` with the power ``p_k`` that
+  :func:`~robuststats.stats.power_seeds` computes for that fixed test (its variance
+  estimate and calibrated critical value included). The look's normal-scale bound is
+  moved to ``q_k = δ/se_k − Φ⁻¹(p_k)``, which gives each look alone exactly that power,
+  and each futility bound ``a_k`` likewise (to the bound whose crossing has the t's
+  probability of a p-value above ``Φ̄(a_k)``); the joint crossing
+  probabilities then come from the recursion (:mod:`._recursion`). Under the null the
+  normal design is used (``α`` exactly; the calibrated t is at or below it). A futility
+  bound spends ``β`` under the drift ``z_{1−α/sides} + Φ⁻¹(p_K)`` at which a normal test
+  at the last look has the seed-random t's power ``p_K`` there.
+
+The expected number of seeds is ``Σ_k n_k·P(stop at look k)``. The fixed design of equal
+power is the fewest seeds whose single seed-random t test reaches the sequential design's
+power (:func:`~robuststats.stats.power_seeds` solving for ``n_seeds``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+from robuststats._validation import check_int, check_number
+from robuststats.errors import InputError
+from robuststats.stats.sequential._looks import SequentialOptions, look_designs
+from robuststats.stats.sequential._recursion import crossing
+
+__all__ = ["SequentialPowerResult", "power_sequential"]
+
+
+@dataclass(frozen=True)
+class SequentialPowerResult:
+    """Operating characteristics of a sequential design over seeds, and the fixed design.
+
+    Attributes
+    ----------
+    looks : tuple of int
+        Seeds per condition at each look.
+    efficacy_bound, futility_bound : numpy.ndarray
+        z bounds of the design (futility NaN without one).
+    power : float
+        Probability of deciding for the planned effect (crossing an efficacy bound).
+    type1_error : float
+        Probability of crossing an efficacy bound when ``δ = 0`` (normal design, futility
+        obeyed).
+    stop_null, stop_effect : numpy.ndarray
+        Probability of stopping at each look under ``δ = 0`` and the planned effect.
+    expected_seeds_null, expected_seeds_effect : float
+    fixed_seeds : int
+        Seeds of the fixed design (one analysis) with at least ``power``.
+    fixed_power : float
+        Its power.
+    cost_per_seed : float or None
+        Cost of one seed of both conditions (e.g. GPU-hours), when given.
+    """
+
+    looks: tuple[int, ...]
+    n_items: int
+    effect: float
+    alpha: float
+    alternative: str
+    spending: str
+    futility: str
+    efficacy_bound: np.ndarray
+    futility_bound: np.ndarray
+    power: float
+    type1_error: float
+    stop_null: np.ndarray
+    stop_effect: np.ndarray
+    expected_seeds_null: float
+    expected_seeds_effect: float
+    fixed_seeds: int
+    fixed_power: float
+    cost_per_seed: float | None = None
+
+    @property
+    def saving(self) -> float:
+        """Share of the fixed design's seeds saved on average under the planned effect."""
+        return 1.0 - self.expected_seeds_effect / self.fixed_seeds
+
+    def cost(self, seeds: float) -> float | None:
+        return None if self.cost_per_seed is None else seeds * self.cost_per_seed
+
+
+def power_sequential(effect: float, looks, n_items: int, *, discordance: float | None = None,
+                     seed_sd: float = 0.0, icc: float = 0.0, baseline: float | None = None,
+                     correlation: float | None = None, alpha: float = 0.05,
+                     alternative: str = "two-sided", spending: str = "obf",
+                     futility: str = "none", beta: float = 0.2,
+                     cost_per_seed: float | None = None) -> SequentialPowerResult:
+    """Power and expected seeds of a group-sequential seed-random design (module doc).
+
+    ``looks``: seeds per condition at each look (≥ 2, increasing); the other design
+    arguments are those of :func:`robuststats.stats.power_seeds`.
+    """
+    from robuststats.stats import power_seeds
+
+    try:
+        ks = tuple(check_int(k, "looks", low=2) for k in looks)
+    except TypeError:
+        raise InputError(f"`looks` must be a sequence of seed counts, got {looks!r}.") \
+            from None
+    if len(ks) < 2 or any(b <= a for a, b in itertools.pairwise(ks)):
+        raise InputError(f"`looks` must be at least 2 increasing seed counts, got "
+                         f"{list(ks)}.")
+    if cost_per_seed is not None:
+        check_number(cost_per_seed, "cost_per_seed", low=0.0)
+    sides = 2 if alternative == "two-sided" else 1
+    design = dict(discordance=discordance, seed_sd=seed_sd, icc=icc, baseline=baseline,
+                  correlation=correlation)
+    fixed = [power_seeds(effect, n_items, k, None, alpha=alpha, alternative=alternative,
+                         **design) for k in ks]
+    se = np.array([r.standard_error for r in fixed])
+    info = 1.0 / se**2
+    t_true = info / info[-1]
+    eta = fixed[-1].effect / se[-1]
+    options = SequentialOptions(ks, alpha=alpha * 2.0 / sides, spending=spending,
+                                futility=futility, beta=beta, effect=None)
+    # β is spent under the drift at which a normal test at the last look has the power of
+    # the seed-random t there (its few df cost power that the normal drift would not show)
+    p_last = power_seeds(effect, n_items, ks[-1], None, alpha=alpha / sides,
+                         alternative="greater", **design).achieved_power
+    eta_eff = float(special.ndtri(1.0 - alpha / sides) + special.ndtri(min(p_last, 1 - 1e-16)))
+    rci, one = look_designs(options, max(eta_eff, 0.0))
+    chosen = one if one is not None else rci
+    upper = chosen.upper
+    lower = one.lower if one is not None else (rci.lower if sides == 2 else
+                                               np.full(len(ks), -np.inf))
+    # the null: the normal design itself
+    null = crossing(np.asarray(chosen.fractions), upper, lower, 0.0)
+
+    def effective(i: int, bound: float) -> float:
+        # the normal-scale bound whose marginal crossing probability at look i is the
+        # seed-random t's probability of a one-sided p-value at most Φ̄(bound)
+        if not math.isfinite(bound):
+            return bound
+        p = power_seeds(effect, n_items, ks[i], None, alpha=float(special.ndtr(-bound)),
+                        alternative="greater", **design).achieved_power
+        return eta * math.sqrt(t_true[i]) - float(special.ndtri(min(max(p, 1e-300),
+                                                                    1 - 1e-16)))
+
+    up_eff = np.array([effective(i, b) for i, b in enumerate(upper)])
+    low_eff = np.array([effective(i, a) if futility != "none" and i < len(ks) - 1 else
+                        (up_eff[i] if futility != "none" else a)
+                        for i, a in enumerate(lower)])
+    alt = crossing(t_true, up_eff, low_eff, eta)
+    power = float(alt.upper.sum())
+    stop_null, stop_alt = _stops(null), _stops(alt)
+    k_arr = np.asarray(ks, dtype=float)
+    try:
+        fixed_k = power_seeds(effect, n_items, None, power, alpha=alpha,
+                              alternative=alternative, **design).n_seeds
+    except InputError:
+        fixed_k = ks[-1]
+    fixed_power = power_seeds(effect, n_items, fixed_k, None, alpha=alpha,
+                              alternative=alternative, **design).achieved_power
+    lower_out = lower if futility != "none" else np.full(len(ks), np.nan)
+    return SequentialPowerResult(
+        ks, int(n_items), float(effect), float(alpha), alternative, spending, futility,
+        upper, np.where(np.isfinite(lower_out), lower_out, np.nan), power,
+        float(null.upper.sum() + (null.lower.sum() if sides == 2 and futility == "none"
+                                  else 0.0)),
+        stop_null, stop_alt, float(stop_null @ k_arr), float(stop_alt @ k_arr), int(fixed_k),
+        float(fixed_power), cost_per_seed)
+
+
+def _stops(c) -> np.ndarray:  # type: ignore[no-untyped-def]
+    stop = c.stop.copy()
+    stop[-1] = max(0.0, 1.0 - stop[:-1].sum())
+    return stop

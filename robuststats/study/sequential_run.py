@@ -1,0 +1,132 @@
+"""Running a sequential study: train the seeds of each look, analyse, stop or go on.
+
+Look ``k`` runs the cells of the first ``sequential.looks[k]`` seeds of ``seeds`` (every
+finished cell, and every trained model, is reused from the run directory), analyses the
+driving hypotheses with :func:`robuststats.stats.sequential.analyse_look` and stops when
+each is decided or futile. The decisions are a deterministic function of the stored
+outcomes, so a killed run, rerun, passes the finished looks again without training and
+goes on at the look it was in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from robuststats.errors import InputError
+from robuststats.runs import ExecutionReport
+from robuststats.runs.plan import Cell
+from robuststats.runs.spec import StudySpec
+
+__all__ = ["SequentialRun", "options_of", "run_looks", "with_repeated_intervals"]
+
+
+@dataclass(frozen=True)
+class SequentialRun:
+    """The looks a sequential study ran: the cells of the last, and one row per hypothesis
+    and look (table ``sequential_looks``)."""
+
+    cells: list[Cell]
+    report: ExecutionReport
+    looks: pd.DataFrame
+    stopped_at: int
+    n_seeds: int
+    reused: set[Cell]
+
+
+def driving(spec: StudySpec) -> list[Any]:
+    seq = spec.sequential
+    assert seq is not None
+    return [h for h in spec.hypotheses if seq.drive is None or h.id in seq.drive]
+
+
+def options_of(spec: StudySpec) -> Any:
+    """The :class:`~robuststats.stats.sequential.SequentialOptions` of a study."""
+    from robuststats.stats.sequential import SequentialOptions
+
+    seq = spec.sequential
+    assert seq is not None
+    m = len(driving(spec))
+    split = m if spec.analysis.multiplicity not in (None, "none") else 1
+    return SequentialOptions(tuple(seq.looks), alpha=1.0 - spec.analysis.confidence_level,
+                             spending=seq.spending, futility=seq.futility, beta=seq.beta,
+                             beta_spending=seq.beta_spending, effect=seq.effect, split=split)
+
+
+def run_looks(spec: StudySpec, ledger: Any, cells: list[Cell], items: list[str],
+              done: set[Cell], *, workers: int, execute: Any, progress: Any
+              ) -> SequentialRun:
+    """Run the looks of ``spec.sequential`` until the study stops (see the module doc)."""
+    from robuststats.stats.sequential import analyse_look
+
+    seq = spec.sequential
+    assert seq is not None
+    options, hyps, seeds = options_of(spec), driving(spec), spec.seed_list()
+    reports, rows = [], []
+    look_cells: list[Cell] = []
+    for look, n in enumerate(seq.looks, start=1):
+        chosen = set(seeds[:n])
+        look_cells = [c for c in cells if c.seed in chosen]
+        finished_before = ledger.finished(look_cells, items=items)
+        pending = [c for c in look_cells if c not in finished_before]
+        reports.append(execute(ledger, spec, pending, workers=workers, progress=progress))
+        outcomes = ledger.outcomes(look_cells, items=items)
+        finished = ledger.finished(look_cells, items=items)
+        if len(finished) < len(look_cells):
+            rows.append(_stopped(hyps, look, n, len(look_cells) - len(finished)))
+            break
+        try:
+            decisions = analyse_look(hyps, outcomes, look, options,
+                                     confidence_level=spec.analysis.confidence_level,
+                                     n_resamples=spec.analysis.n_resamples,
+                                     rng_seed=spec.analysis.rng_seed,
+                                     clean_noise=0.0)
+        except InputError as exc:
+            raise InputError(f"{spec.where(('sequential',))}: look {look} ({n} seeds): "
+                             f"{exc}") from None
+        rows += [dataclasses.asdict(d) for d in decisions]
+        if all(d.stops for d in decisions):
+            break
+    looks = pd.DataFrame(rows)
+    return SequentialRun(look_cells, ExecutionReport.combined(reports), looks,
+                         int(looks["look"].max()), len({c.seed for c in look_cells}),
+                         done & set(look_cells))
+
+
+def _stopped(hyps: list[Any], look: int, n: int, missing: int) -> dict[str, Any]:
+    return {"id": ",".join(h.id for h in hyps), "look": look, "n_seeds": n,
+            "decision": "STOPPED",
+            "reason": f"{missing} cell(s) of this look failed: the study stops here and its "
+                      "driving hypotheses stay INCONCLUSIVE"}
+
+
+def with_repeated_intervals(hypotheses: pd.DataFrame, run: SequentialRun,
+                            spec: StudySpec) -> pd.DataFrame:
+    """The ``hypotheses`` table with each driving hypothesis' interval, verdict and reason
+    replaced by its repeated confidence interval and decision at the look it stopped."""
+    last = run.looks[run.looks["look"] == run.stopped_at]
+    out = hypotheses.copy()
+    seq = spec.sequential
+    assert seq is not None
+    for row in last.itertuples(index=False):
+        at = out.index[out["id"] == row.id]
+        if row.decision == "STOPPED" or not len(at):
+            continue
+        verdict = row.decision if row.decision in ("VERIFIED", "FALSIFIED") else "INCONCLUSIVE"
+        reason = row.reason if row.decision != "FUTILE" else f"futile: {row.reason}"
+        out.loc[at, ["ci_low", "ci_high", "ci_level", "ci_method", "verdict", "reason"]] = [
+            row.ci_low, row.ci_high, row.ci_level, row.ci_method, verdict,
+            f"look {row.look} of {len(seq.looks)} ({row.n_seeds} seeds): {reason}"]
+        out.loc[at, "multiplicity"] = (f"sequential {seq.spending} spending over "
+                                       f"{len(seq.looks)} looks")
+    return out
+
+
+def sequential_tables(analysis: Any, run: SequentialRun, spec: StudySpec) -> Any:
+    """``analysis`` with the repeated intervals in ``hypotheses`` and the table of looks."""
+    return dataclasses.replace(
+        analysis, hypotheses=with_repeated_intervals(analysis.hypotheses, run, spec),
+        extra={**analysis.extra, "sequential_looks": run.looks})

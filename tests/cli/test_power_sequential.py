@@ -1,0 +1,56 @@
+"""``robuststats power --sequential``: the looks, the fixed design of equal power, errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from robuststats.cli import main
+
+BASE = ["power", "--effect", "0.03", "--n", "500", "--discordance", "0.2", "--seed-sd",
+        "0.01"]
+
+
+def test_json_has_looks_power_and_the_fixed_design(capsys) -> None:
+    assert main([*BASE, "--sequential", "3,5,8", "--cost-per-seed", "40", "--format",
+                 "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["design"] == "sequential"
+    assert [r["n_seeds"] for r in out["looks"]] == [3, 5, 8]
+    s = out["summary"]
+    # rpact's two-sided asOF bounds at information rates 0.375, 0.625, 1 (alpha 0.05):
+    # getDesignGroupSequential(informationRates = c(3, 5, 8)/8, alpha = 0.025, sided = 1,
+    #   typeOfDesign = "asOF")$criticalValues  3.478597 2.612447 1.985409
+    assert [r["efficacy_bound"] for r in out["looks"]] == pytest.approx(
+        [3.478597, 2.612447, 1.985409], abs=1e-3)
+    assert s["type1_error"] == pytest.approx(0.05, abs=1e-6)
+    assert 3 < s["expected_seeds_effect"] <= s["expected_seeds_null"] <= 8
+    assert s["fixed_power"] >= s["power"] - 1e-9
+    assert s["expected_cost_effect"] == pytest.approx(40 * s["expected_seeds_effect"])
+    assert s["saving"] == pytest.approx(1 - s["expected_seeds_effect"] / s["fixed_seeds"])
+
+
+def test_futility_stops_more_under_the_null(capsys) -> None:
+    assert main([*BASE, "--sequential", "3,5,8", "--futility", "non_binding", "--format",
+                 "json"]) == 0
+    s = json.loads(capsys.readouterr().out)["summary"]
+    assert s["expected_seeds_null"] < 6
+    assert s["type1_error"] < 0.05
+
+
+@pytest.mark.parametrize(("extra", "match"), [
+    (["--sequential", "3,x"], "--sequential"),
+    (["--sequential", "3,2"], "`--sequential` must be at least 2 increasing"),
+    (["--sequential", "3,5", "--seeds", "8"], "last look"),
+    (["--sequential", "3,5", "--futility", "binding", "--futility-beta", "1.5"],
+     "--futility-beta"),
+])
+def test_bad_flags_are_one_line(capsys, extra, match) -> None:
+    try:
+        code = main([*BASE, *extra])
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    assert code == 2
+    message = capsys.readouterr().err.strip()
+    assert match in message and "\n" not in message

@@ -1,0 +1,225 @@
+"""Group-sequential boundaries against rpact (R 4.2, rpact 3.3.4 from Debian's r-cran-rpact).
+
+Every reference value was printed by the R call beside it (``sprintf("%.6f", ...)``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from robuststats.errors import InputError
+from robuststats.stats.sequential import group_sequential_design, spent
+
+# R: library(rpact); d <- getDesignGroupSequential(kMax = K, alpha = 0.05, sided = 2,
+#    typeOfDesign = TYPE); sprintf("%.6f", d$criticalValues)
+RPACT_TWO_SIDED = {
+    ("obf", 2): [2.962588, 1.968596],
+    ("obf", 3): [3.710303, 2.511427, 1.993047],
+    ("obf", 4): [4.332634, 2.963132, 2.359044, 2.014090],
+    ("obf", 5): [4.876885, 3.357012, 2.680280, 2.289817, 2.031032],
+    ("pocock", 2): [2.156999, 2.200977],
+    ("pocock", 3): [2.279428, 2.294911, 2.295938],
+    ("pocock", 4): [2.368328, 2.367524, 2.358168, 2.350030],
+    ("pocock", 5): [2.437977, 2.426814, 2.410194, 2.396645, 2.385985],
+}
+
+
+@pytest.mark.parametrize(("spending", "k"), sorted(RPACT_TWO_SIDED))
+def test_two_sided_bounds_equal_rpact(spending: str, k: int) -> None:
+    d = group_sequential_design(np.arange(1, k + 1) / k, alpha=0.05, sides=2,
+                                spending=spending)
+    np.testing.assert_allclose(d.upper, RPACT_TWO_SIDED[spending, k], atol=2e-6)
+    np.testing.assert_allclose(d.lower, -d.upper)
+    assert d.operating(0.0).reject == pytest.approx(0.05, abs=1e-9)
+
+
+def test_unequal_looks_one_sided_equal_rpact() -> None:
+    # R: getDesignGroupSequential(informationRates = c(0.375, 0.625, 1), alpha = 0.025,
+    #    sided = 1, typeOfDesign = "asOF")$criticalValues
+    d = group_sequential_design([0.375, 0.625, 1.0], alpha=0.025, sides=1, spending="obf")
+    np.testing.assert_allclose(d.upper, [3.478597, 2.612447, 1.985409], atol=2e-6)
+
+
+# R: d <- getDesignGroupSequential(informationRates = c(1/3, 2/3, 1), alpha = 0.025,
+#    beta = 0.1, sided = 1, typeOfDesign = "asOF", typeBetaSpending = "bsOF",
+#    bindingFutility = BINDING); d$criticalValues; d$futilityBounds;
+#    sqrt(getDesignCharacteristics(d)$shift)      (the drift θ√I_K of power 0.9)
+@pytest.mark.parametrize(("futility", "drift", "upper", "lower"), [
+    ("non_binding", 3.33638955, [3.710303, 2.511427, 1.993047], [-0.694541, 1.002460]),
+    ("binding", 3.30378217, [3.710303, 2.511395, 1.958784], [-0.713367, 0.975836]),
+])
+def test_beta_spending_futility_equal_rpact(futility, drift, upper, lower) -> None:
+    d = group_sequential_design([1 / 3, 2 / 3, 1.0], alpha=0.025, sides=1, spending="obf",
+                                futility=futility, beta=0.1, drift=drift)
+    np.testing.assert_allclose(d.upper, upper, atol=2e-6)
+    np.testing.assert_allclose(d.lower[:2], lower, atol=2e-6)
+    assert d.lower[2] == d.upper[2]
+    # rpact's drift is the one of power 1 − β at which the last bounds meet
+    assert d.operating(drift).reject == pytest.approx(0.9, abs=1e-6)
+
+
+def test_power_and_expected_size_equal_rpact() -> None:
+    # R: p <- getPowerMeans(design = getDesignGroupSequential(kMax = 3, alpha = 0.025,
+    #    sided = 1, typeOfDesign = "asP"), groups = 1, normalApproximation = TRUE,
+    #    alternative = 0.5, stDev = 1, maxNumberOfSubjects = 40)
+    #    p$overallReject 0.833811; p$rejectPerStage 0.325027 0.316223 0.192560;
+    #    p$expectedNumberOfSubjects 27.1163
+    d = group_sequential_design([1 / 3, 2 / 3, 1.0], alpha=0.025, sides=1, spending="pocock")
+    from robuststats.stats.sequential._design import crossing_of
+
+    eta = 0.5 * np.sqrt(40.0)
+    o = d.operating(eta)
+    assert o.reject == pytest.approx(0.833811, abs=2e-6)
+    np.testing.assert_allclose(crossing_of(d, eta).upper, [0.325027, 0.316223, 0.192560],
+                               atol=2e-6)
+    assert o.expected_fraction * 40 == pytest.approx(27.1163, abs=1e-3)
+
+
+def test_crossing_probabilities_agree_with_simulated_paths() -> None:
+    """An independent check of the recursion: Brownian paths at the looks."""
+    rng = np.random.default_rng(7)
+    t = np.array([0.3, 0.55, 1.0])
+    d = group_sequential_design(t, alpha=0.025, sides=1, spending="pocock",
+                                futility="non_binding", beta=0.2, drift=2.5)
+    for eta in (0.0, 2.5):
+        inc = rng.normal(size=(400_000, 3)) * np.sqrt(np.diff(t, prepend=0.0)) + eta * \
+            np.diff(t, prepend=0.0)
+        z = np.cumsum(inc, axis=1) / np.sqrt(t)
+        alive = np.ones(len(z), bool)
+        up = []
+        for k in range(3):
+            hit = alive & (z[:, k] >= d.upper[k])
+            up.append(hit.mean())
+            alive &= (z[:, k] < d.upper[k]) & (z[:, k] > d.lower[k])
+        o = d.operating(eta)
+        assert sum(up) == pytest.approx(o.reject, abs=0.002)
+
+
+def test_spending_functions() -> None:
+    # Lan & DeMets (1983): both spend α by t = 1; O'Brien–Fleming-like spends little early
+    assert spent("obf", [1.0], 0.05)[0] == pytest.approx(0.05)
+    assert spent("pocock", [1.0], 0.05)[0] == pytest.approx(0.05)
+    early = spent("obf", [0.25], 0.05)[0]
+    assert early < spent("pocock", [0.25], 0.05)[0]
+    # R: 2 - 2*pnorm(qnorm(0.975)/sqrt(0.25)); 0.05*log(1 + (exp(1) - 1)*0.25)
+    assert early == pytest.approx(8.857543832e-05, rel=1e-8)
+    assert spent("pocock", [0.25], 0.05)[0] == pytest.approx(0.01786870098, rel=1e-8)
+
+
+def test_repeated_interval_uses_the_look_bound() -> None:
+    d = group_sequential_design([0.5, 1.0], alpha=0.05, sides=2, spending="obf")
+    low, high = d.repeated_interval(1, 0.1, 0.02)
+    assert (low, high) == pytest.approx((0.1 - 2.962588 * 0.02, 0.1 + 2.962588 * 0.02),
+                                        abs=1e-7)
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"fractions": [0.5, 0.4, 1.0]}, "increase strictly"),
+    ({"fractions": [0.5, 0.9]}, "increase strictly from above 0 to 1"),
+    ({"fractions": [0.5, 1.0], "spending": "haybittle"}, "spending"),
+    ({"fractions": [0.5, 1.0], "futility": "binding"}, "one-sided"),
+    ({"fractions": [0.5, 1.0], "futility": "binding", "sides": 1}, "drift"),
+    ({"fractions": [0.5, 1.0], "alpha": 1.5}, "alpha"),
+])
+def test_bad_input_is_one_line(kwargs, match) -> None:
+    fractions = kwargs.pop("fractions")
+    with pytest.raises(InputError, match=match):
+        group_sequential_design(fractions, **kwargs)
+
+
+def _looks(shift: float, options, relation: str = "greater", margin: float = 0.0):
+    from robuststats.stats import Hypothesis, simulate_outcomes
+    from robuststats.stats.sequential import analyse_look
+
+    df = simulate_outcomes(5, 200, accuracy_effect=shift, n_noise_seeds=1,
+                           eval_noise=(0.0, 0.05), rng=3)
+    h = Hypothesis("H", "accuracy", "A", "B", 0.05, relation, margin)
+    return [analyse_look([h], df[df["seed"] < n], look, options, n_resamples=50)[0]
+            for look, n in enumerate(options.looks, start=1)]
+
+
+@pytest.mark.slow
+def test_a_look_decides_by_its_repeated_interval() -> None:
+    from robuststats.stats.sequential import SequentialOptions
+
+    opts = SequentialOptions((3, 5), spending="pocock")
+    for d in _looks(0.6, opts):
+        assert d.ci_level == pytest.approx(1 - 2 * (1 - _phi(d.efficacy_bound)), abs=1e-12)
+        verified = d.ci_low > 0.0
+        assert (d.decision == "VERIFIED") == verified
+        assert (d.statistic_z >= d.efficacy_bound) == verified
+        assert d.ci_low < d.estimate < d.ci_high
+
+
+def test_the_statistic_is_negative_below_the_margin_and_futility_stops() -> None:
+    from robuststats.stats.sequential import SequentialOptions
+
+    opts = SequentialOptions((3, 5), spending="obf", futility="non_binding", beta=0.2,
+                             effect=0.05)
+    first = _looks(-0.4, opts)[0]
+    assert first.estimate < 0 and first.statistic_z < 0
+    assert first.futility_bound > first.statistic_z
+    assert first.decision in ("FUTILE", "FALSIFIED")
+
+
+def _phi(x: float) -> float:
+    from scipy import special
+
+    return float(special.ndtr(x))
+
+
+@pytest.mark.slow
+def test_the_outcomes_path_and_the_array_path_decide_alike() -> None:
+    """``analyse_look`` (a study's outcomes table) and ``decide_look`` on the seed-random t of
+    the outcome matrices (the calibration benchmark) give the same looks."""
+    from robuststats.stats import Hypothesis, seed_random_test, simulate_outcomes
+    from robuststats.stats._seed_random import seed_random_evidence
+    from robuststats.stats.sequential import SequentialOptions, analyse_look, decide_look
+
+    h = Hypothesis("H", "accuracy", "A", "B", 0.05, "greater", 0.0)
+    opts = SequentialOptions((3, 5), spending="obf", futility="non_binding", effect=0.04)
+    for rep in range(3):
+        df = simulate_outcomes(5, 150, accuracy_effect=0.3 * rep, n_noise_seeds=1,
+                               eval_noise=(0.0, 0.05), rng=rep)
+        noisy = df[df["eval_noise"] == 0.05]
+        wide = noisy.pivot_table(index=["condition", "seed"], columns="item_id",
+                                 values="correct")
+        x, y = wide.loc["A"].to_numpy(), wide.loc["B"].to_numpy()
+        for look, n in enumerate(opts.looks, start=1):
+            a = analyse_look([h], df[df["seed"] < n], look, opts, n_resamples=50)[0]
+            ev = seed_random_evidence(seed_random_test(x[:n], y[:n]), "")
+            b = decide_look(h, ev, look, opts)
+            assert (a.decision, a.ci_low, a.ci_high) == (b.decision, b.ci_low, b.ci_high)
+            assert a.statistic_z == pytest.approx(b.statistic_z)
+
+
+@pytest.mark.slow
+def test_small_calibration_in_the_realistic_simulator() -> None:
+    """A small run of benchmarks/sequential_calibration.py (full table: docs/statistics.md
+    §11): type I error and power of obf spending over looks at 3, 5 and 8 seeds."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import sequential_calibration as cal
+
+    raw, plans = cal.run(60, 1)
+    tab = cal.table(raw, plans).set_index(["scenario", "design"])
+    for design in ("obf", "pocock", "obf + non-binding futility"):
+        null = tab.loc[("null", design)]
+        assert null["rejection rate"] <= 0.10  # 60 replications: 6 of 60 at most
+        effect = tab.loc[("effect", design)]
+        assert abs(effect["rejection rate"] - effect["planned"]) <= 0.2
+        assert effect["mean seeds"] <= 8
+    # futility ends null studies early
+    assert tab.loc[("null", "obf + non-binding futility"), "mean seeds"] < 7
+
+
+def test_ignoring_a_non_binding_futility_bound_keeps_alpha() -> None:
+    d = group_sequential_design([1 / 3, 2 / 3, 1.0], alpha=0.025, sides=1, spending="obf",
+                                futility="non_binding", beta=0.1, drift=3.33638955)
+    assert d.operating(0.0, futility_obeyed=False).reject == pytest.approx(0.025, abs=1e-8)
+    assert d.operating(0.0).reject < 0.025
+    two = group_sequential_design([0.5, 1.0], alpha=0.05, sides=2)
+    assert two.operating(0.0, futility_obeyed=False).reject == pytest.approx(0.05, abs=1e-8)

@@ -1,0 +1,178 @@
+"""Sequential studies: the ``sequential:`` section, looks over nested seeds, stopping,
+repeated intervals in the version, and a killed run resumed at the right look."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from study_doubles import fake_study
+
+from robuststats.cli import main
+from robuststats.errors import InputError
+from robuststats.runs.spec import StudySpec
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+def _study(*, seeds: int = 5, looks=(3, 4, 5), margin: float = 0.0, delay: float = 0.0,
+           **section) -> dict:
+    d = fake_study(seeds=seeds, delay=delay, n=400, noise_seeds=1)
+    d["evaluation"]["noise_levels"] = [0, 0.1]
+    d["hypotheses"][0]["margin"] = margin
+    d["sequential"] = {"looks": list(looks), "spending": "obf", "drive": ["H1"], **section}
+    return d
+
+
+def _write(tmp_path: Path, data: dict) -> Path:
+    path = tmp_path / "seq.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.mark.parametrize(("change", "match"), [
+    ({"looks": [3, 4]}, r"sequential\.looks \(line \d+\): the last look must be every seed"),
+    ({"looks": [1, 5]}, r"sequential\.looks.*at least 2 seeds"),
+    ({"looks": [4, 3, 5]}, r"sequential\.looks.*increase strictly"),
+    ({"drive": ["H9"]}, r"sequential\.drive\.0 \(line \d+\): unknown hypothesis 'H9'"),
+    ({"futility": "binding"}, r"sequential\.effect.*needs the planned effect"),
+    ({"futility": "non_binding", "effect": -0.1}, r"sequential\.effect.*verified side"),
+    ({"spending": "haybittle"}, r"sequential\.spending"),
+    ({"stop_early": True}, r"sequential\.stop_early"),
+])
+def test_bad_sequential_sections_are_one_line_errors(tmp_path: Path, change, match) -> None:
+    data = _study()
+    data["sequential"].update(change)
+    with pytest.raises(InputError, match=match) as err:
+        StudySpec.from_file(_write(tmp_path, data))
+    assert "\n" not in str(err.value)
+
+
+def test_futility_needs_directional_hypotheses(tmp_path: Path) -> None:
+    data = _study(futility="non_binding", effect=0.1)
+    data["hypotheses"][0].update(relation="equivalent", margin=0.05)
+    with pytest.raises(InputError, match=r"sequential\.futility.*equivalent"):
+        StudySpec.from_file(_write(tmp_path, data))
+
+
+def test_the_section_leaves_older_studies_hashes_alone() -> None:
+    plain = StudySpec.from_dict(fake_study(seeds=5))
+    assert "sequential" not in plain.resolved()
+    seq = StudySpec.from_dict(_study())
+    assert seq.resolved()["sequential"]["looks"] == [3, 4, 5]
+
+
+def _cli(study: Path, tmp_path: Path, runs: str = "runs") -> list[str]:
+    return ["study", str(study), "--out", str(tmp_path / "results"), "--runs",
+            str(tmp_path / runs), "--workers", "1", "--no-progress"]
+
+
+@pytest.mark.slow
+def test_a_clear_effect_stops_early(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(HERE))
+    assert main(_cli(_write(tmp_path, _study()), tmp_path)) == 0
+    v = tmp_path / "results" / "fake" / "v1"
+    manifest = json.loads((v / "manifest.json").read_text())
+    assert manifest["sequential"] == {"stopped_at_look": 2, "looks": 3, "seeds_used": 4,
+                                      "seeds_planned": 5}
+    assert manifest["seeds"] == [0, 1, 2, 3]
+    outcomes = pd.read_parquet(v / "outcomes.parquet")
+    assert sorted(outcomes["seed"].unique()) == [0, 1, 2, 3]  # seed 4 never trained
+    looks = pd.read_csv(v / "sequential_looks.csv")
+    assert looks[["id", "look", "decision"]].values.tolist() == [
+        ["H1", 1, "CONTINUE"], ["H1", 2, "VERIFIED"]]
+    row = looks.iloc[1]
+    assert row["statistic_z"] >= row["efficacy_bound"]
+    hyp = pd.read_csv(v / "hypotheses.csv").set_index("id")
+    assert hyp.loc["H1", "ci_method"].startswith("repeated CI")
+    assert (hyp.loc["H1", "ci_low"], hyp.loc["H1", "ci_high"]) == pytest.approx(
+        (row["ci_low"], row["ci_high"]))
+    assert not hyp.loc["H2", "ci_method"].startswith("repeated CI")  # not driving
+    assert (v / "figures" / "sequential_looks.png").stat().st_size > 0
+    assert "## Sequential looks" in (v / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_an_undecided_hypothesis_runs_every_look(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(HERE))
+    # the fake A − B clean difference is about 0.10: a margin there stays undecided
+    assert main(_cli(_write(tmp_path, _study(margin=0.10)), tmp_path)) == 0
+    v = tmp_path / "results" / "fake" / "v1"
+    looks = pd.read_csv(v / "sequential_looks.csv")
+    assert looks["look"].tolist() == [1, 2, 3]
+    assert looks["decision"].tolist()[:2] == ["CONTINUE", "CONTINUE"]
+    assert looks["n_seeds"].tolist() == [3, 4, 5]
+    # the efficacy bound of obf spending falls look by look and ends near 1.99
+    assert looks["efficacy_bound"].is_monotonic_decreasing
+    assert sorted(pd.read_parquet(v / "outcomes.parquet")["seed"].unique()) == [0, 1, 2, 3, 4]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(HERE), env.get("PYTHONPATH", "")])
+    return env
+
+
+@pytest.mark.slow
+def test_killed_sequential_study_resumes_at_its_look(tmp_path: Path, monkeypatch) -> None:
+    study = _write(tmp_path, _study(margin=0.10, delay=0.1))
+    root = tmp_path / "killed" / "fake"
+    cmd = [sys.executable, "-m", "robuststats", *_cli(study, tmp_path, "killed")]
+    proc = subprocess.Popen(cmd, env=_env(), cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    first_look = 2 * 3 * 2  # conditions × seeds × levels (one noise seed)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:  # kill inside the second look
+        cells = root / "cells"
+        if cells.is_dir() and len(list(cells.glob("*.parquet"))) >= first_look + 2:
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    before = {p.stem for p in (root / "cells").glob("*.parquet")}
+    assert first_look + 2 <= len(before) < 2 * 4 * 2, "the kill missed the second look"
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(HERE))
+    pid = os.getpid()
+    assert main(_cli(study, tmp_path, "killed")) == 0
+    events = [json.loads(line) for line in (root / "events.jsonl").read_text().splitlines()]
+    done_now = [e["cell"] for e in events if e["event"] == "cell_done" and e["pid"] == pid]
+    assert not set(done_now) & before  # nothing evaluated twice
+    assert len(done_now) == len(set(done_now)) == 2 * 5 * 2 - len(before)
+    trained = [e for e in events if e.get("event") == "model_trained" and e["pid"] == pid]
+    assert all(e["job"].split("__s")[1] not in ("0", "1", "2") for e in trained)
+    every = [e["job"] for e in events if e.get("event") == "model_trained"]
+    assert len(every) == len(set(every)) == 2 * 5  # each model trained once in all
+
+    # an uninterrupted run makes the same looks
+    assert main(_cli(study, tmp_path, "clean")) == 0
+    a = pd.read_csv(tmp_path / "results" / "fake" / "v1" / "sequential_looks.csv")
+    b = pd.read_csv(tmp_path / "results" / "fake" / "v2" / "sequential_looks.csv")
+    pd.testing.assert_frame_equal(a, b)
+
+
+@pytest.mark.slow
+def test_a_failed_cell_stops_the_study_at_its_look(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.syspath_prepend(str(HERE))
+    data = _study(margin=0.10)
+    data["trainer"]["params"]["fail"] = ["A__s3__n0__ns0"]  # a cell of look 2
+    assert main(_cli(_write(tmp_path, data), tmp_path)) == 1  # a failed cell: exit 1
+    v = tmp_path / "results" / "fake" / "v1"
+    looks = pd.read_csv(v / "sequential_looks.csv")
+    assert looks["decision"].tolist() == ["CONTINUE", "STOPPED"]
+    assert "failed" in looks["reason"].iloc[-1]
+    hyp = pd.read_csv(v / "hypotheses.csv").set_index("id")
+    assert hyp.loc["H1", "verdict"] == "INCONCLUSIVE"
+    manifest = json.loads((v / "manifest.json").read_text())
+    assert manifest["sequential"]["stopped_at_look"] == 2
+    assert sorted(pd.read_parquet(v / "outcomes.parquet")["seed"].unique()) == [0, 1, 2, 3]
