@@ -164,6 +164,7 @@ def test_other_scale_uses_other_evaluations(tmp_path: Path,
     assert len(list((tmp_path / "runs" / "tiny_resume" / "diagnose").iterdir())) == 2
 
 
+@pytest.mark.slow  # about 17 s: a probe run twice, serially and on two workers
 def test_worker_processes_give_the_serial_result(tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """--workers 2: every evaluation runs in the pool (none in this process), and the

@@ -137,6 +137,7 @@ def test_decided_verdicts_follow_the_discordant_pairs(pair, relation, margin) ->
         assert abs(b - c) < margin * xa.size
 
 
+@pytest.mark.slow  # about 30 s: 25 generated studies
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(outcome_pairs(balanced=True))
 def test_tests_table_never_rejects_without_excess_discordance(pair) -> None:

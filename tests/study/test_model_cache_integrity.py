@@ -14,6 +14,7 @@ import json
 import warnings
 
 import pandas as pd
+import pytest
 from study_doubles import fake_study
 
 from robuststats.runs.ledger import CellIntegrityWarning
@@ -26,6 +27,7 @@ def _run(spec, tmp_path):
                      progress=False)
 
 
+@pytest.mark.slow  # about 12 s: trains the tiny model twice
 def test_an_altered_cached_model_is_trained_again_not_reused(tmp_path):
     spec = StudySpec.from_dict(fake_study(n=8, noise_seeds=1))
     first = _run(spec, tmp_path)
