@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from proctable import alive as _alive
+from proctable import children as _children
 from study_doubles import fake_study
 
 from robuststats.cli import main
@@ -29,29 +31,6 @@ N_CELLS = 2 * 2 * (1 + 2)  # conditions × seeds × (clean + 2 levels × 1 noise
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(),
                                 reason="reads the process table from /proc")
-
-
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state, parent pid) of a process, or None when it does not exist."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2:].split()
-    return fields[0], int(fields[1])
-
-
-def _children(pid: int) -> set[int]:
-    out = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (st := _stat(int(entry.name))) and st[1] == pid:
-            out.add(int(entry.name))
-    return out
-
-
-def _alive(pid: int) -> bool:
-    st = _stat(pid)
-    return st is not None and st[0] not in ("Z", "X")  # a zombie has exited
 
 
 def _wait_until(predicate, timeout: float, step: float = 0.05) -> float | None:

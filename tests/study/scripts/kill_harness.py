@@ -22,24 +22,13 @@ from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # tests/study: proctable
+
+from proctable import children  # noqa: E402
 
 
-def _stat(pid: int) -> tuple[str, int] | None:
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2:].split()
-    return fields[0], int(fields[1])
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (st := _stat(int(entry.name))) and st[1] == pid \
-                and st[0] not in ("Z", "X"):
-            out.append(int(entry.name))
-    return out
+def _children(pid: int) -> set[int]:
+    return children(pid, living=True)
 
 
 def _what(pid: int) -> str:
