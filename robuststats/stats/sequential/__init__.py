@@ -1,13 +1,18 @@
 """Group-sequential tests over training seeds: Lan–DeMets spending, boundaries by recursive
 integration, operating characteristics and repeated confidence intervals; and anytime-valid
-confidence sequences for one pair of models on a stream of items (``_betting``).
+confidence sequences for one pair of models on a stream of items, for their difference
+and for one model's retention (``_betting``).
 
 Formulas and sources: the module docstrings and ``docs/statistics.md`` (sequential studies).
 """
 
 from __future__ import annotations
 
-from robuststats.stats.sequential._betting import ConfidenceSequence, betting_confidence_sequence
+from robuststats.stats.sequential._betting import (
+    ConfidenceSequence,
+    betting_confidence_sequence,
+    retention_confidence_sequence,
+)
 from robuststats.stats.sequential._design import (
     FUTILITY,
     GroupSequentialDesign,
@@ -39,5 +44,6 @@ __all__ = [
     "group_sequential_design",
     "look_designs",
     "power_sequential",
+    "retention_confidence_sequence",
     "spent",
 ]
