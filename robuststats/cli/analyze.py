@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from robuststats.cli import _anytime
 from robuststats.cli import _options as opts
 from robuststats.cli._output import emit, fmt_ci, fmt_p, fmt_pct, render_table
 from robuststats.glossary import table_names
@@ -73,6 +74,7 @@ _OPTIONS = [
             opts.option("--threshold", type=float, metavar="X",
                         help="count a score >= X as correct (for scores other than 0/1)"),
         ]),
+    _anytime.OPTIONS,
     opts.FORMAT,
     opts.out("also write a new, analysis-only result version under DIR/<study>/",
              default=None),
@@ -93,7 +95,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             "INCONCLUSIVE, as in the study run."
         ),
         epilog="Accuracies and intervals print in percent; the column names are those of "
-               "docs/glossary.md.")
+               "docs/glossary.md. Exit status: 0, 2 on bad input; with --anytime --watch, "
+               "0 decided, 3 undecided at --timeout, 130 interrupted.")
 
 
 def _spec(args: argparse.Namespace, source: Path) -> Any:
@@ -135,6 +138,15 @@ def run(args: argparse.Namespace) -> int:
     from robuststats.study.reanalysis import reanalyze
 
     source = Path(args.source)
+    _anytime.check(args)
+    if args.anytime:
+        if _harness_flags(args) or _is_harness(source):
+            from robuststats.errors import InputError
+
+            raise InputError(f"--anytime: {str(source)!r} is harness output; --anytime reads "
+                             "an outcomes table (.csv/.tsv/.jsonl/.parquet, a run or "
+                             "version directory) in the order of its rows.")
+        return _anytime.run(args)
     if args.out:
         opts.check_output_dirs(args, "out")  # a bad --out fails before the analysis
     spec = _spec(args, source)

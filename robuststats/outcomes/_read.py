@@ -20,34 +20,42 @@ _SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl",
 
 
 # ---------------------------------------------------------------------- reading
-def read_outcomes(source: str | Path | pd.DataFrame) -> pd.DataFrame:
+def read_outcomes(source: str | Path | pd.DataFrame, *,
+                  order_column: str | None = None) -> pd.DataFrame:
     """Read and validate an outcomes table.
 
     ``source`` is a DataFrame, a file (``.csv``, ``.tsv``, ``.jsonl``/``.ndjson``,
     ``.parquet``), a result version directory (``outcomes.parquet`` inside) or a run
-    directory (one file per finished cell under ``cells/``).
+    directory (one file per finished cell under ``cells/``). ``order_column``: also keep
+    each row's position in the source (0-based, before validation sorts the rows) in a
+    column of that name: the order in which a growing file's items were evaluated.
     """
     import pandas as pd
 
     if isinstance(source, pd.DataFrame):
-        return validate_outcomes(source)
+        return validate_outcomes(_ordered(source, order_column))
     path = Path(source)
     if not path.exists():
         raise InputError(f"outcomes path {str(path)!r} does not exist.")
     if path.is_dir():
         if (path / "outcomes.parquet").is_file():
-            return read_outcomes(path / "outcomes.parquet")
+            return read_outcomes(path / "outcomes.parquet", order_column=order_column)
         cells = sorted((path / "cells").glob("*.parquet"))
         if not cells:
             raise InputError(f"{str(path)!r} holds neither outcomes.parquet (a result "
                              "version) nor cells/*.parquet (a run directory).")
         frames = [_checked_cell(p) for p in cells]
-        return validate_outcomes(pd.concat(frames, ignore_index=True), source=str(path))
+        return validate_outcomes(_ordered(pd.concat(frames, ignore_index=True), order_column),
+                                 source=str(path))
     kind = _SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise InputError(f"outcomes file {str(path)!r}: unknown format {path.suffix!r}; use "
                          ".csv, .tsv, .jsonl or .parquet.")
-    return validate_outcomes(_read_file(path, kind), source=str(path))
+    return validate_outcomes(_ordered(_read_file(path, kind), order_column), source=str(path))
+
+
+def _ordered(frame: pd.DataFrame, column: str | None) -> pd.DataFrame:
+    return frame if column is None else frame.assign(**{column: range(len(frame))})
 
 
 def _checked_cell(path: Path) -> pd.DataFrame:

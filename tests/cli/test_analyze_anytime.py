@@ -1,0 +1,177 @@
+"""``robuststats analyze --anytime``: confidence sequences over the stream of items of an
+outcomes file, once and watching it grow."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from robuststats.analysis import anytime_table
+from robuststats.cli import main
+from robuststats.stats.sequential import (
+    betting_confidence_sequence,
+    retention_confidence_sequence,
+)
+
+HEADER = "condition,seed,eval_noise,noise_seed,item_id,correct\n"
+
+
+def _lines(rows) -> str:
+    return "".join(f"{c},{s},{e},{k},{i},{v}\n" for c, s, e, k, i, v in rows)
+
+
+def _two_models(n=300, seed=0, p_a=0.8, p_b=0.6, keep=0.85):
+    """Rows of A:0 and B:0, clean and at eval_noise 0.1, item by item."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        for cond, p in (("A", p_a), ("B", p_b)):
+            clean = int(rng.random() < p)
+            rows.append((cond, 0, 0.0, 0, f"q{i}", clean))
+            rows.append((cond, 0, 0.1, 0, f"q{i}", int(clean and rng.random() < keep)))
+    return rows
+
+
+def test_the_table_is_the_library_sequence_in_file_order(tmp_path: Path, capsys) -> None:
+    rows = _two_models()
+    # the file lists the items in a shuffled order: the stream is that order
+    order = np.random.default_rng(1).permutation(len(rows) // 4)
+    rows = [r for j in order for r in rows[4 * j:4 * j + 4]]
+    src = tmp_path / "o.csv"
+    src.write_text(HEADER + _lines(rows))
+    assert main(["analyze", str(src), "--anytime", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert "not about their training procedures" in out["statement"]
+    got = {(r["comparison"], r["model_a"], r["eval_noise"]): r for r in out["anytime"]}
+    assert len(got) == 4  # two differences (clean, noisy), two retentions
+    frame = pd.DataFrame(rows, columns=HEADER.strip().split(","))
+    a = frame[(frame.condition == "A") & (frame.eval_noise == 0.1)].correct.to_numpy(float)
+    b = frame[(frame.condition == "B") & (frame.eval_noise == 0.1)].correct.to_numpy(float)
+    cs = betting_confidence_sequence(a, b)
+    r = got[("difference", "A:0", 0.1)]
+    assert r["items"] == 300 and r["estimate"] == pytest.approx(cs.estimate[-1])
+    assert (r["cs_low"], r["cs_high"]) == (pytest.approx(cs.low[-1]), pytest.approx(cs.high[-1]))
+    assert r["decided_at"] == cs.first_excluding(0.0) and r["decided"] == (r["direction"] != "")
+    clean = frame[(frame.condition == "A") & (frame.eval_noise == 0.0)].correct.to_numpy(float)
+    rs = retention_confidence_sequence(a, clean)
+    r = got[("retention", "A:0", 0.1)]
+    assert r["model_b"] == "A:0 clean" and r["null"] == 1.0
+    assert r["cs_high"] == pytest.approx(rs.high[-1]) and r["decided_at"] == rs.first_excluding(1)
+    # the text table says what it is about
+    assert main(["analyze", str(src), "--anytime"]) == 0
+    text = capsys.readouterr().out
+    assert "== anytime (95%) ==" in text and "these trained models" in text
+
+
+def test_an_item_counts_once_both_cells_hold_it() -> None:
+    # A evaluated items 0..99, B only 0..39 so far, B's rows first: 40 paired items, in
+    # the order of B's rows (the later of the two positions)
+    a = [("A", 0, 0.0, 0, f"q{i}", 1) for i in range(100)]
+    b = [("B", 0, 0.0, 0, f"q{i}", 0) for i in reversed(range(40))]
+    frame = pd.DataFrame(b + a, columns=HEADER.strip().split(","))
+    frame["order"] = range(len(frame))
+    table = anytime_table(frame, margin=0.5)
+    (row,) = table.to_dict(orient="records")
+    assert row["items"] == 40 and row["estimate"] == 1.0
+    assert row["direction"] == "above" and row["decided_at"] < 40 and row["null"] == 0.5
+
+
+def _append_slowly(path: Path, rows, chunk: int, pause: float) -> None:
+    """Append ``rows`` to ``path`` a chunk at a time, each chunk's last line in two writes
+    (a reader sees half a row now and then)."""
+    for start in range(0, len(rows), chunk):
+        text = _lines(rows[start:start + chunk])
+        with open(path, "a") as fh:
+            fh.write(text[:-7])
+            fh.flush()
+            time.sleep(pause / 2)
+            fh.write(text[-7:])
+        time.sleep(pause / 2)
+
+
+def test_watch_a_file_another_thread_appends_to(tmp_path: Path, capsys) -> None:
+    # A right on 90 % of items, B on 40 %: decided long before the 300 items are written
+    rng = np.random.default_rng(3)
+    rows = [(c, 0, 0.0, 0, f"q{i}", int(rng.random() < p))
+            for i in range(300) for c, p in (("A", 0.9), ("B", 0.4))]
+    src = tmp_path / "grow.csv"
+    src.write_text(HEADER)
+    writer = threading.Thread(target=_append_slowly, args=(src, rows, 20, 0.03))
+    writer.start()
+    try:
+        code = main(["analyze", str(src), "--anytime", "--watch", "0.02", "--timeout", "20",
+                     "--format", "json"])
+    finally:
+        writer.join()
+    captured = capsys.readouterr()
+    updates = [json.loads(line) for line in captured.out.splitlines()]
+    assert code == 0 and "decided after" in captured.err
+    assert len(updates) >= 2 and updates[-1]["decided"] and not updates[0]["decided"]
+    last = updates[-1]["anytime"][0]
+    assert last["direction"] == "above" and last["items"] < 300
+    # the decision is the library's on the same first items, in file order
+    a = np.array([v for c, *_, v in rows if c == "A"][:last["items"]], float)
+    b = np.array([v for c, *_, v in rows if c == "B"][:last["items"]], float)
+    assert last["decided_at"] == betting_confidence_sequence(a, b).first_excluding(0.0)
+
+
+def test_watch_times_out_undecided_and_stops_on_interrupt(tmp_path: Path, capsys,
+                                                          monkeypatch) -> None:
+    src = tmp_path / "same.csv"  # two identical models: never decided
+    src.write_text(HEADER + _lines((c, 0, 0.0, 0, f"q{i}", i % 2)
+                                   for i in range(50) for c in "AB"))
+    assert main(["analyze", str(src), "--anytime", "--watch", "0.05", "--timeout",
+                 "0.2"]) == 3
+    assert "--timeout 0.2 s passed: 1 of 1 comparison(s) undecided" in capsys.readouterr().err
+
+    def interrupt(_seconds):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(time, "sleep", interrupt)
+    assert main(["analyze", str(src), "--anytime", "--watch", "1"]) == 130
+    assert "interrupted while watching" in capsys.readouterr().err
+
+
+def test_watch_waits_for_a_file_not_yet_written(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "later.jsonl"
+    rows = [{"condition": c, "item_id": f"q{i}", "correct": int(c == "A")}
+            for i in range(60) for c in "AB"]
+
+    def write() -> None:
+        time.sleep(0.1)
+        src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        code = main(["analyze", str(src), "--anytime", "--watch", "0.02", "--timeout", "10"])
+    finally:
+        writer.join()
+    assert code == 0 and "above" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["--anytime"], "--pair: the outcomes hold 4 models"),
+    (["--anytime", "--pair", "A", "Z"], "--pair: no model 'Z'"),
+    (["--anytime", "--pair", "C", "A"], "--pair: condition 'C' has seeds 0, 1: name one as C:0"),
+    (["--watch", "1"], "--watch: only with --anytime"),
+    (["--anytime", "--pair", "A", "B", "--timeout", "3"], "--timeout: only with --watch"),
+    (["--anytime", "--pair", "A", "B", "--out", "x"], "--out: not used by --anytime"),
+    (["--anytime", "--pair", "A", "B", "--margin", "2"], r"--margin: must lie in \[-1, 1\]"),
+    (["--anytime", "--pair", "A", "B", "--alpha", "1.5"], r"--alpha: must lie in \(0, 1\)"),
+])
+def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys, argv, match) -> None:
+    src = tmp_path / "three.csv"
+    src.write_text(HEADER + _lines([("A", 0, 0, 0, "q1", 1), ("B", 0, 0, 0, "q1", 0),
+                                    ("C", 0, 0, 0, "q1", 1), ("C", 1, 0, 0, "q1", 1)]))
+    assert main(["analyze", str(src), *argv]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert re.search(match, err), err
