@@ -11,10 +11,12 @@ decided, 3 when ``--timeout`` passes first (undecided), 130 when interrupted; wi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from robuststats.cli import _options as opts
 from robuststats.cli._output import emit, fmt_pct, render_table, to_jsonable
 from robuststats.cli._types import non_negative_float
 
-__all__ = ["INTERRUPTED", "OPTIONS", "UNDECIDED", "check", "run"]
+__all__ = ["INTERRUPTED", "OPTIONS", "UNDECIDED", "check", "complete_source", "run"]
 
 #: exit status of --watch when --timeout passes with a comparison undecided
 UNDECIDED = 3
@@ -107,27 +109,44 @@ def _alpha(args: argparse.Namespace) -> float:
     return 1.0 - args.confidence_level if args.confidence_level is not None else 0.05
 
 
-def _snapshot(source: Path) -> Any:
-    """The outcomes with each row's position in ``order``, or None while the source has
-    no complete row yet. A text file is read up to its last line break."""
-    from robuststats.outcomes import read_outcomes
+@contextlib.contextmanager
+def complete_source(source: Path) -> Iterator[Path | None]:
+    """A text outcomes file read up to its last line break (a file being written may end in
+    half a row), as a copy in a temporary directory; None while it holds no complete row.
+    Any other source (parquet, a directory) is yielded as it is. An error inside names
+    ``source``, not the copy."""
+    from robuststats.errors import InputError
 
     if source.is_dir() or source.suffix.lower() not in _TEXT:
-        return read_outcomes(source, order_column=_ORDER) if source.exists() else None
+        yield source if source.exists() else None
+        return
     try:
         data = source.read_bytes()
     except FileNotFoundError:
-        return None
+        yield None
+        return
     complete = data[:data.rfind(b"\n") + 1]
     header = 0 if source.suffix.lower() in (".jsonl", ".ndjson") else 1
     if sum(1 for line in complete.splitlines() if line.strip()) <= header:
-        return None
+        yield None
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        part = Path(tmp) / f"outcomes{source.suffix.lower()}"
+        part = Path(tmp) / f"{source.stem}{source.suffix.lower()}"
         part.write_bytes(complete)
-        frame = read_outcomes(part, order_column=_ORDER)
-    frame.attrs["source"] = str(source)
-    return frame
+        try:
+            yield part
+        except InputError as exc:
+            raise InputError(str(exc).replace(str(part), str(source)),
+                             details=exc.details) from None
+
+
+def _snapshot(source: Path) -> Any:
+    """The outcomes with each row's position in ``order``, or None while the source has
+    no complete row yet."""
+    from robuststats.outcomes import read_outcomes
+
+    with complete_source(source) as part:
+        return None if part is None else read_outcomes(part, order_column=_ORDER)
 
 
 def _table(args: argparse.Namespace, outcomes: Any) -> Any:

@@ -39,7 +39,14 @@ examples:
       --equivalence 0.03 --margin-type absolute --metric accuracy
       pass only when the noisy accuracies are shown to differ by less than 3 points
 
-exit status: 0 pass, 1 fail (the question's claim not shown), 2 bad input.
+  robuststats gate growing.csv --baseline e8_matrix/v2 --baseline-condition E8a \
+      --max-degradation 0.02 --margin-type absolute --metric accuracy --anytime
+      one candidate checkpoint's outcomes as they are written, item by item: PASS or FAIL
+      as soon as the confidence sequence of the accuracy difference decides, else exit 3
+      (undecided: keep evaluating); re-running on the grown file stays valid
+
+exit status: 0 pass, 1 fail (the question's claim not shown), 2 bad input; with --anytime
+also 3 undecided (keep evaluating).
 Exactly one margin flag: --max-degradation (non-inferiority), --min-improvement
 (superiority) or --equivalence (TOST: each one-sided test at alpha, so the (1 − 2·alpha)
 interval must lie inside the margin; relative: the ratio inside (1 − D, 1/(1 − D))).
@@ -103,6 +110,19 @@ _OPTIONS = [
     opts.option("--seeds", type=_seeds, metavar="N|LIST",
                 help="the candidate's training seeds: for a {seed} checkpoint template the "
                      "seeds to evaluate (default: the baseline's), for outcomes the subset to use"),
+    opts.option("--anytime", action="store_true",
+                help="decide on a stream of items: one candidate model against one baseline "
+                     "model, by the anytime-valid confidence sequence (Waudby-Smith & Ramdas "
+                     "2023) of their noisy-accuracy difference (absolute margin) or ratio "
+                     "(relative), over the candidate's outcomes in the order of its rows; "
+                     "PASS/FAIL once the sequence lies on one side, else exit 3 (undecided: "
+                     "keep evaluating). About these checkpoints, not their training recipes; "
+                     "needs --metric accuracy"),
+    opts.option("--candidate-seed", type=int, metavar="S",
+                help="with --anytime: the candidate's training seed (when it has several)"),
+    opts.option("--baseline-seed", type=int, metavar="S",
+                help="with --anytime: the baseline's training seed (default the candidate's, "
+                     "or the baseline's only one)"),
     opts.option("--seed-pairing", choices=("auto", "paired", "independent"), default="auto",
                 help="auto (default): pair seeds by label when both sides have the same seeds, "
                      "else treat them as independent runs"),
@@ -140,6 +160,8 @@ def run(args: argparse.Namespace) -> int:
     from robuststats.gate import gate_markdown, gate_text, run_gate, write_gate
 
     question, flag, margin = _question(args)
+    if args.anytime or args.candidate_seed is not None or args.baseline_seed is not None:
+        return _anytime(args, question, flag, margin)
     opts.check_output_dirs(args, "out", "runs")
     try:
         result = run_gate(
@@ -167,6 +189,55 @@ def run(args: argparse.Namespace) -> int:
     return result.exit_code
 
 
+#: flags that --anytime refuses rather than ignore: (dest, its default)
+_NOT_ANYTIME = (("seeds", None), ("seed_pairing", "auto"), ("out", None), ("runs", None))
+
+
+def _anytime(args: argparse.Namespace, question: str, flag: str, margin: float) -> int:
+    """``gate --anytime``: one model each side, decided on the candidate's stream of items."""
+    from pathlib import Path
+
+    from robuststats.cli._anytime import complete_source
+    from robuststats.errors import InputError
+    from robuststats.gate import anytime_gate_text, run_anytime_gate
+
+    if not args.anytime:
+        given = "--candidate-seed" if args.candidate_seed is not None else "--baseline-seed"
+        raise InputError(f"{given}: only with --anytime (without it the gate uses every "
+                         "seed; --seeds picks the candidate's).")
+    given = [opts.flag(d) for d, default in _NOT_ANYTIME if getattr(args, d) != default]
+    if given:
+        raise InputError(f"{', '.join(given)}: not used by --anytime, which compares one "
+                         "trained model on each side (--candidate-seed, --baseline-seed) and "
+                         "writes no result version.")
+    with complete_source(Path(args.candidate)) as part:
+        if part is None:
+            raise InputError(f"CANDIDATE {args.candidate!r} holds no complete row of "
+                             "outcomes yet.")
+        try:
+            result = run_anytime_gate(
+                str(part), args.baseline, max_degradation=margin, question=question,
+                metric=args.metric, margin_type=args.margin_type, alpha=args.alpha,
+                eval_noise=args.eval_noise, baseline_condition=args.baseline_condition,
+                candidate_condition=args.candidate_condition, seed=args.candidate_seed,
+                baseline_seed=args.baseline_seed, root=args.root,
+                label=f"outcomes {args.candidate}")
+        except InputError as exc:
+            raise InputError(_flags(str(exc), flag)) from None
+    if args.format == "json":
+        emit("json", data=result.to_dict(), text="")
+    else:
+        print(anytime_gate_text(result, markdown=args.format == "markdown"))
+    if result.decision == "UNDECIDED":
+        print(f"robuststats gate: UNDECIDED (exit {result.exit_code}): keep evaluating.",
+              file=sys.stderr)
+    elif result.decision == "FAIL":
+        t = next(t for t in result.levels if t.decision == "FAIL")
+        print(f"robuststats gate: FAIL (exit 1): eval_noise {t.eval_noise:g}: the confidence "
+              f"sequence lies on the failing side after {t.decided_at} items.", file=sys.stderr)
+    return result.exit_code
+
+
 def _first_fail(result: Any) -> str:
     t = next(t for t in result.tests if not t.passed)
     return f"eval_noise {t.eval_noise:g}: {t.reason}"
@@ -175,7 +246,8 @@ def _first_fail(result: Any) -> str:
 #: library parameter -> the flag that sets it (errors name the flag)
 _FLAGS = {"max_degradation": "--max-degradation", "margin_type": "--margin-type",
           "metric": "--metric", "alpha": "--alpha", "eval_noise": "--eval-noise",
-          "seeds": "--seeds", "pairing": "--seed-pairing"}
+          "seeds": "--seeds", "pairing": "--seed-pairing", "baseline_seed": "--baseline-seed",
+          "candidate_seed": "--candidate-seed"}
 
 
 def _flags(message: str, margin_flag: str = "--max-degradation") -> str:

@@ -191,10 +191,12 @@ def load_baseline(ref: str, *, condition: str | None = None,
 
 
 def load_candidate(source: str, *, condition: str | None = None,
-                   root: str | Path = "results") -> Side | Checkpoint:
+                   root: str | Path = "results",
+                   order_column: str | None = None) -> Side | Checkpoint:
     """The candidate: a checkpoint (pattern), a result version, a run directory or a file;
     a checkpoint comes back as a :class:`Checkpoint`, to be evaluated under the baseline's
-    protocol."""
+    protocol. ``order_column``: keep each outcome row's position in its source
+    (``read_outcomes``) for a run directory or an outcomes file."""
     from robuststats.outcomes import read_outcomes
     from robuststats.results import MANIFEST, ResultVersion
 
@@ -217,7 +219,7 @@ def load_candidate(source: str, *, condition: str | None = None,
                                text)
         except (OSError, ValueError, AttributeError) as exc:
             raise InputError(f"CANDIDATE {text!r}: unreadable spec.json ({exc}).") from None
-        outcomes = read_outcomes(path)
+        outcomes = read_outcomes(path, order_column=order_column)
         chosen = _pick(sorted(set(outcomes["condition"])), condition,
                        "--candidate-condition", text)
         rows = outcomes[outcomes["condition"] == chosen].reset_index(drop=True)
@@ -225,7 +227,7 @@ def load_candidate(source: str, *, condition: str | None = None,
             Protocol.from_spec(spec, chosen, where=text), rows)
         return Side("candidate", "run directory", text, chosen, rows, protocol, spec)
     harness = _harness_outcomes(path)
-    outcomes = read_outcomes(path) if harness is None else harness
+    outcomes = read_outcomes(path, order_column=order_column) if harness is None else harness
     chosen = _pick(sorted(set(outcomes["condition"])), condition, "--candidate-condition",
                    text)
     rows = outcomes[outcomes["condition"] == chosen].reset_index(drop=True)

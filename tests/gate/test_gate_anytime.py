@@ -1,0 +1,129 @@
+"""``robuststats gate --anytime``: one candidate model against one baseline model, decided on
+the candidate's stream of items by a confidence sequence; exit 0 pass, 1 fail, 3 undecided."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from robuststats.cli import main
+from robuststats.gate._anytime import anytime_verdicts
+from robuststats.stats.sequential import (
+    betting_confidence_sequence,
+    retention_confidence_sequence,
+)
+
+
+@pytest.fixture
+def store(tmp_path, sim_outcomes, make_version):
+    root = tmp_path / "results"
+    make_version(root, sim_outcomes)
+    return root
+
+
+def _gate(capsys, store, candidate, *argv):
+    code = main(["gate", str(candidate), "--baseline", str(store / "sim" / "v1"),
+                 "--baseline-condition", "B", "--metric", "accuracy", "--anytime",
+                 *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _candidate(sim_outcomes, tmp_path, name="cand.csv", flip=None, rng=1):
+    """Baseline B's seed 0 as the candidate (or with the noisy outcomes set to ``flip``),
+    its rows shuffled: the order in which it was evaluated."""
+    rows = sim_outcomes[(sim_outcomes.condition == "B") & (sim_outcomes.seed == 0)].copy()
+    if flip is not None:
+        rows.loc[rows.eval_noise > 0, "correct"] = flip
+    rows = rows.sample(frac=1, random_state=rng).reset_index(drop=True)
+    path = tmp_path / name
+    rows.to_csv(path, index=False)
+    return path, rows
+
+
+def test_pass_fail_and_undecided_exit_codes(store, sim_outcomes, tmp_path, capsys) -> None:
+    same, _ = _candidate(sim_outcomes, tmp_path)
+    code, out, _ = _gate(capsys, store, same, "--max-degradation", "0.1",
+                         "--margin-type", "absolute")
+    assert code == 0 and "PASS" in out.splitlines()[0]
+    assert "not about their training recipes" in out
+    bad, _ = _candidate(sim_outcomes, tmp_path, "bad.csv", flip=0)
+    code, out, err = _gate(capsys, store, bad, "--max-degradation", "0.1",
+                           "--margin-type", "absolute")
+    assert code == 1 and "FAIL" in out.splitlines()[0] and "failing side" in err
+    # superiority of a model over itself: never shown, never refuted by these items
+    code, out, err = _gate(capsys, store, same, "--min-improvement", "0")
+    assert code == 3 and "UNDECIDED: keep evaluating" in out and "UNDECIDED (exit 3)" in err
+
+
+def test_the_decision_is_the_library_sequence_in_row_order(store, sim_outcomes, tmp_path,
+                                                           capsys) -> None:
+    path, rows = _candidate(sim_outcomes, tmp_path, rng=4)
+    base = sim_outcomes[(sim_outcomes.condition == "B") & (sim_outcomes.seed == 0)
+                        & (sim_outcomes.eval_noise > 0)].set_index("item_id")["correct"]
+    noisy = rows[rows.eval_noise > 0]
+    x = noisy["correct"].to_numpy(float)
+    y = base.loc[noisy["item_id"]].to_numpy(float)
+    for extra, cs, null in (
+            (["--margin-type", "absolute", "--equivalence", "0.08"],
+             betting_confidence_sequence(x, y), (-0.08, 0.08)),
+            (["--max-degradation", "0.1"], retention_confidence_sequence(x, y), (0.9, None))):
+        code, out, _ = _gate(capsys, store, path, *extra, "--format", "json")
+        (level,) = json.loads(out)["levels"]
+        verdicts = anytime_verdicts(cs.low, cs.high, *null)
+        first = int(np.flatnonzero(verdicts != "UNDECIDED")[0]) + 1
+        assert level["decision"] == verdicts[-1] == "PASS" and code == 0
+        assert level["decided_at"] == first
+        assert (level["cs_low"], level["cs_high"]) == (pytest.approx(cs.low[-1]),
+                                                      pytest.approx(cs.high[-1]))
+
+
+def test_a_growing_candidate_file_is_undecided_then_decided(store, sim_outcomes, tmp_path,
+                                                            capsys) -> None:
+    full, rows = _candidate(sim_outcomes, tmp_path, "full.csv")
+    grow = tmp_path / "grow.csv"
+    text = full.read_text().splitlines(keepends=True)
+    grow.write_text("".join(text[:41]) + text[41][:5])  # 40 rows and half a row
+    code, out, _ = _gate(capsys, store, grow, "--max-degradation", "0.1",
+                         "--margin-type", "absolute", "--format", "json")
+    first = json.loads(out)
+    assert code == 3 and first["decision"] == "UNDECIDED"
+    assert first["levels"][0]["items"] == int((rows.head(40).eval_noise > 0).sum())
+    grow.write_text("".join(text))
+    code, out, _ = _gate(capsys, store, grow, "--max-degradation", "0.1",
+                         "--margin-type", "absolute", "--format", "json")
+    assert code == 0 and json.loads(out)["levels"][0]["decided_at"] > first["levels"][0]["items"]
+
+
+@pytest.mark.parametrize(("argv", "match"), [
+    (["--max-degradation", "0.1", "--metric", "retention"], "`--metric`: --anytime decides"),
+    (["--max-degradation", "0.1", "--seeds", "1"], "--seeds: not used by --anytime"),
+    (["--max-degradation", "0.1", "--out", "x"], "--out: not used by --anytime"),
+    (["--max-degradation", "0.1", "--metric", "accuracy", "--baseline-seed", "7"],
+     r"`--baseline-seed` 7 is not among the baseline's seeds \[0, 1, 2\]"),
+])
+def test_bad_input_is_one_line_exit_2(store, sim_outcomes, tmp_path, capsys, argv,
+                                      match) -> None:
+    path, _ = _candidate(sim_outcomes, tmp_path)
+    code = main(["gate", str(path), "--baseline", str(store / "sim" / "v1"),
+                 "--baseline-condition", "B", "--anytime", *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and re.search(match, err), err
+
+
+def test_several_candidate_seeds_need_one_named(store, sim_outcomes, tmp_path, capsys) -> None:
+    rows = sim_outcomes[sim_outcomes.condition == "B"]
+    path = tmp_path / "three.csv"
+    rows.to_csv(path, index=False)
+    code, _, err = _gate(capsys, store, path, "--max-degradation", "0.1")
+    assert code == 2 and "`--candidate-seed`" in err and "[0, 1, 2]" in err
+    code, out, _ = _gate(capsys, store, path, "--max-degradation", "0.1",
+                         "--candidate-seed", "2", "--format", "json")
+    data = json.loads(out)
+    assert (data["seed_candidate"], data["seed_baseline"]) == (2, 2)
+    code = main(["gate", str(path), "--baseline", str(store / "sim" / "v1"),
+                 "--max-degradation", "0.1", "--candidate-seed", "2"])
+    assert code == 2 and "--candidate-seed: only with --anytime" in capsys.readouterr().err
