@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_pack
     from robuststats.gate._anytime import UNDECIDED_EXIT as UNDECIDED_EXIT
     from robuststats.gate._anytime import AnytimeGate as AnytimeGate
     from robuststats.gate._anytime import anytime_gate_text as anytime_gate_text
+    from robuststats.gate._anytime import anytime_verdicts as anytime_verdicts
     from robuststats.gate._anytime import run_anytime_gate as run_anytime_gate
     from robuststats.gate._contrast import MARGIN_TYPES as MARGIN_TYPES
     from robuststats.gate._contrast import METRICS as METRICS

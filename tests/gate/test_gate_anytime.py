@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from robuststats.cli import main
-from robuststats.gate._anytime import anytime_verdicts
+from robuststats.gate import anytime_verdicts
 from robuststats.stats.sequential import (
     betting_confidence_sequence,
     retention_confidence_sequence,
