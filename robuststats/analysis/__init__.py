@@ -21,6 +21,8 @@ from robuststats.analysis._anytime import (
     Model,
     anytime_table,
     decision,
+    find_model,
+    models_of,
     paired_stream,
 )
 from robuststats.analysis._dose import DoseOptions, condition_arrays, dose_response_tables
@@ -29,4 +31,5 @@ from robuststats.analysis._run import Analysis, analyze_outcomes
 
 __all__ = ["ANYTIME_COLUMNS", "ANYTIME_STATEMENT", "MULTIPLICITY_CHOICES", "Analysis",
            "AnalysisOptions", "DoseOptions", "Model", "analyze_outcomes", "anytime_table",
-           "condition_arrays", "decision", "dose_response_tables", "paired_stream"]
+           "condition_arrays", "decision", "dose_response_tables", "find_model", "models_of",
+           "paired_stream"]

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["ANYTIME_COLUMNS", "ANYTIME_STATEMENT", "Model", "anytime_table", "decision",
-           "paired_stream", "parse_model", "pick_pair"]
+           "find_model", "models_of", "paired_stream", "parse_model", "pick_pair"]
 
 #: columns of the anytime table, in order
 ANYTIME_COLUMNS = ("comparison", "model_a", "model_b", "eval_noise", "noise_seed", "items",
@@ -50,8 +50,10 @@ class Model:
         return f"{self.condition}:{self.seed}"
 
 
-def parse_model(text: str, models: list[Model], flag: str) -> Model:
-    """``CONDITION`` (a condition with one seed) or ``CONDITION:SEED``, among ``models``."""
+def find_model(text: str, models: list[Model], flag: str) -> Model | None:
+    """``CONDITION`` (a condition with one seed) or ``CONDITION:SEED`` among ``models``;
+    None when there is no such model (a condition with several seeds and no seed named is
+    an :class:`InputError` naming ``flag``)."""
     by_condition: dict[str, list[Model]] = {}
     for m in models:
         by_condition.setdefault(m.condition, []).append(m)
@@ -63,20 +65,30 @@ def parse_model(text: str, models: list[Model], flag: str) -> Model:
                              f"{text}:{have[0].seed}.")
         return have[0]
     condition, _, seed = text.rpartition(":")
-    if condition in by_condition and seed.isdigit():
-        for m in by_condition[condition]:
-            if m.seed == int(seed):
-                return m
-    raise InputError(f"{flag}: no model {text!r} in the outcomes (models: "
-                     f"{', '.join(map(str, models))}).")
+    return next((m for m in by_condition.get(condition, ())
+                 if seed.isdigit() and m.seed == int(seed)), None)
+
+
+def models_of(outcomes: pd.DataFrame) -> list[Model]:
+    """The ``(condition, seed)`` models of an outcomes table, sorted."""
+    return sorted({Model(str(c), int(s))
+                   for c, s in outcomes[["condition", "seed"]].itertuples(index=False)})
+
+
+def parse_model(text: str, models: list[Model], flag: str) -> Model:
+    """:func:`find_model`, with a missing model an :class:`InputError` naming ``flag``."""
+    found = find_model(text, models, flag)
+    if found is None:
+        raise InputError(f"{flag}: no model {text!r} in the outcomes (models: "
+                         f"{', '.join(map(str, models))}).")
+    return found
 
 
 def pick_pair(outcomes: pd.DataFrame, pair: tuple[str, str] | None,
               flag: str = "--pair") -> tuple[Model, ...]:
     """The monitored models: the two of ``pair``, else the only two (or one) in the
     outcomes; more than two without ``pair`` is an :class:`InputError` naming ``flag``."""
-    models = sorted({Model(str(c), int(s))
-                     for c, s in outcomes[["condition", "seed"]].itertuples(index=False)})
+    models = models_of(outcomes)
     if pair is not None:
         chosen = tuple(parse_model(t, models, flag) for t in pair)
         if chosen[0] == chosen[1]:

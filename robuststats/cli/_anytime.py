@@ -234,12 +234,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _absent(args: argparse.Namespace, outcomes: Any) -> bool:
-    """While watching, a --pair model whose condition has no row yet is waited for."""
-    if not args.pair:
-        return False
-    conditions = set(outcomes["condition"])
-    return any(t not in conditions and t.rpartition(":")[0] not in conditions
-               for t in args.pair)
+    """While watching, a --pair model with no row yet is waited for."""
+    from robuststats.analysis import find_model, models_of
+
+    models = models_of(outcomes)
+    return bool(args.pair) and any(find_model(t, models, "--pair") is None for t in args.pair)
 
 
 def _print_update(args: argparse.Namespace, table: Any) -> None:

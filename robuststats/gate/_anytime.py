@@ -196,7 +196,13 @@ def run_anytime_gate(candidate: str, baseline: str, *, max_degradation: float,
     out, notes = [], [f"{STATEMENT}: candidate seed {seed_c} against baseline seed {seed_b}."]
     for lv in levels:
         draws = tuple(sorted({int(k) for k in ref.loc[ref["eval_noise"] == lv, "noise_seed"]}))
-        c_items = _per_item(cand[cand["eval_noise"] == lv], draws)
+        at_level = cand[cand["eval_noise"] == lv]
+        lacking = sorted(set(draws) - {int(k) for k in at_level["noise_seed"]})
+        if len(at_level) and lacking:
+            notes.append(f"eval_noise {lv:g}: the candidate has no outcomes yet for noise seed "
+                         f"{', '.join(map(str, lacking))} of the baseline's "
+                         f"{', '.join(map(str, draws))}; an item counts once it has all.")
+        c_items = _per_item(at_level, draws)
         b_items = _per_item(ref[ref["eval_noise"] == lv], draws)
         stray = sorted(set(c_items["item_id"]) - set(b_items["item_id"]))
         if stray:

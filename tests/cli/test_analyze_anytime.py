@@ -175,3 +175,48 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys, argv, match) -> No
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     assert re.search(match, err), err
+
+
+def test_read_outcomes_keeps_each_rows_position(tmp_path: Path) -> None:
+    from robuststats.outcomes import read_outcomes
+
+    src = tmp_path / "o.jsonl"
+    rows = [{"condition": "A", "item_id": f"q{i}", "correct": 1} for i in (3, 1, 2)]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    frame = read_outcomes(src, order_column="order")  # validation sorts by item
+    assert list(frame["item_id"]) == ["q1", "q2", "q3"] and list(frame["order"]) == [1, 2, 0]
+    assert "order" not in read_outcomes(src).columns
+
+
+def test_one_model_gets_its_retention_unbounded_while_clean_is_never_right(tmp_path: Path,
+                                                                           capsys) -> None:
+    src = tmp_path / "one.csv"
+    src.write_text(HEADER + _lines([("A", 0, e, 0, f"q{i}", int(e > 0 and i % 3 == 0))
+                                    for i in range(90) for e in (0.0, 0.2)]))
+    assert main(["analyze", str(src), "--anytime", "--format", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["anytime"]
+    assert row["comparison"] == "retention" and row["items"] == 90
+    # JSON has no infinity: unbounded is null there, as every non-finite number of the package
+    assert row["cs_high"] is None and row["cs_low"] > 1 and row["direction"] == "above"
+    assert main(["analyze", str(src), "--anytime"]) == 0
+    assert "inf]" in capsys.readouterr().out
+
+
+def test_watch_waits_for_a_named_model_without_rows_yet(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "o.csv"
+    src.write_text(HEADER + _lines(("A", 0, 0.0, 0, f"q{i}", 1) for i in range(60)))
+
+    def later() -> None:
+        time.sleep(0.1)
+        with open(src, "a") as fh:
+            fh.write(_lines(("B", 1, 0.0, 0, f"q{i}", 0) for i in range(60)))
+
+    writer = threading.Thread(target=later)
+    writer.start()
+    try:
+        code = main(["analyze", str(src), "--anytime", "--pair", "A:0", "B:1", "--watch",
+                     "0.02", "--timeout", "10"])
+    finally:
+        writer.join()
+    out = capsys.readouterr().out
+    assert code == 0 and "B:1" in out and "above" in out
