@@ -110,11 +110,12 @@ def _alpha(args: argparse.Namespace) -> float:
 
 
 @contextlib.contextmanager
-def complete_source(source: Path) -> Iterator[Path | None]:
+def complete_source(source: Path, *, say_partial: bool = True) -> Iterator[Path | None]:
     """A text outcomes file read up to its last line break (a file being written may end in
     half a row), as a copy in a temporary directory; None while it holds no complete row.
     Any other source (parquet, a directory) is yielded as it is. An error inside names
-    ``source``, not the copy."""
+    ``source``, not the copy. ``say_partial``: a last line without its line break, left
+    out, is said on stderr (a finished file may simply lack the final line break)."""
     from robuststats.errors import InputError
 
     if source.is_dir() or source.suffix.lower() not in _TEXT:
@@ -126,6 +127,9 @@ def complete_source(source: Path) -> Iterator[Path | None]:
         yield None
         return
     complete = data[:data.rfind(b"\n") + 1]
+    if say_partial and data[len(complete):].strip():
+        print(f"note: the last line of {str(source)!r} has no line break yet: left out as "
+              "a row still being written.", file=sys.stderr)
     header = 0 if source.suffix.lower() in (".jsonl", ".ndjson") else 1
     if sum(1 for line in complete.splitlines() if line.strip()) <= header:
         yield None
@@ -140,12 +144,12 @@ def complete_source(source: Path) -> Iterator[Path | None]:
                              details=exc.details) from None
 
 
-def _snapshot(source: Path) -> Any:
+def _snapshot(source: Path, *, say_partial: bool = True) -> Any:
     """The outcomes with each row's position in ``order``, or None while the source has
     no complete row yet."""
     from robuststats.outcomes import read_outcomes
 
-    with complete_source(source) as part:
+    with complete_source(source, say_partial=say_partial) as part:
         return None if part is None else read_outcomes(part, order_column=_ORDER)
 
 
@@ -208,7 +212,7 @@ def run(args: argparse.Namespace) -> int:
     start, shown = time.monotonic(), None
     try:
         while True:
-            outcomes = _snapshot(source)
+            outcomes = _snapshot(source, say_partial=False)
             table = None if outcomes is None or _absent(args, outcomes) else \
                 _table(args, outcomes)
             if table is not None and not table.empty:

@@ -220,3 +220,13 @@ def test_watch_waits_for_a_named_model_without_rows_yet(tmp_path: Path, capsys) 
         writer.join()
     out = capsys.readouterr().out
     assert code == 0 and "B:1" in out and "above" in out
+
+
+def test_a_last_line_without_its_line_break_is_left_out_and_said(tmp_path: Path,
+                                                                 capsys) -> None:
+    src = tmp_path / "o.csv"
+    body = _lines((c, 0, 0.0, 0, f"q{i}", int(c == "A")) for i in range(30) for c in "AB")
+    src.write_text(HEADER + body[:-1])  # a finished file without the final line break
+    assert main(["analyze", str(src), "--anytime", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["anytime"][0]["items"] == 29 and "no line break yet" in err
