@@ -21,19 +21,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from robuststats._validation import check_number, check_probability
+from robuststats._validation import check_choice, check_number, check_probability
 from robuststats.errors import InputError
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ANYTIME_COLUMNS", "ANYTIME_STATEMENT", "Model", "anytime_table", "decision",
-           "find_model", "models_of", "paired_stream", "parse_model", "pick_pair"]
+__all__ = ["ANYTIME_COLUMNS", "ANYTIME_STATEMENT", "MONITOR", "Model", "anytime_table",
+           "decision", "find_model", "models_of", "paired_stream", "parse_model", "pick_pair"]
 
 #: columns of the anytime table, in order
 ANYTIME_COLUMNS = ("comparison", "model_a", "model_b", "eval_noise", "noise_seed", "items",
                    "estimate", "cs_low", "cs_high", "null", "decided", "direction",
                    "decided_at", "alpha")
+#: which comparisons ``anytime_table`` keeps
+MONITOR = ("all", "noisy", "difference", "retention")
 ANYTIME_STATEMENT = ("anytime-valid confidence sequences (Waudby-Smith & Ramdas 2023): about "
                      "these trained models on this item stream, not about their training "
                      "procedures (the seed-random t of a study answers that)")
@@ -144,13 +146,16 @@ def _cells(rows: pd.DataFrame) -> list[tuple[float, int]]:
 
 def anytime_table(outcomes: pd.DataFrame, *, pair: tuple[str, str] | None = None,
                   alpha: float = 0.05, margin: float = 0.0, retention_null: float = 1.0,
-                  order: str = "order", flag: str = "--pair") -> pd.DataFrame:
+                  monitor: str = "all", order: str = "order",
+                  flag: str = "--pair") -> pd.DataFrame:
     """The anytime table (:data:`ANYTIME_COLUMNS`): one row per monitored comparison.
 
     ``difference`` rows: model A − model B at each cell both have, tested against
     ``margin``; ``retention`` rows: each monitored model's noisy cell over its clean cell
     (``eval_noise`` 0, the same noise seed when there is one, else the lowest), tested
-    against ``retention_null``. ``order`` names the column of each row's position in the
+    against ``retention_null``. ``monitor`` keeps some of them (:data:`MONITOR`):
+    ``noisy`` every comparison at a noisy level (not the clean difference),
+    ``difference`` or ``retention`` one kind. ``order`` names the column of each row's position in the
     source (the stream order). ``decided_at``: the first item count at which the sequence
     excluded the tested value (None: not yet).
     """
@@ -162,6 +167,7 @@ def anytime_table(outcomes: pd.DataFrame, *, pair: tuple[str, str] | None = None
     )
 
     alpha = check_probability(alpha, "alpha")
+    monitor = check_choice(monitor, "monitor", MONITOR)
     margin = check_number(margin, "margin", low=-1.0, high=1.0)
     retention_null = check_number(retention_null, "retention_null", low=0.0)
     if order not in outcomes.columns:
@@ -175,14 +181,15 @@ def anytime_table(outcomes: pd.DataFrame, *, pair: tuple[str, str] | None = None
     def cell(rows: pd.DataFrame, c: tuple[float, int]) -> pd.DataFrame:
         return rows[(rows["eval_noise"] == c[0]) & (rows["noise_seed"] == c[1])]
 
-    if len(models) == 2:
+    if len(models) == 2 and monitor != "retention":
         a, b = models
-        for c in sorted(set(_cells(rows_of[a])) & set(_cells(rows_of[b]))):
+        shared = sorted(set(_cells(rows_of[a])) & set(_cells(rows_of[b])))
+        for c in (c for c in shared if monitor != "noisy" or c[0] > 0.0):
             _, x, y = paired_stream(cell(rows_of[a], c), cell(rows_of[b], c), order)
             if len(x):
                 records.append(_row("difference", a, b, c, betting_confidence_sequence(
                     x, y, alpha=alpha), margin))
-    for m in models:
+    for m in models if monitor != "difference" else ():
         cells = _cells(rows_of[m])
         clean = [c for c in cells if c[0] == 0.0]
         for c in (c for c in cells if c[0] > 0.0 and clean):

@@ -64,6 +64,10 @@ OPTIONS = opts.Group(
                          "accuracy: 0.02 is 2 points)"),
         opts.option("--retention-null", type=float, metavar="R",
                     help="test each retention against R instead of 1"),
+        opts.option("--monitor", choices=("all", "noisy", "difference", "retention"),
+                    help="which comparisons to report and wait for: all (default), noisy "
+                         "(every one at a noisy level, not the clean difference), "
+                         "difference or retention"),
         opts.option("--watch", type=_positive, metavar="SECONDS",
                     help="re-read the growing SOURCE every SECONDS until every comparison "
                          "is decided (exit 0); exit 3 at --timeout, 130 when interrupted"),
@@ -73,7 +77,7 @@ OPTIONS = opts.Group(
 
 #: analyze's flags that --anytime does not use (it refuses them rather than ignore them)
 _UNUSED = ("study", "reference", "multiplicity", "mcnemar", "n_resamples", "rng_seed", "out")
-_ANYTIME_ONLY = ("pair", "margin", "retention_null", "watch", "timeout")
+_ANYTIME_ONLY = ("pair", "margin", "retention_null", "monitor", "watch", "timeout")
 
 
 def check(args: argparse.Namespace) -> None:
@@ -159,7 +163,8 @@ def _table(args: argparse.Namespace, outcomes: Any) -> Any:
     return anytime_table(outcomes, pair=tuple(args.pair) if args.pair else None,
                          alpha=_alpha(args), margin=args.margin or 0.0,
                          retention_null=1.0 if args.retention_null is None
-                         else args.retention_null, order=_ORDER)
+                         else args.retention_null, monitor=args.monitor or "all",
+                         order=_ORDER)
 
 
 def _data(args: argparse.Namespace, table: Any) -> dict[str, Any]:
@@ -205,8 +210,9 @@ def run(args: argparse.Namespace) -> int:
                              "(use --watch SECONDS to wait for them).")
         table = _table(args, outcomes)
         if table.empty:
-            raise InputError("--anytime: nothing to monitor: the models share no cell and "
-                             "have no noisy cell beside a clean one (eval_noise 0).")
+            raise InputError(f"--{'monitor' if args.monitor else 'anytime'}: nothing to "
+                             "monitor: the models share no such cell, or have no noisy cell "
+                             "beside a clean one (eval_noise 0).")
         emit(args.format, data=_data(args, table), text=lambda: text(table, ANYTIME_STATEMENT))
         return 0
     start, shown = time.monotonic(), None

@@ -230,3 +230,26 @@ def test_a_last_line_without_its_line_break_is_left_out_and_said(tmp_path: Path,
     assert main(["analyze", str(src), "--anytime", "--format", "json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["anytime"][0]["items"] == 29 and "no line break yet" in err
+
+
+def test_monitor_picks_the_comparisons_the_watch_waits_for(tmp_path: Path, capsys) -> None:
+    # equal clean accuracy (the clean difference never decides), A keeps every right answer
+    # under noise and B keeps a third (retention tested against 0.5): --monitor noisy ends
+    # the watch, all times out
+    rows = [(c, 0, e, 0, f"q{i}", int(i % 4 != 0 and (e == 0 or c == "A" or i % 3 == 0)))
+            for i in range(200) for c in "AB" for e in (0.0, 0.1)]
+    src = tmp_path / "o.csv"
+    src.write_text(HEADER + _lines(rows))
+    assert main(["analyze", str(src), "--anytime", "--retention-null", "0.5", "--watch",
+                 "0.01", "--timeout", "0.05", "--format", "json"]) == 3
+    assert "1 of 4 comparison(s) undecided" in capsys.readouterr().err
+    assert main(["analyze", str(src), "--anytime", "--retention-null", "0.5", "--monitor",
+                 "noisy", "--watch", "0.01", "--timeout", "5", "--format", "json"]) == 0
+    kinds = [(r["comparison"], r["eval_noise"])
+             for r in json.loads(capsys.readouterr().out.splitlines()[-1])["anytime"]]
+    assert kinds == [("difference", 0.1), ("retention", 0.1), ("retention", 0.1)]
+    for monitor, n in (("difference", 2), ("retention", 2)):
+        assert main(["analyze", str(src), "--anytime", "--monitor", monitor,
+                     "--format", "json"]) == 0
+        got = json.loads(capsys.readouterr().out)["anytime"]
+        assert len(got) == n and {r["comparison"] for r in got} == {monitor}
