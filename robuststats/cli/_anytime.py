@@ -16,15 +16,15 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from robuststats.cli import _options as opts
 from robuststats.cli._output import emit, fmt_pct, render_table, to_jsonable
-from robuststats.cli._types import non_negative_float
+from robuststats.cli._types import positive_float
 
-__all__ = ["INTERRUPTED", "OPTIONS", "UNDECIDED", "check", "complete_source", "run"]
+__all__ = ["INTERRUPTED", "OPTIONS", "UNDECIDED", "check", "complete_source", "run", "watch"]
 
 #: exit status of --watch when --timeout passes with a comparison undecided
 UNDECIDED = 3
@@ -32,13 +32,6 @@ UNDECIDED = 3
 INTERRUPTED = 130
 _ORDER = "order"
 _TEXT = {".csv", ".tsv", ".tab", ".jsonl", ".ndjson"}
-
-
-def _positive(text: str) -> float:
-    value = non_negative_float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-    return value
 
 
 OPTIONS = opts.Group(
@@ -68,10 +61,10 @@ OPTIONS = opts.Group(
                     help="which comparisons to report and wait for: all (default), noisy "
                          "(every one at a noisy level, not the clean difference), "
                          "difference or retention"),
-        opts.option("--watch", type=_positive, metavar="SECONDS",
+        opts.option("--watch", type=positive_float, metavar="SECONDS",
                     help="re-read the growing SOURCE every SECONDS until every comparison "
                          "is decided (exit 0); exit 3 at --timeout, 130 when interrupted"),
-        opts.option("--timeout", type=_positive, metavar="SECONDS",
+        opts.option("--timeout", type=positive_float, metavar="SECONDS",
                     help="with --watch: stop undecided after SECONDS (exit 3)"),
     ])
 
@@ -215,31 +208,49 @@ def run(args: argparse.Namespace) -> int:
                              "beside a clean one (eval_noise 0).")
         emit(args.format, data=_data(args, table), text=lambda: text(table, ANYTIME_STATEMENT))
         return 0
-    start, shown = time.monotonic(), None
+    shown: list[Any] = [None]
+    state = {"what": "no comparison yet"}
+
+    def step() -> int | None:
+        outcomes = _snapshot(source, say_partial=False)
+        table = None if outcomes is None or _absent(args, outcomes) else _table(args, outcomes)
+        if table is None or table.empty:
+            return None
+        key = tuple(table["items"])
+        if key != shown[0]:
+            shown[0] = key
+            _print_update(args, table)
+        if bool(table["decided"].all()):
+            print(f"robuststats analyze: decided after {sum(key)} paired items "
+                  f"({len(key)} comparison(s)).", file=sys.stderr)
+            return 0
+        state["what"] = f"{int((~table['decided']).sum())} of {len(table)} comparison(s) " \
+                        "undecided"
+        return None
+
+    return watch(step, every=args.watch, timeout=args.timeout, command="analyze",
+                 source=source, what=lambda: state["what"])
+
+
+def watch(step: Callable[[], int | None], *, every: float, timeout: float | None,
+          command: str, source: Path, what: Callable[[], str]) -> int:
+    """Call ``step`` every ``every`` seconds until it returns an exit status; at ``timeout``
+    seconds :data:`UNDECIDED` (``what()`` says what is left), on Ctrl-C :data:`INTERRUPTED`,
+    each with one line on stderr."""
+    start = time.monotonic()
     try:
         while True:
-            outcomes = _snapshot(source, say_partial=False)
-            table = None if outcomes is None or _absent(args, outcomes) else \
-                _table(args, outcomes)
-            if table is not None and not table.empty:
-                key = tuple(table["items"])
-                if key != shown:
-                    shown = key
-                    _print_update(args, table)
-                if bool(table["decided"].all()):
-                    print(f"robuststats analyze: decided after {sum(key)} paired items "
-                          f"({len(key)} comparison(s)).", file=sys.stderr)
-                    return 0
-            if args.timeout is not None and time.monotonic() - start >= args.timeout:
-                what = "no comparison yet" if table is None or table.empty else \
-                    f"{int((~table['decided']).sum())} of {len(table)} comparison(s) undecided"
-                print(f"robuststats analyze: --timeout {args.timeout:g} s passed: {what}; "
+            code = step()
+            if code is not None:
+                return code
+            if timeout is not None and time.monotonic() - start >= timeout:
+                print(f"robuststats {command}: --timeout {timeout:g} s passed: {what()}; "
                       f"keep evaluating (exit {UNDECIDED}).", file=sys.stderr)
                 return UNDECIDED
-            time.sleep(args.watch)
+            time.sleep(every)
     except KeyboardInterrupt:
-        print(f"robuststats analyze: interrupted while watching {str(source)!r}; the last "
-              f"table printed stands (exit {INTERRUPTED}).", file=sys.stderr)
+        print(f"robuststats {command}: interrupted while watching {str(source)!r}; the last "
+              f"result printed stands (exit {INTERRUPTED}).", file=sys.stderr)
         return INTERRUPTED
 
 

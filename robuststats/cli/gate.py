@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import Any
 
+from robuststats.cli import _gate_anytime
 from robuststats.cli import _options as opts
 from robuststats.cli._output import emit
 from robuststats.cli._types import alpha, non_negative_float
@@ -46,7 +47,7 @@ examples:
       (undecided: keep evaluating); re-running on the grown file stays valid
 
 exit status: 0 pass, 1 fail (the question's claim not shown), 2 bad input; with --anytime
-also 3 undecided (keep evaluating).
+also 3 undecided (keep evaluating; with --watch: at --timeout) and 130 interrupted.
 Exactly one margin flag: --max-degradation (non-inferiority), --min-improvement
 (superiority) or --equivalence (TOST: each one-sided test at alpha, so the (1 − 2·alpha)
 interval must lie inside the margin; relative: the ratio inside (1 − D, 1/(1 − D))).
@@ -123,6 +124,7 @@ _OPTIONS = [
     opts.option("--baseline-seed", type=int, metavar="S",
                 help="with --anytime: the baseline's training seed (default the candidate's, "
                      "or the baseline's only one)"),
+    *_gate_anytime.WATCH,
     opts.option("--seed-pairing", choices=("auto", "paired", "independent"), default="auto",
                 help="auto (default): pair seeds by label when both sides have the same seeds, "
                      "else treat them as independent runs"),
@@ -160,8 +162,8 @@ def run(args: argparse.Namespace) -> int:
     from robuststats.gate import gate_markdown, gate_text, run_gate, write_gate
 
     question, flag, margin = _question(args)
-    if args.anytime or args.candidate_seed is not None or args.baseline_seed is not None:
-        return _anytime(args, question, flag, margin)
+    if args.anytime or any(getattr(args, d) is not None for d in _gate_anytime.ONLY):
+        return _gate_anytime.run(args, question, margin, lambda m: _flags(m, flag))
     opts.check_output_dirs(args, "out", "runs")
     try:
         result = run_gate(
@@ -186,55 +188,6 @@ def run(args: argparse.Namespace) -> int:
     if not result.passed:
         print(f"robuststats gate: FAIL (exit 1): {result.tests and _first_fail(result)}",
               file=sys.stderr)
-    return result.exit_code
-
-
-#: flags that --anytime refuses rather than ignore: (dest, its default)
-_NOT_ANYTIME = (("seeds", None), ("seed_pairing", "auto"), ("out", None), ("runs", None))
-
-
-def _anytime(args: argparse.Namespace, question: str, flag: str, margin: float) -> int:
-    """``gate --anytime``: one model each side, decided on the candidate's stream of items."""
-    from pathlib import Path
-
-    from robuststats.cli._anytime import complete_source
-    from robuststats.errors import InputError
-    from robuststats.gate import anytime_gate_text, run_anytime_gate
-
-    if not args.anytime:
-        given = "--candidate-seed" if args.candidate_seed is not None else "--baseline-seed"
-        raise InputError(f"{given}: only with --anytime (without it the gate uses every "
-                         "seed; --seeds picks the candidate's).")
-    given = [opts.flag(d) for d, default in _NOT_ANYTIME if getattr(args, d) != default]
-    if given:
-        raise InputError(f"{', '.join(given)}: not used by --anytime, which compares one "
-                         "trained model on each side (--candidate-seed, --baseline-seed) and "
-                         "writes no result version.")
-    with complete_source(Path(args.candidate)) as part:
-        if part is None:
-            raise InputError(f"CANDIDATE {args.candidate!r} holds no complete row of "
-                             "outcomes yet.")
-        try:
-            result = run_anytime_gate(
-                str(part), args.baseline, max_degradation=margin, question=question,
-                metric=args.metric, margin_type=args.margin_type, alpha=args.alpha,
-                eval_noise=args.eval_noise, baseline_condition=args.baseline_condition,
-                candidate_condition=args.candidate_condition, seed=args.candidate_seed,
-                baseline_seed=args.baseline_seed, root=args.root,
-                label=f"outcomes {args.candidate}")
-        except InputError as exc:
-            raise InputError(_flags(str(exc), flag)) from None
-    if args.format == "json":
-        emit("json", data=result.to_dict(), text="")
-    else:
-        print(anytime_gate_text(result, markdown=args.format == "markdown"))
-    if result.decision == "UNDECIDED":
-        print(f"robuststats gate: UNDECIDED (exit {result.exit_code}): keep evaluating.",
-              file=sys.stderr)
-    elif result.decision == "FAIL":
-        t = next(t for t in result.levels if t.decision == "FAIL")
-        print(f"robuststats gate: FAIL (exit 1): eval_noise {t.eval_noise:g}: the confidence "
-              f"sequence lies on the failing side after {t.decided_at} items.", file=sys.stderr)
     return result.exit_code
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -127,3 +129,48 @@ def test_several_candidate_seeds_need_one_named(store, sim_outcomes, tmp_path, c
     code = main(["gate", str(path), "--baseline", str(store / "sim" / "v1"),
                  "--max-degradation", "0.1", "--candidate-seed", "2"])
     assert code == 2 and "--candidate-seed: only with --anytime" in capsys.readouterr().err
+
+
+def _append(path, text_lines, chunk, pause):
+    for start in range(0, len(text_lines), chunk):
+        part = "".join(text_lines[start:start + chunk])
+        with open(path, "a") as fh:
+            fh.write(part[:-4])
+            fh.flush()
+            time.sleep(pause / 2)
+            fh.write(part[-4:])
+        time.sleep(pause / 2)
+
+
+@pytest.mark.parametrize(("flip", "code", "decision"), [(None, 0, "PASS"), (0, 1, "FAIL")])
+def test_watch_a_candidate_file_another_thread_appends_to(store, sim_outcomes, tmp_path,
+                                                          capsys, flip, code,
+                                                          decision) -> None:
+    full, _ = _candidate(sim_outcomes, tmp_path, "full.csv", flip=flip)
+    header, *rows = full.read_text().splitlines(keepends=True)
+    grow = tmp_path / "grow.csv"
+    grow.write_text(header)
+    writer = threading.Thread(target=_append, args=(grow, rows, 20, 0.03))
+    writer.start()
+    try:
+        got, out, err = _gate(capsys, store, grow, "--max-degradation", "0.1",
+                              "--margin-type", "absolute", "--watch", "0.02", "--timeout",
+                              "20", "--format", "json")
+    finally:
+        writer.join()
+    updates = [json.loads(line) for line in out.splitlines()]
+    assert got == code and updates[-1]["decision"] == decision
+    assert updates[0]["decision"] == "UNDECIDED" and len(updates) >= 2
+    assert updates[-1]["levels"][0]["decided_at"] <= updates[-1]["levels"][0]["items"]
+    assert "no line break" not in err  # the watch reads complete lines quietly
+
+
+def test_watch_times_out_undecided(store, sim_outcomes, tmp_path, capsys) -> None:
+    same, _ = _candidate(sim_outcomes, tmp_path)
+    code, _, err = _gate(capsys, store, same, "--min-improvement", "0", "--watch", "0.02",
+                         "--timeout", "0.1")
+    assert code == 3 and "--timeout 0.1 s passed: UNDECIDED after 200 items" in err
+    code = main(["gate", str(same), "--baseline", str(store / "sim" / "v1"),
+                 "--baseline-condition", "B", "--metric", "accuracy", "--max-degradation",
+                 "0.1", "--anytime", "--timeout", "3"])
+    assert code == 2 and "--timeout: only with --watch" in capsys.readouterr().err
