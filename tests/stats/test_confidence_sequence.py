@@ -105,6 +105,7 @@ def test_retention_at_one_is_the_difference_at_zero() -> None:
     diff = np.stack(list(running_sets(x, y, difference_nulls(np.array([0.5])), 0.05)))
     assert np.array_equal(ratio, diff)
     assert 0 < ratio[-1].sum() < 20  # rejected in some streams, not in all
+    assert ratio[0].all()  # a path over items (each yield its own array), not one state
     # and through the public functions: 1 leaves the retention set when 0 leaves the
     # difference's (both grids hold the point exactly)
     for s in range(5):

@@ -34,7 +34,9 @@ stream at ``δ = 0``. A set that reaches past 1,000 is reported unbounded above 
 with a clean accuracy near 0 no finite upper bound is valid.
 
 Both are one loop (:func:`running_sets`): every candidate null is an affine stream
-``z_i = a·x_i + b·y_i + c`` tested against its mean ``m``.
+``z_i = a·x_i + b·y_i + c`` tested against its mean ``m``; a null every stream has
+rejected is dropped from the loop (it can never come back), which leaves the others'
+numbers unchanged.
 """
 
 from __future__ import annotations
@@ -118,11 +120,14 @@ def ratio_nulls(r: np.ndarray) -> Nulls:
     return Nulls(np.where(finite, 1.0 / (1.0 + rr), 0.0), -share, share, share)
 
 
-def running_sets(x: np.ndarray, y: np.ndarray, nulls: Nulls, alpha: float
-                 ) -> Iterator[np.ndarray]:
-    """After each item, which nulls the capital process has not rejected: ``x``, ``y`` of
-    shape ``(S, n)``; yields ``(S, G)`` booleans (running intersection) for ``i = 1..n``."""
+def _running(x: np.ndarray, y: np.ndarray, nulls: Nulls, alpha: float
+             ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """After each item, ``(live, alive)``: the indices (ascending) of the nulls that some
+    stream has not rejected, and ``(S, len(live))`` booleans of which each stream keeps. A
+    null every stream has rejected stays rejected (running intersection), so it is dropped
+    from the computation: the same numbers for the rest, at the cost of the live ones."""
     n_streams, n = x.shape
+    live = np.arange(len(nulls.m))
     a, b, c, m = (v[None, :] for v in (nulls.a, nulls.b, nulls.c, nulls.m))
     shape = (n_streams, m.shape[1])
     log_plus, log_minus = np.zeros(shape), np.zeros(shape)
@@ -140,10 +145,28 @@ def running_sets(x: np.ndarray, y: np.ndarray, nulls: Nulls, alpha: float
         log_plus += np.log1p(np.minimum(lam, cap_plus) * step)
         log_minus += np.log1p(-np.minimum(lam, cap_minus) * step)
         alive &= np.logaddexp(log_plus, log_minus) + np.log(0.5) < threshold
-        yield alive
+        yield live, alive
         total += z
         mu = (0.5 + total) / (i + 1.0)  # μ̂_i, which includes z_i
         var_sum += (z - mu) ** 2
+        keep = alive.any(axis=0)
+        if not keep.all():
+            live = live[keep]
+            a, b, c, m, cap_plus, cap_minus = (v[:, keep] for v in (a, b, c, m, cap_plus,
+                                                                   cap_minus))
+            log_plus, log_minus, total, var_sum, alive = (
+                v[:, keep] for v in (log_plus, log_minus, total, var_sum, alive))
+
+
+def running_sets(x: np.ndarray, y: np.ndarray, nulls: Nulls, alpha: float
+                 ) -> Iterator[np.ndarray]:
+    """After each item, which nulls the capital process has not rejected: ``x``, ``y`` of
+    shape ``(S, n)``; yields a new ``(S, G)`` boolean array (running intersection) for
+    ``i = 1..n``."""
+    for live, alive in _running(x, y, nulls, alpha):
+        full = np.zeros((x.shape[0], len(nulls.m)), dtype=bool)
+        full[:, live] = alive
+        yield full
 
 
 def _edges(x: np.ndarray, y: np.ndarray, nulls: Nulls, alpha: float
@@ -152,12 +175,11 @@ def _edges(x: np.ndarray, y: np.ndarray, nulls: Nulls, alpha: float
     (−1 where none survives)."""
     n_streams, n = x.shape
     first, last = np.full((n_streams, n), -1), np.full((n_streams, n), -1)
-    size = len(nulls.m)
-    index = np.arange(size)
-    for i, alive in enumerate(running_sets(x, y, nulls, alpha)):
+    for i, (live, alive) in enumerate(_running(x, y, nulls, alpha)):
         some = alive.any(axis=1)
-        first[some, i] = np.where(alive, index, size).min(axis=1)[some]
-        last[some, i] = np.where(alive, index, -1).max(axis=1)[some]
+        if some.any():
+            first[some, i] = live[np.argmax(alive, axis=1)][some]
+            last[some, i] = live[len(live) - 1 - np.argmax(alive[:, ::-1], axis=1)][some]
     return first, last
 
 
