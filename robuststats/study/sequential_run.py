@@ -111,6 +111,7 @@ def with_repeated_intervals(hypotheses: pd.DataFrame, run: SequentialRun,
     out = hypotheses.copy()
     seq = spec.sequential
     assert seq is not None
+    split = options_of(spec).split
     for row in last.itertuples(index=False):
         at = out.index[out["id"] == row.id]
         if row.decision == "STOPPED" or not len(at):
@@ -120,8 +121,12 @@ def with_repeated_intervals(hypotheses: pd.DataFrame, run: SequentialRun,
         out.loc[at, ["ci_low", "ci_high", "ci_level", "ci_method", "verdict", "reason"]] = [
             row.ci_low, row.ci_high, row.ci_level, row.ci_method, verdict,
             f"look {row.look} of {len(seq.looks)} ({row.n_seeds} seeds): {reason}"]
+        # the stage-wise ordering p-value of the look it stopped at, on the design at α/m
+        # (Bonferroni over the m driving hypotheses, as the bounds)
+        out.loc[at, ["pvalue", "pvalue_adjusted"]] = [row.pvalue,
+                                                      min(1.0, split * row.pvalue)]
         out.loc[at, "multiplicity"] = (f"sequential {seq.spending} spending over "
-                                       f"{len(seq.looks)} looks")
+                                       f"{len(seq.looks)} looks, stage-wise p")
     return out
 
 

@@ -11,9 +11,11 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from scipy import stats
 from study_doubles import fake_study
 
 from robuststats.cli import main
@@ -97,6 +99,12 @@ def test_a_clear_effect_stops_early(tmp_path: Path, monkeypatch) -> None:
     assert (hyp.loc["H1", "ci_low"], hyp.loc["H1", "ci_high"]) == pytest.approx(
         (row["ci_low"], row["ci_high"]))
     assert not hyp.loc["H2", "ci_method"].startswith("repeated CI")  # not driving
+    # the p-value of the look it stopped at, under the stage-wise ordering: at most the α
+    # spent by look 2, at least the one-look p-value; none at a look it went on from
+    assert np.isnan(looks.loc[0, "pvalue"]) and row["pvalue"] <= 0.05
+    assert hyp.loc["H1", "pvalue"] == pytest.approx(row["pvalue"])
+    assert hyp.loc["H1", "pvalue"] >= 2 * (1 - stats.norm.cdf(row["statistic_z"])) - 1e-9
+    assert hyp.loc["H1", "multiplicity"].endswith("stage-wise p")
     assert (v / "figures" / "sequential_looks.png").stat().st_size > 0
     assert "## Sequential looks" in (v / "report.md").read_text()
 
