@@ -184,3 +184,36 @@ def test_a_failed_cell_stops_the_study_at_its_look(tmp_path: Path, monkeypatch) 
     manifest = json.loads((v / "manifest.json").read_text())
     assert manifest["sequential"]["stopped_at_look"] == 2
     assert sorted(pd.read_parquet(v / "outcomes.parquet")["seed"].unique()) == [0, 1, 2, 3]
+
+
+def test_the_looks_replay_from_stored_outcomes() -> None:
+    from robuststats.study.reanalysis import stored_study
+    from robuststats.study.sequential_run import replay_looks
+
+    v = ROOT / "results" / "e8_sequential" / "v1"
+    spec = stored_study(v)
+    looks = replay_looks(spec, pd.read_parquet(v / "outcomes.parquet"))
+    stored = pd.read_csv(v / "sequential_looks.csv")
+    pd.testing.assert_frame_equal(stored, looks[stored.columns], check_exact=True)
+    # with the last look's seeds gone, the replay stops there and says why
+    outcomes = pd.read_parquet(v / "outcomes.parquet")
+    short = replay_looks(spec, outcomes[outcomes["seed"] < 5])
+    assert short["decision"].tolist() == ["CONTINUE", "CONTINUE", "STOPPED"]
+    assert "no rows of seed(s) [5]" in short["reason"].iloc[-1]
+
+
+@pytest.mark.slow
+def test_analyze_of_a_sequential_version_replays_its_looks(tmp_path: Path) -> None:
+    # the committed worked example: re-analysed from its outcomes alone, the looks come out
+    # as the run decided them, and the driving hypothesis keeps its repeated interval
+    v = ROOT / "results" / "e8_sequential" / "v1"
+    assert main(["analyze", str(v), "--out", str(tmp_path), "--format", "json"]) == 0
+    new = tmp_path / "e8_sequential" / "v1"
+    stored = pd.read_csv(v / "sequential_looks.csv")
+    looks = pd.read_csv(new / "sequential_looks.csv")
+    pd.testing.assert_frame_equal(stored, looks[stored.columns], check_exact=True)
+    hyp = pd.read_csv(new / "hypotheses.csv").set_index("id")
+    assert hyp.loc["H1", "ci_method"].startswith("repeated CI")
+    assert hyp.loc["H1", "verdict"] == "VERIFIED"
+    assert hyp.loc["H1", "pvalue"] == pytest.approx(looks["pvalue"].iloc[-1])
+    assert (new / "figures" / "sequential_looks.png").stat().st_size > 0
