@@ -236,7 +236,7 @@ REGISTRY: tuple[Table, ...] = (
     Table("sequential_looks", "sequential", columns=(
         "id", "look", "n_seeds", "fraction", "estimate", "statistic_z", "efficacy_bound",
         "futility_bound", "nominal_level", "ci_low", "ci_high", "ci_level", "ci_method",
-        "decision", "reason")),
+        "decision", "reason", "pvalue")),
     Table("gate", "gate", columns=(
         "eval_noise", "metric", "question", "margin_type", "max_degradation", "candidate",
         "baseline", "estimate", "lower_bound", "upper_bound", "alpha", "passed", "statistic",

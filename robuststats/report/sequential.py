@@ -15,7 +15,7 @@ from robuststats.report.markdown import markdown_table
 __all__ = ["sequential_figure", "sequential_section"]
 
 _SHOWN = ("id", "look", "n_seeds", "fraction", "estimate", "statistic_z", "efficacy_bound",
-          "futility_bound", "ci_low", "ci_high", "ci_level", "decision")
+          "futility_bound", "ci_low", "ci_high", "ci_level", "decision", "pvalue")
 
 
 def sequential_figure(looks: pd.DataFrame, path: Path) -> Path:
@@ -57,7 +57,8 @@ def sequential_section(t: Mapping[str, pd.DataFrame], figure: str | None) -> lis
     parts = ["## Sequential looks\n\nThe study analysed after each look's seeds and stopped "
              f"at look {last}. The intervals are repeated confidence intervals: valid "
              "whatever rule stopped the study (docs/statistics.md, sequential studies); "
-             "the driving hypotheses' rows of the table above carry them.\n"]
+             "`pvalue` is the stage-wise ordering p-value at the look where the study "
+             "stopped. The driving hypotheses' rows of the table above carry both.\n"]
     shown = [c for c in _SHOWN if c in looks.columns]
     parts.append(markdown_table(looks[shown]))
     if figure:

@@ -57,7 +57,8 @@ def reanalyze(outcomes: pd.DataFrame, spec: StudySpec | None, *, options: Analys
               holes: str = "drop") -> Analysis:
     """:func:`~robuststats.analysis.analyze_outcomes` with ``spec``'s hypotheses (each of
     whose conditions must be in the outcomes) and, for a sweep, its dose-response tables
-    refitted from the same outcomes as the study run does."""
+    refitted from the same outcomes as the study run does; for a sequential study, its looks
+    replayed on the outcomes and its driving hypotheses decided at the look it stops."""
     known = set(outcomes["condition"])
     hypotheses = list(spec.hypotheses) if spec is not None else []
     for h in hypotheses:
@@ -73,6 +74,10 @@ def reanalyze(outcomes: pd.DataFrame, spec: StudySpec | None, *, options: Analys
         from robuststats.study.sweep_run import dose_tables
 
         analysis = replace(analysis, extra={**analysis.extra, **dose_tables(outcomes, spec)})
+    if spec is not None and spec.sequential is not None:
+        from robuststats.study.sequential_run import replay_looks, sequential_tables
+
+        analysis = sequential_tables(analysis, replay_looks(spec, outcomes), spec)
     return analysis
 
 

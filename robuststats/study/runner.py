@@ -161,7 +161,7 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
         if sequential is not None:
             from robuststats.study.sequential_run import sequential_tables
 
-            analysis = sequential_tables(analysis, sequential, spec)
+            analysis = sequential_tables(analysis, sequential.looks, spec)
         if not analysis.missing.empty:
             errors = [last_line(failures.get(Cell(*r).key, "not run"))
                       for r in analysis.missing.itertuples(index=False, name=None)]

@@ -21,7 +21,8 @@ from robuststats.runs import ExecutionReport
 from robuststats.runs.plan import Cell
 from robuststats.runs.spec import StudySpec
 
-__all__ = ["SequentialRun", "options_of", "run_looks", "with_repeated_intervals"]
+__all__ = ["SequentialRun", "options_of", "replay_looks", "run_looks", "sequential_tables",
+           "with_repeated_intervals"]
 
 
 @dataclass(frozen=True)
@@ -60,11 +61,9 @@ def run_looks(spec: StudySpec, ledger: Any, cells: list[Cell], items: list[str],
               done: set[Cell], *, workers: int, execute: Any, progress: Any
               ) -> SequentialRun:
     """Run the looks of ``spec.sequential`` until the study stops (see the module doc)."""
-    from robuststats.stats.sequential import analyse_look
-
     seq = spec.sequential
     assert seq is not None
-    options, hyps, seeds = options_of(spec), driving(spec), spec.seed_list()
+    hyps, seeds = driving(spec), spec.seed_list()
     reports, rows = [], []
     look_cells: list[Cell] = []
     for look, n in enumerate(seq.looks, start=1):
@@ -76,19 +75,12 @@ def run_looks(spec: StudySpec, ledger: Any, cells: list[Cell], items: list[str],
         outcomes = ledger.outcomes(look_cells, items=items)
         finished = ledger.finished(look_cells, items=items)
         if len(finished) < len(look_cells):
-            rows.append(_stopped(hyps, look, n, len(look_cells) - len(finished)))
+            rows.append(_stopped(hyps, look, n, f"{len(look_cells) - len(finished)} cell(s) "
+                                 "of this look failed"))
             break
-        try:
-            decisions = analyse_look(hyps, outcomes, look, options,
-                                     confidence_level=spec.analysis.confidence_level,
-                                     n_resamples=spec.analysis.n_resamples,
-                                     rng_seed=spec.analysis.rng_seed,
-                                     clean_noise=0.0)
-        except InputError as exc:
-            raise InputError(f"{spec.where(('sequential',))}: look {look} ({n} seeds): "
-                             f"{exc}") from None
-        rows += [dataclasses.asdict(d) for d in decisions]
-        if all(d.stops for d in decisions):
+        decisions = _decide(spec, outcomes, look)
+        rows += decisions
+        if all(d["decision"] != "CONTINUE" for d in decisions):
             break
     looks = pd.DataFrame(rows)
     return SequentialRun(look_cells, ExecutionReport.combined(reports), looks,
@@ -96,21 +88,63 @@ def run_looks(spec: StudySpec, ledger: Any, cells: list[Cell], items: list[str],
                          done & set(look_cells))
 
 
-def _stopped(hyps: list[Any], look: int, n: int, missing: int) -> dict[str, Any]:
+def replay_looks(spec: StudySpec, outcomes: pd.DataFrame) -> pd.DataFrame:
+    """The table of looks of a sequential study recomputed from its stored ``outcomes``
+    (``robuststats analyze`` of a sequential version): look ``k`` takes the rows of the
+    first ``looks[k]`` seeds of ``spec``, and the replay stops where the study did. The
+    decisions are the same function of the same outcomes as in the run."""
+    seq = spec.sequential
+    assert seq is not None
+    hyps, seeds = driving(spec), spec.seed_list()
+    present = set(outcomes["seed"].unique())
+    rows: list[dict[str, Any]] = []
+    for look, n in enumerate(seq.looks, start=1):
+        chosen = seeds[:n]
+        if not set(chosen) <= present:
+            missing = sorted(set(chosen) - present)
+            rows.append(_stopped(hyps, look, n, f"the outcomes hold no rows of seed(s) "
+                                 f"{missing}"))
+            break
+        decisions = _decide(spec, outcomes[outcomes["seed"].isin(chosen)], look)
+        rows += decisions
+        if all(d["decision"] != "CONTINUE" for d in decisions):
+            break
+    return pd.DataFrame(rows)
+
+
+def _decide(spec: StudySpec, outcomes: pd.DataFrame, look: int) -> list[dict[str, Any]]:
+    """The driving hypotheses' decisions at ``look`` on the outcomes of its seeds."""
+    from robuststats.stats.sequential import analyse_look
+
+    seq = spec.sequential
+    assert seq is not None
+    try:
+        decisions = analyse_look(driving(spec), outcomes, look, options_of(spec),
+                                 confidence_level=spec.analysis.confidence_level,
+                                 n_resamples=spec.analysis.n_resamples,
+                                 rng_seed=spec.analysis.rng_seed, clean_noise=0.0)
+    except InputError as exc:
+        raise InputError(f"{spec.where(('sequential',))}: look {look} "
+                         f"({seq.looks[look - 1]} seeds): {exc}") from None
+    return [dataclasses.asdict(d) for d in decisions]
+
+
+def _stopped(hyps: list[Any], look: int, n: int, why: str) -> dict[str, Any]:
     return {"id": ",".join(h.id for h in hyps), "look": look, "n_seeds": n,
             "decision": "STOPPED",
-            "reason": f"{missing} cell(s) of this look failed: the study stops here and its "
-                      "driving hypotheses stay INCONCLUSIVE"}
+            "reason": f"{why}: the study stops here and its driving hypotheses stay "
+                      "INCONCLUSIVE"}
 
 
-def with_repeated_intervals(hypotheses: pd.DataFrame, run: SequentialRun,
+def with_repeated_intervals(hypotheses: pd.DataFrame, looks: pd.DataFrame,
                             spec: StudySpec) -> pd.DataFrame:
     """The ``hypotheses`` table with each driving hypothesis' interval, verdict and reason
     replaced by its repeated confidence interval and decision at the look it stopped."""
-    last = run.looks[run.looks["look"] == run.stopped_at]
+    last = looks[looks["look"] == looks["look"].max()]
     out = hypotheses.copy()
     seq = spec.sequential
     assert seq is not None
+    split = options_of(spec).split
     for row in last.itertuples(index=False):
         at = out.index[out["id"] == row.id]
         if row.decision == "STOPPED" or not len(at):
@@ -120,13 +154,17 @@ def with_repeated_intervals(hypotheses: pd.DataFrame, run: SequentialRun,
         out.loc[at, ["ci_low", "ci_high", "ci_level", "ci_method", "verdict", "reason"]] = [
             row.ci_low, row.ci_high, row.ci_level, row.ci_method, verdict,
             f"look {row.look} of {len(seq.looks)} ({row.n_seeds} seeds): {reason}"]
+        # the stage-wise ordering p-value of the look it stopped at, on the design at α/m
+        # (Bonferroni over the m driving hypotheses, as the bounds)
+        out.loc[at, ["pvalue", "pvalue_adjusted"]] = [row.pvalue,
+                                                      min(1.0, split * row.pvalue)]
         out.loc[at, "multiplicity"] = (f"sequential {seq.spending} spending over "
-                                       f"{len(seq.looks)} looks")
+                                       f"{len(seq.looks)} looks, stage-wise p")
     return out
 
 
-def sequential_tables(analysis: Any, run: SequentialRun, spec: StudySpec) -> Any:
+def sequential_tables(analysis: Any, looks: pd.DataFrame, spec: StudySpec) -> Any:
     """``analysis`` with the repeated intervals in ``hypotheses`` and the table of looks."""
     return dataclasses.replace(
-        analysis, hypotheses=with_repeated_intervals(analysis.hypotheses, run, spec),
-        extra={**analysis.extra, "sequential_looks": run.looks})
+        analysis, hypotheses=with_repeated_intervals(analysis.hypotheses, looks, spec),
+        extra={**analysis.extra, "sequential_looks": looks})

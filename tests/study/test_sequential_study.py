@@ -11,9 +11,11 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from scipy import stats
 from study_doubles import fake_study
 
 from robuststats.cli import main
@@ -97,6 +99,12 @@ def test_a_clear_effect_stops_early(tmp_path: Path, monkeypatch) -> None:
     assert (hyp.loc["H1", "ci_low"], hyp.loc["H1", "ci_high"]) == pytest.approx(
         (row["ci_low"], row["ci_high"]))
     assert not hyp.loc["H2", "ci_method"].startswith("repeated CI")  # not driving
+    # the p-value of the look it stopped at, under the stage-wise ordering: at most the α
+    # spent by look 2, at least the one-look p-value; none at a look it went on from
+    assert np.isnan(looks.loc[0, "pvalue"]) and row["pvalue"] <= 0.05
+    assert hyp.loc["H1", "pvalue"] == pytest.approx(row["pvalue"])
+    assert hyp.loc["H1", "pvalue"] >= 2 * (1 - stats.norm.cdf(row["statistic_z"])) - 1e-9
+    assert hyp.loc["H1", "multiplicity"].endswith("stage-wise p")
     assert (v / "figures" / "sequential_looks.png").stat().st_size > 0
     assert "## Sequential looks" in (v / "report.md").read_text()
 
@@ -176,3 +184,36 @@ def test_a_failed_cell_stops_the_study_at_its_look(tmp_path: Path, monkeypatch) 
     manifest = json.loads((v / "manifest.json").read_text())
     assert manifest["sequential"]["stopped_at_look"] == 2
     assert sorted(pd.read_parquet(v / "outcomes.parquet")["seed"].unique()) == [0, 1, 2, 3]
+
+
+def test_the_looks_replay_from_stored_outcomes() -> None:
+    from robuststats.study.reanalysis import stored_study
+    from robuststats.study.sequential_run import replay_looks
+
+    v = ROOT / "results" / "e8_sequential" / "v1"
+    spec = stored_study(v)
+    looks = replay_looks(spec, pd.read_parquet(v / "outcomes.parquet"))
+    stored = pd.read_csv(v / "sequential_looks.csv")
+    pd.testing.assert_frame_equal(stored, looks[stored.columns], check_exact=True)
+    # with the last look's seeds gone, the replay stops there and says why
+    outcomes = pd.read_parquet(v / "outcomes.parquet")
+    short = replay_looks(spec, outcomes[outcomes["seed"] < 5])
+    assert short["decision"].tolist() == ["CONTINUE", "CONTINUE", "STOPPED"]
+    assert "no rows of seed(s) [5]" in short["reason"].iloc[-1]
+
+
+@pytest.mark.slow
+def test_analyze_of_a_sequential_version_replays_its_looks(tmp_path: Path) -> None:
+    # the committed worked example: re-analysed from its outcomes alone, the looks come out
+    # as the run decided them, and the driving hypothesis keeps its repeated interval
+    v = ROOT / "results" / "e8_sequential" / "v1"
+    assert main(["analyze", str(v), "--out", str(tmp_path), "--format", "json"]) == 0
+    new = tmp_path / "e8_sequential" / "v1"
+    stored = pd.read_csv(v / "sequential_looks.csv")
+    looks = pd.read_csv(new / "sequential_looks.csv")
+    pd.testing.assert_frame_equal(stored, looks[stored.columns], check_exact=True)
+    hyp = pd.read_csv(new / "hypotheses.csv").set_index("id")
+    assert hyp.loc["H1", "ci_method"].startswith("repeated CI")
+    assert hyp.loc["H1", "verdict"] == "VERIFIED"
+    assert hyp.loc["H1", "pvalue"] == pytest.approx(looks["pvalue"].iloc[-1])
+    assert (new / "figures" / "sequential_looks.png").stat().st_size > 0

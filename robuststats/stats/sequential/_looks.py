@@ -36,6 +36,7 @@ non-binding bound may be ignored without any cost to the type I error.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Sequence
@@ -50,6 +51,7 @@ from robuststats.errors import InputError
 from robuststats.stats._evidence import Evidence
 from robuststats.stats._hypotheses import Hypothesis, _decide
 from robuststats.stats.sequential._design import GroupSequentialDesign, group_sequential_design
+from robuststats.stats.sequential._ordering import stagewise_pvalue
 
 __all__ = ["LookDecision", "SequentialOptions", "analyse_look", "decide_look", "look_designs"]
 
@@ -90,7 +92,8 @@ class LookDecision:
     (the smaller of the two TOST tails for equivalence); ``efficacy_bound``: the efficacy bound it is
     compared with; ``futility_bound``: the futility bound (NaN without one); ``ci_low``/``ci_high``:
     the repeated confidence interval at nominal level ``ci_level``; ``decision``: VERIFIED,
-    FALSIFIED, FUTILE or CONTINUE.
+    FALSIFIED, FUTILE or CONTINUE; ``pvalue``: the decision p-value under the stage-wise
+    ordering for a study that stops at this look (:mod:`._ordering`; NaN on CONTINUE).
     """
 
     id: str
@@ -108,6 +111,7 @@ class LookDecision:
     ci_method: str
     decision: str
     reason: str
+    pvalue: float = math.nan
 
     @property
     def stops(self) -> bool:
@@ -187,8 +191,34 @@ def decide_look(h: Hypothesis, ev: Evidence, look: int, options: SequentialOptio
     upper = float(one.upper[k]) if one is not None else c
     lower = float(one.lower[k]) if one is not None and look < len(options.looks) \
         else math.nan
-    return _decision(h, ev, look, n_k, float(options.fractions[k]), upper, lower, level, ci,
-                     last=look == len(options.looks))
+    decision = _decision(h, ev, look, n_k, float(options.fractions[k]), upper, lower, level,
+                         ci, last=look == len(options.looks))
+    if decision.decision == "CONTINUE":  # the ordering ranks where a study stops
+        return decision
+    binding = one if one is not None and options.futility == "binding" else None
+    p = _stagewise_decision_pvalue(h, ev, look, options.fractions, rci, binding)
+    return dataclasses.replace(decision, pvalue=p)
+
+
+def _stagewise_decision_pvalue(h: Hypothesis, ev: Evidence, look: int, fractions,
+                               rci: GroupSequentialDesign,
+                               binding: GroupSequentialDesign | None) -> float:
+    """The decision p-value of the one-look analysis (two-sided at the margin; for
+    equivalence the smaller of the TOST and the falsifying p) with each one-sided p replaced
+    by its stage-wise p-value. The verifying tail of a greater/less hypothesis runs on the
+    binding design's region when the futility bound is binding, every other tail on the
+    symmetric region of the repeated intervals."""
+    def sw(p: float, design: GroupSequentialDesign | None = None) -> float:
+        d = design if design is not None else rci
+        return stagewise_pvalue(fractions, d.upper, d.lower, look, p)
+
+    m = h.margin
+    if h.relation in ("greater", "less"):
+        toward, away = ev.tails(m) if h.relation == "greater" else ev.tails(m)[::-1]
+        return min(1.0, 2.0 * min(sw(toward, binding), sw(away)))
+    verify = 2.0 * max(sw(ev.tails(-m)[0]), sw(ev.tails(m)[1]))
+    falsify = 2.0 * min(sw(ev.tails(m)[0]), sw(ev.tails(-m)[1]))
+    return min(1.0, verify, falsify)
 
 
 def _decision(h, ev, look, n_k, fraction, upper, lower, level, ci, *, last):  # type: ignore[no-untyped-def]
