@@ -38,7 +38,8 @@ ANYTIME_COLUMNS = ("comparison", "model_a", "model_b", "eval_noise", "noise_seed
 MONITOR = ("all", "noisy", "difference", "retention")
 ANYTIME_STATEMENT = ("anytime-valid confidence sequences (Waudby-Smith & Ramdas 2023): about "
                      "these trained models on this item stream, not about their training "
-                     "procedures (the seed-random t of a study answers that)")
+                     "procedures (the seed-random t of a study answers that); valid when the "
+                     "items were evaluated in a random order")
 
 
 @dataclass(frozen=True, order=True)

@@ -41,7 +41,8 @@ OPTIONS = opts.Group(
     "at every noise cell both have, and of each one's retention (noisy/clean accuracy), over "
     "the items in the order of the file's rows (an item counts once both cells hold it). "
     "The bounds hold at every item count at once: re-running on a growing file, or "
-    "--watch, and stopping when a sequence excludes the tested value is valid. A statement "
+    "--watch, and stopping when a sequence excludes the tested value is valid, when the "
+    "items were evaluated in a random order (a shuffled item list). A statement "
     "about these models on this item stream, not about their training procedures (that "
     "is the seed-random t of a study). docs/statistics.md §11.", [
         opts.option("--anytime", action="store_true",

@@ -118,7 +118,7 @@ _OPTIONS = [
                      "(relative), over the candidate's outcomes in the order of its rows; "
                      "PASS/FAIL once the sequence lies on one side, else exit 3 (undecided: "
                      "keep evaluating). About these checkpoints, not their training recipes; "
-                     "needs --metric accuracy"),
+                     "valid for items evaluated in a random order; needs --metric accuracy"),
     opts.option("--candidate-seed", type=int, metavar="S",
                 help="with --anytime: the candidate's training seed (when it has several)"),
     opts.option("--baseline-seed", type=int, metavar="S",

@@ -19,7 +19,8 @@ relative margin: ``1 − d``, ``1 + d``, ``(1 − d, 1/(1 − d))``):
 otherwise UNDECIDED: keep evaluating. The sequence covers the true contrast at every item
 count at once with probability ``1 − alpha``, so a PASS (or a FAIL) reached at any item
 count, however often the file is re-read, is wrong with probability at most ``alpha``
-(conservative for the one-sided questions, which use one side of a two-sided sequence).
+(conservative for the one-sided questions, which use one side of a two-sided sequence),
+when the items come in a random order (a dataset stored by difficulty breaks it).
 The gate passes when every level passes, fails when some level fails, else is undecided.
 A statement about these two trained checkpoints on this item stream, not about their
 training recipes (the gate without ``--anytime`` answers that with several seeds).
@@ -51,7 +52,8 @@ ANYTIME_GATE_COLUMNS = ("eval_noise", "noise_seeds", "items", "candidate", "base
                         "decided_at")
 _ORDER = "order"
 STATEMENT = ("anytime-valid: about these two trained checkpoints on this item stream, not "
-             "about their training recipes")
+             "about their training recipes, and valid when the items were evaluated in a "
+             "random order")
 
 
 @dataclass(frozen=True)
