@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import sys
 import tempfile
 import time
@@ -93,8 +94,9 @@ def check(args: argparse.Namespace) -> None:
     if args.margin is not None and not -1 <= args.margin <= 1:
         raise InputError(f"--margin: must lie in [-1, 1] (a difference of accuracies), got "
                          f"{args.margin!r}.")
-    if args.retention_null is not None and not args.retention_null >= 0:
-        raise InputError(f"--retention-null: must be >= 0 (a ratio of accuracies), got "
+    if args.retention_null is not None and not 0 <= args.retention_null < math.inf:
+        raise InputError(f"--retention-null: must be a finite number >= 0 (a ratio of "
+                         f"accuracies), got "
                          f"{args.retention_null!r}.")
     alpha = _alpha(args)
     if not 0 < alpha < 1:

@@ -166,6 +166,8 @@ def test_watch_waits_for_a_file_not_yet_written(tmp_path: Path, capsys) -> None:
     (["--anytime", "--pair", "A", "B", "--out", "x"], "--out: not used by --anytime"),
     (["--anytime", "--pair", "A", "B", "--margin", "2"], r"--margin: must lie in \[-1, 1\]"),
     (["--anytime", "--pair", "A", "B", "--alpha", "1.5"], r"--alpha: must lie in \(0, 1\)"),
+    (["--anytime", "--pair", "A", "B", "--retention-null", "inf"],
+     "--retention-null: must be a finite number >= 0"),
 ])
 def test_bad_input_is_one_line_exit_2(tmp_path: Path, capsys, argv, match) -> None:
     src = tmp_path / "three.csv"
