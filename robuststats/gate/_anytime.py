@@ -275,6 +275,7 @@ def anytime_gate_text(result: AnytimeGate, *, markdown: bool = False) -> str:
                            "|" + "---|" * len(columns),
                            *("| " + " | ".join(r[c] for c in columns) + " |" for r in rows)])
         notes = "\n".join(f"- {n}" for n in result.notes)
-        return f"**{head.splitlines()[0]}**\n\n{table}\n\n{notes}"
+        title, *sides = head.splitlines()
+        return f"**{title}**\n\n" + "  \n".join(sides) + f"\n\n{table}\n\n{notes}"
     table = render_table(rows, columns)
     return head + "\n\n" + table + "\n\n" + "\n".join(f"note: {n}" for n in result.notes)

@@ -174,3 +174,11 @@ def test_watch_times_out_undecided(store, sim_outcomes, tmp_path, capsys) -> Non
                  "--baseline-condition", "B", "--metric", "accuracy", "--max-degradation",
                  "0.1", "--anytime", "--timeout", "3"])
     assert code == 2 and "--timeout: only with --watch" in capsys.readouterr().err
+
+
+def test_markdown_names_both_sides(store, sim_outcomes, tmp_path, capsys) -> None:
+    same, _ = _candidate(sim_outcomes, tmp_path)
+    code, out, _ = _gate(capsys, store, same, "--equivalence", "0.2", "--format", "markdown")
+    assert code == 0 and out.startswith("**gate (anytime, equivalence")
+    assert "candidate: outcomes" in out and "(seed 0)" in out
+    assert "| eval_noise | items |" in out and "| PASS |" in out
