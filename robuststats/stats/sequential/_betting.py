@@ -12,13 +12,14 @@ Construction: the hedged capital process of Waudby-Smith & Ramdas (2023, "Estima
 of bounded random variables by betting", JRSS B 86:1–27, §4), applied to
 ``z_i = (d_i + 1)/2 ∈ [0, 1]`` with mean ``m = (δ + 1)/2``. For each candidate ``m``,
 
-    K_t^±(m) = Π_{i≤t} (1 ± λ_i^±(m)·(z_i − m)),   K_t(m) = max(½K_t^+(m), ½K_t^−(m)),
+    K_t^±(m) = Π_{i≤t} (1 ± λ_i^±(m)·(z_i − m)),   K_t(m) = ½K_t^+(m) + ½K_t^−(m),
 
 with the predictable plug-in bets ``λ_i = √(2 log(2/α) / (σ̂²_{i−1} · i · log(i + 1)))``,
 ``σ̂²_{i} = (¼ + Σ_{j≤i} (z_j − μ̂_j)²)/(i + 1)``, ``μ̂_i = (½ + Σ_{j≤i} z_j)/(i + 1)``,
-truncated to ``λ_i^+ ≤ c/m`` and ``λ_i^− ≤ c/(1 − m)`` with ``c = ½``. ``K_t(m)`` is at
-most ``½K_t^+(m) + ½K_t^−(m)``, a nonnegative martingale with mean 1 when ``m`` is the true
-mean (the bets are predictable: ``λ_i`` uses items before ``i``), so by Ville's inequality
+truncated to ``λ_i^+ ≤ c/m`` and ``λ_i^− ≤ c/(1 − m)`` with ``c = ½``. ``K_t(m)``, the
+even mix of the two one-sided processes, is a nonnegative martingale with mean 1 when ``m``
+is the true mean (the bets are predictable: ``λ_i`` uses items before ``i``), so by Ville's
+inequality
 ``C_t = {m : K_j(m) < 1/α for all j ≤ t}`` is a confidence sequence. ``m`` runs over a grid
 of 2,001 points of [0, 1] (the reported bounds are grid points outside the set's edge:
 conservative by at most 0.001 in ``δ``).
