@@ -375,3 +375,27 @@ def test_sizing_rejects_bad_input() -> None:
             size_sequential(0.057, 300, 0.8, **kwargs, **PLAN)
     with pytest.raises(InputError, match="power"):
         size_sequential(0.057, 300, 1.2, **PLAN)
+
+
+@pytest.mark.parametrize(("value", "match"), [
+    ("hsd(6)", r"sequential\.spending \(line \d+\): the Hwang–Shih–DeCani γ must be in"),
+    ("hsd", r"sequential\.spending \(line \d+\): must be 'obf', 'pocock' or 'hsd\(γ\)'"),
+])
+def test_a_study_file_takes_hsd_spending_and_names_a_bad_one(tmp_path, value, match) -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from robuststats.runs.spec import StudySpec
+
+    root = Path(__file__).resolve().parents[2]
+    data = yaml.safe_load((root / "studies" / "e8_sequential.yaml").read_text())
+    path = tmp_path / "s.yaml"
+    data["sequential"]["spending"] = "hsd( -2.0 )"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert StudySpec.from_file(path).sequential.spending == "hsd(-2)"
+    data["sequential"]["spending"] = value
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(InputError, match=match) as err:
+        StudySpec.from_file(path)
+    assert "\n" not in str(err.value)
