@@ -214,31 +214,37 @@ def table(raw: pd.DataFrame, designs: dict) -> pd.DataFrame:
 
 def futility_check(reps: int) -> str:
     """Why the futility designs' power falls short of the plan: the 80 % O'Brien–Fleming-like
-    3-look design under the planned effect, its first two looks. The chance of a statistic
-    at or below the plan's futility bound (held fixed) against the plan's marginal (the
-    seed-random t's, ``power_seeds``), and against the bound the study recomputes at each
-    look from the look's standard error, with their correlation."""
+    3-look design under the planned effect. Per look before the last: the chance of a
+    statistic at or below the plan's futility bound (held fixed) against the plan's marginal
+    (the seed-random t's, ``power_seeds``), and at or below the bound the study recomputes
+    from the look's standard error, with their correlation. Then the power of the same
+    simulated statistics with the study's bounds, with the plan's bounds held fixed, and
+    without futility, beside the planner's."""
     from scipy import special
+
+    from robuststats.stats.sequential import power_sequential
 
     p = plan_inputs(SHIFT)
     comps = dict(discordance=p["discordance"], seed_sd=p["seed_sd"], icc=p["icc"])
     name = _name(0.8, "obf", 3, "non_binding", None)
     d = plan(p, (0.8,))[name]
     opts, r = d["options"], d["result"]
+    k_max = len(opts.looks)
     model = seed_model(**BASE, accuracy_effect=SHIFT)
     rng = np.random.default_rng(ROOT + 2)  # a stream of its own
-    z = np.zeros((reps, 2))
-    bound = np.zeros((reps, 2))
+    z = np.zeros((reps, k_max))
+    bound = np.zeros((reps, k_max))
+    upper = np.zeros(k_max)
     warnings.simplefilter("ignore")
     for i in range(reps):
-        mats = simulate_matrices(model, opts.looks[1], N_ITEMS, rng)
-        for k in range(2):
-            n = opts.looks[k]
+        mats = simulate_matrices(model, opts.looks[-1], N_ITEMS, rng)
+        for k, n in enumerate(opts.looks):
             ev = seed_random_evidence(seed_random_test(mats[0, 1][:n], mats[1, 1][:n]), "")
             look = decide_look(H, ev, k + 1, opts)
-            z[i, k], bound[i, k] = look.statistic_z, look.futility_bound
+            z[i, k], bound[i, k], upper[k] = (look.statistic_z, look.futility_bound,
+                                              look.efficacy_bound)
     lines = [f"{name}, looks {opts.looks}, {reps} replications under the planned effect"]
-    for k in range(2):
+    for k in range(k_max - 1):
         a = float(r.futility_bound[k])
         planned = 1.0 - power_seeds(p["effect"], N_ITEMS, opts.looks[k], None,
                                     alpha=float(special.ndtr(-a)), alternative="greater",
@@ -249,6 +255,22 @@ def futility_check(reps: int) -> str:
             f"{(z[:, k] <= bound[:, k]).mean():.4f}, the study's bound mean "
             f"{bound[:, k].mean():.3f}, correlation with z "
             f"{np.corrcoef(z[:, k], bound[:, k])[0, 1]:.2f}")
+
+    def power(low: np.ndarray) -> float:
+        alive, hit = np.ones(reps, bool), np.zeros(reps, bool)
+        for k in range(k_max):
+            hit |= alive & (z[:, k] >= upper[k])
+            alive &= z[:, k] < upper[k]
+            if k < k_max - 1:
+                alive &= z[:, k] > low[:, k]
+        return float(hit.mean())
+
+    plan_low = np.tile(np.asarray(r.futility_bound, dtype=float), (reps, 1))
+    none = power_sequential(p["effect"], opts.looks, N_ITEMS, spending="obf", **comps)
+    lines.append(
+        f"power: the study's bounds {power(bound):.4f}; the plan's bounds held fixed "
+        f"{power(plan_low):.4f} (planned {r.power:.4f}); no futility "
+        f"{power(np.full((reps, k_max), -np.inf)):.4f} (planned {none.power:.4f})")
     return "\n".join(lines)
 
 
