@@ -1,7 +1,11 @@
-"""``robuststats power --sequential 3,5,8``: power and expected seeds of a sequential study.
+"""``robuststats power --sequential 3,5,8``: power and expected seeds of a sequential study;
+``robuststats power --looks 4 --power 0.9``: the sequential design of that many looks with
+the fewest maximum seeds reaching the power.
 
-Calls :func:`robuststats.stats.sequential.power_sequential` (formulas: its module doc and
-``docs/power.md``) and prints the looks beside the fixed design of equal power.
+Calls :func:`robuststats.stats.sequential.power_sequential` or
+:func:`~robuststats.stats.sequential.size_sequential` (formulas: their module doc and
+``docs/power.md``) and prints the looks beside the fixed design of equal power (sized to
+the same target with ``--looks``).
 """
 
 from __future__ import annotations
@@ -13,11 +17,12 @@ from robuststats.cli._output import fmt_number
 from robuststats.cli._power_common import names
 from robuststats.errors import InputError
 
-__all__ = ["parse_looks", "sequential_mode"]
+__all__ = ["parse_looks", "parse_spending", "sequential_mode"]
 
 #: the library's parameters that only this mode has, as the flags that set them
 _FLAGS = {"looks": "--sequential", "beta": "--futility-beta",
-          "cost_per_seed": "--cost-per-seed"}
+          "cost_per_seed": "--cost-per-seed", "n_looks": "--looks",
+          "first_look": "--first-look", "power": "--power"}
 
 
 def parse_looks(text: str) -> list[int]:
@@ -29,29 +34,57 @@ def parse_looks(text: str) -> list[int]:
             f"not a comma-separated list of seed counts: {text!r}") from None
 
 
+def parse_spending(text: str) -> str:
+    """``obf``, ``pocock`` or ``hsd(γ)`` (argparse type of ``--spending``; argparse runs it
+    on the default too, so the plain names do not import the statistics)."""
+    if text in ("obf", "pocock"):
+        return text
+    from robuststats.stats.sequential import check_spending
+
+    try:
+        return check_spending(text, "--spending")
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("`--spending`: ", "")
+                                         .replace("`--spending` ", "")) from None
+
+
 def sequential_mode(args: argparse.Namespace, discordance: float | None, pilot: Any
                     ) -> tuple[dict[str, Any], list[str]]:
-    from robuststats.stats.sequential import power_sequential
+    from robuststats.stats.sequential import power_sequential, size_sequential
 
+    sizing = args.looks is not None
+    flag = "--looks" if sizing else "--sequential"
+    if sizing and args.sequential is not None:
+        raise InputError("pass either --sequential K1,K2,... (given looks) or --looks L "
+                         "(sized to --power), not both.")
+    if args.first_look is not None and not sizing:
+        raise InputError("`--first-look` goes with --looks (the design sized to --power).")
     if args.effect is None or args.n is None:
-        raise InputError("`--sequential` needs --effect and --n (items) to plan the looks.")
+        raise InputError(f"`{flag}` needs --effect and --n (items) to plan the looks.")
     if discordance is None and args.correlation is None:
-        raise InputError("`--sequential` needs π_D: pass --discordance, --correlation with "
+        raise InputError(f"`{flag}` needs π_D: pass --discordance, --correlation with "
                          "--baseline, or --pilot.")
-    if args.seeds is not None and args.seeds != args.sequential[-1]:
+    if sizing and args.seeds is not None:
+        raise InputError("`--seeds` cannot go with --looks: the design's seeds are what it "
+                         "solves for.")
+    if not sizing and args.seeds is not None and args.seeds != args.sequential[-1]:
         raise InputError(f"`--seeds` {args.seeds} must equal the last look of --sequential "
                          f"({args.sequential[-1]}), or be left out.")
     comps = None if pilot is None else pilot[2]
     seed_sd = args.seed_sd if args.seed_sd is not None else (
         0.0 if comps is None else comps.seed_sd)
     icc = args.icc if args.icc is not None else (0.0 if comps is None else comps.icc)
+    design = dict(discordance=discordance, seed_sd=seed_sd, icc=icc, baseline=args.baseline,
+                  correlation=args.correlation, alpha=args.alpha,
+                  alternative=args.alternative, spending=args.spending,
+                  futility=args.futility, beta=args.futility_beta,
+                  cost_per_seed=args.cost_per_seed)
     try:
-        r = power_sequential(args.effect, args.sequential, args.n, discordance=discordance,
-                             seed_sd=seed_sd, icc=icc, baseline=args.baseline,
-                             correlation=args.correlation, alpha=args.alpha,
-                             alternative=args.alternative, spending=args.spending,
-                             futility=args.futility, beta=args.futility_beta,
-                             cost_per_seed=args.cost_per_seed)
+        if sizing:
+            r = size_sequential(args.effect, args.n, args.power, n_looks=args.looks,
+                                first_look=args.first_look, **design)
+        else:
+            r = power_sequential(args.effect, args.sequential, args.n, **design)
     except InputError as exc:
         message = str(exc)
         for name, flag in _FLAGS.items():
@@ -63,7 +96,7 @@ def sequential_mode(args: argparse.Namespace, discordance: float | None, pilot: 
              "stop_null": float(r.stop_null[i]), "stop_effect": float(r.stop_effect[i])}
             for i, k in enumerate(r.looks)]
     summary = {
-        "power": r.power, "type1_error": r.type1_error,
+        "power": r.power, "target_power": r.target_power, "type1_error": r.type1_error,
         "expected_seeds_null": r.expected_seeds_null,
         "expected_seeds_effect": r.expected_seeds_effect, "max_seeds": r.looks[-1],
         "fixed_seeds": r.fixed_seeds, "fixed_power": r.fixed_power, "saving": r.saving,
@@ -73,10 +106,12 @@ def sequential_mode(args: argparse.Namespace, discordance: float | None, pilot: 
         "fixed_cost": r.cost(r.fixed_seeds)}
     payload = {"design": "sequential", "spending": r.spending, "futility": r.futility,
                "looks": rows, "summary": summary}
+    sized = "" if r.target_power is None else (
+        f"; the fewest seeds for power {r.target_power:g} with {len(r.looks)} looks")
     lines = [f"Sequential seed-random design: {r.spending} spending over looks at "
              f"{', '.join(map(str, r.looks))} seeds, futility {r.futility}; "
              f"acc({a}) − acc({b}) = {args.effect:g}, {args.n} items, alpha = {args.alpha:g} "
-             f"({args.alternative})",
+             f"({args.alternative}){sized}",
              "", "look  seeds  efficacy z  futility z  P(stop | δ=0)  P(stop | effect)"]
     for row in rows:
         fut = "-" if row["futility_bound"] is None else f"{row['futility_bound']:.3f}"
@@ -90,9 +125,10 @@ def sequential_mode(args: argparse.Namespace, discordance: float | None, pilot: 
     lines += ["", f"power {r.power:.3f} (type I error {r.type1_error:.4f}); expected seeds "
                   f"{r.expected_seeds_effect:.2f} under the effect, {r.expected_seeds_null:.2f} "
                   f"under δ = 0, at most {r.looks[-1]}",
-              f"fixed design of equal power: {r.fixed_seeds} seeds (power "
-              f"{r.fixed_power:.3f}); the sequential design saves {r.saving:.1%} of its seeds "
-              f"on average under the effect{cost}",
+              f"fixed design of {'equal power' if r.target_power is None else 'the same target'}"
+              f": {r.fixed_seeds} seeds (power {r.fixed_power:.3f}); the sequential design "
+              f"saves {r.saving:.1%} of its seeds on average under the effect, "
+              f"{1 - r.expected_seeds_null / r.fixed_seeds:.1%} under δ = 0{cost}",
               "few-df approximation: each look's bound is moved so that the look alone has the "
               "seed-random t's power (docs/power.md, sequential designs)."]
     return payload, lines

@@ -56,6 +56,9 @@ examples:
       --sequential 3,5,8 --spending obf --cost-per-seed 40
       a sequential study with looks after 3, 5 and 8 seeds: power and expected seeds
       (and GPU-hours) beside the fixed design of equal power
+  robuststats power --effect 0.057 --n 300 --discordance 0.37 --seed-sd 0.035 \
+      --icc 0.016 --power 0.9 --looks 4 --spending "hsd(-1)"
+      the fewest seeds a 4-look design needs for 90% power, against the fixed design
   robuststats power --gate --max-degradation 0.15 --pilot results/e8_matrix/v2 \
       --gate-condition E8a --seeds 5
       plan `robuststats gate`: items a one-checkpoint candidate needs against a baseline of
@@ -80,6 +83,12 @@ def _looks(text: str) -> list[int]:
     from robuststats.cli._power_sequential import parse_looks
 
     return parse_looks(text)
+
+
+def _spending(text: str) -> str:
+    from robuststats.cli._power_sequential import parse_spending
+
+    return parse_spending(text)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -186,8 +195,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     seq.add_argument("--sequential", type=_looks, metavar="K1,K2,...",
                      help="seeds per condition at each look, e.g. 3,5,8: power and expected "
                           "seeds beside the fixed design of equal power (needs --effect, --n)")
-    seq.add_argument("--spending", choices=("obf", "pocock"), default="obf",
-                     help="Lan–DeMets alpha spending (default: obf)")
+    seq.add_argument("--looks", type=int, default=None, metavar="L",
+                     help="size a sequential design instead: L looks in equal steps and the "
+                          "fewest maximum seeds reaching --power, beside the fixed design "
+                          "sized to it (needs --effect, --n)")
+    seq.add_argument("--first-look", type=int, default=None, metavar="K",
+                     help="with --looks: seeds at the first look (default: the first of L "
+                          "equal steps)")
+    seq.add_argument("--spending", type=_spending, default="obf", metavar="F",
+                     help="Lan–DeMets alpha spending: obf, pocock or hsd(γ), the "
+                          "Hwang–Shih–DeCani family with γ in [-10, 5] (default: obf)")
     seq.add_argument("--futility", choices=("none", "binding", "non_binding"),
                      default="none", help="futility bound by beta spending (default: none)")
     seq.add_argument("--futility-beta", type=_number, default=0.2, metavar="B",
@@ -335,7 +352,7 @@ def _run(args: argparse.Namespace) -> int:
             args.pool_size = len(pairs.item_ids) + int(pairs.dropped["item_id"].nunique())
     if args.pool_size is None:
         args.pool_size = DEFAULT_POOL_SIZE
-    if args.sequential is not None:
+    if args.sequential is not None or args.looks is not None:
         from robuststats.cli._power_sequential import sequential_mode
 
         payload, lines = sequential_mode(args, discordance, pilot)

@@ -2,7 +2,7 @@
 
     sequential:
       looks: [3, 5, 8]          # analyse after this many seeds; the last is every seed
-      spending: obf             # obf | pocock (Lan–DeMets spending of the type I error)
+      spending: obf             # obf | pocock | hsd(γ), γ in [-10, 5] (Lan–DeMets spending)
       futility: non_binding     # none | binding | non_binding
       beta: 0.2                 # type II error spent by the futility bound
       effect: 0.05              # planned a − b of the driving hypotheses (with futility)
@@ -33,12 +33,27 @@ class SequentialSpec(Strict):
     """Looks, spending, futility and the driving hypotheses of a sequential study."""
 
     looks: list[int] = Field(min_length=2, max_length=MAX_LOOKS)
-    spending: Literal["obf", "pocock"] = "obf"
+    spending: str = "obf"
     futility: Literal["none", "binding", "non_binding"] = "none"
     beta: float = Field(default=0.2, gt=0, lt=0.5)
-    beta_spending: Literal["obf", "pocock"] | None = None
+    beta_spending: str | None = None
     effect: float | None = Field(default=None, allow_inf_nan=False)
     drive: list[str] | None = Field(default=None, min_length=1)
+
+    @field_validator("spending", "beta_spending")
+    @classmethod
+    def _spending(cls, v: str | None) -> str | None:
+        """``obf``, ``pocock`` or the Hwang–Shih–DeCani family ``hsd(γ)``, γ in [−10, 5]."""
+        from robuststats.errors import InputError
+        from robuststats.stats.sequential import check_spending
+
+        if v is None:
+            return v
+        try:
+            return check_spending(v, "spending")
+        except InputError as exc:
+            raise ValueError(str(exc).replace("`spending` ", "").replace("`spending`: ", "")
+                             .rstrip(".")) from None
 
     @field_validator("looks")
     @classmethod

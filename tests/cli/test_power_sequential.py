@@ -39,7 +39,35 @@ def test_futility_stops_more_under_the_null(capsys) -> None:
     assert s["type1_error"] < 0.05
 
 
+def test_looks_sizes_the_design_to_the_target_power(capsys) -> None:
+    plan = ["power", "--effect", "0.057", "--n", "300", "--discordance", "0.37", "--seed-sd",
+            "0.035", "--icc", "0.016", "--power", "0.9"]
+    assert main([*plan, "--looks", "4", "--spending", "hsd(-1)", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    # the library's sizing (tests/stats/test_sequential.py): 3, 6, 9, 12 seeds, fixed 11
+    assert [r["n_seeds"] for r in out["looks"]] == [3, 6, 9, 12]
+    assert out["spending"] == "hsd(-1)"
+    # rpact: getDesignGroupSequential(kMax = 4, alpha = 0.05, sided = 2, typeOfDesign =
+    #   "asHSD", gammaA = -1)$criticalValues  2.641056 2.482682 2.318562 2.156008
+    assert [r["efficacy_bound"] for r in out["looks"]] == pytest.approx(
+        [2.641056, 2.482682, 2.318562, 2.156008], abs=1e-5)
+    s = out["summary"]
+    assert s["target_power"] == 0.9 and s["power"] >= 0.9
+    assert s["fixed_seeds"] == 11 and s["max_seeds"] == 12
+    assert s["saving"] == pytest.approx(1 - s["expected_seeds_effect"] / 11)
+    assert main([*plan, "--looks", "3", "--first-look", "5"]) == 0
+    text = capsys.readouterr().out
+    assert "looks at 5, 8, 11 seeds" in text and "fixed design of the same target: 11" in text
+
+
 @pytest.mark.parametrize(("extra", "match"), [
+    (["--looks", "3", "--sequential", "3,5,8"], "either --sequential"),
+    (["--sequential", "3,5,8", "--first-look", "4"], "`--first-look` goes with --looks"),
+    (["--looks", "1"], "`--looks` must be an integer"),
+    (["--looks", "3", "--first-look", "1"], "`--first-look` must be an integer"),
+    (["--looks", "3", "--seeds", "8"], "`--seeds` cannot go with --looks"),
+    (["--looks", "3", "--spending", "hsd(9)"], "--spending"),
+    (["--sequential", "3,5", "--spending", "hsd"], "--spending"),
     (["--sequential", "3,x"], "--sequential"),
     (["--sequential", "3,2"], "`--sequential` must be at least 2 increasing"),
     (["--sequential", "3,5", "--seeds", "8"], "last look"),

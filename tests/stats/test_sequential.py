@@ -114,10 +114,106 @@ def test_repeated_interval_uses_the_look_bound() -> None:
                                         abs=1e-7)
 
 
+# R: d <- getDesignGroupSequential(kMax = K, alpha = 0.05, sided = 2, typeOfDesign = "asHSD",
+#    gammaA = G); sprintf("%.6f", d$criticalValues)
+RPACT_HSD_TWO_SIDED = {
+    (-4, 3): [3.010739, 2.546531, 1.999226],
+    (-2, 3): [2.677524, 2.385418, 2.063740],
+    (0, 3): [2.393980, 2.293768, 2.199938],
+    (1, 3): [2.283141, 2.284441, 2.301254],
+    (-1, 4): [2.641056, 2.482682, 2.318562, 2.156008],
+}
+
+
+@pytest.mark.parametrize(("gamma", "k"), sorted(RPACT_HSD_TWO_SIDED))
+def test_hwang_shih_decani_bounds_equal_rpact(gamma: int, k: int) -> None:
+    d = group_sequential_design(np.arange(1, k + 1) / k, alpha=0.05, sides=2,
+                                spending=f"hsd({gamma})")
+    np.testing.assert_allclose(d.upper, RPACT_HSD_TWO_SIDED[gamma, k], atol=2e-6)
+    assert d.operating(0.0).reject == pytest.approx(0.05, abs=1e-9)
+
+
+@pytest.mark.parametrize(("gamma", "upper"), [
+    # R: getDesignGroupSequential(informationRates = c(4, 7, 10)/10, alpha = 0.025,
+    #    sided = 1, typeOfDesign = "asHSD", gammaA = G)$criticalValues
+    (-4, [2.903713, 2.501502, 2.003788]),
+    (-2, [2.590239, 2.362119, 2.071797]),
+    (1, [2.225059, 2.295933, 2.316243]),
+])
+def test_hwang_shih_decani_unequal_looks_equal_rpact(gamma, upper) -> None:
+    d = group_sequential_design([0.4, 0.7, 1.0], alpha=0.025, sides=1,
+                                spending=f"hsd({gamma})")
+    np.testing.assert_allclose(d.upper, upper, atol=2e-6)
+
+
+def test_hwang_shih_decani_beta_spending_equal_rpact() -> None:
+    # R: d <- getDesignGroupSequential(informationRates = c(1/3, 2/3, 1), alpha = 0.025,
+    #    beta = 0.1, sided = 1, typeOfDesign = "asHSD", gammaA = -2, typeBetaSpending = "bsHSD",
+    #    gammaB = -2, bindingFutility = FALSE); d$criticalValues  2.677524 2.385418 2.063740
+    #    d$futilityBounds  -0.214538 0.975705;  sqrt(getDesignCharacteristics(d)$shift)
+    #    3.39475728
+    d = group_sequential_design([1 / 3, 2 / 3, 1.0], alpha=0.025, sides=1, spending="hsd(-2)",
+                                futility="non_binding", beta=0.1, drift=3.39475728)
+    np.testing.assert_allclose(d.upper, [2.677524, 2.385418, 2.063740], atol=2e-6)
+    np.testing.assert_allclose(d.lower[:2], [-0.214538, 0.975705], atol=2e-6)
+    assert d.operating(3.39475728).reject == pytest.approx(0.9, abs=1e-6)
+
+
+def test_hwang_shih_decani_spending_function() -> None:
+    # R: getDesignGroupSequential(informationRates = c(0.25, 1), alpha = 0.05, sided = 1,
+    #    typeOfDesign = "asHSD", gammaA = -2)$alphaSpent  5.0768162046e-03 (gammaA = 0:
+    #    1.25e-02)
+    assert spent("hsd(-2)", [0.25], 0.05)[0] == pytest.approx(5.0768162046e-03, rel=1e-9)
+    assert spent("hsd(0)", [0.25, 1.0], 0.05).tolist() == pytest.approx([0.0125, 0.05])
+    assert spent("hsd(-2)", [1.0], 0.05)[0] == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize(("value", "match"), [
+    ("hsd(6)", r"γ must be in \[-10, 5\]"), ("hsd(-10.5)", "γ must be in"),
+    ("hsd", r"'hsd\(γ\)'"), ("hsd(x)", "'obf', 'pocock'"), (2, "spending"),
+])
+def test_bad_spending_is_one_line(value, match) -> None:
+    from robuststats.stats.sequential import check_spending
+
+    with pytest.raises(InputError, match=match) as err:
+        check_spending(value)
+    assert "\n" not in str(err.value)
+    assert check_spending(" hsd( -2.0 ) ") == "hsd(-2)"
+    assert check_spending("hsd(1e-1)") == "hsd(0.1)"
+
+
+@pytest.mark.parametrize(("spending", "beta", "inflation", "asn"), [
+    # R: ch <- getDesignCharacteristics(getDesignGroupSequential(kMax = 4, alpha = 0.05,
+    #    sided = 2, beta = B, typeOfDesign = T[, gammaA = -1])); ch$inflationFactor;
+    #    ch$averageSampleNumber1
+    ("pocock", 0.1, 1.177593, 0.697250),
+    ("pocock", 0.2, 1.196310, 0.804096),
+    ("obf", 0.1, 1.018280, 0.777299),
+    ("hsd(-1)", 0.1, 1.082451, 0.704919),
+])
+def test_inflation_and_expected_size_equal_rpact(spending, beta, inflation, asn) -> None:
+    """The normal-theory saving (the benchmark's reference column): the drift at which the
+    upper bounds are crossed with probability 1 − β (rpact's power of a two-sided design),
+    its squared ratio to the fixed design's, and the expected information."""
+    from scipy import special
+    from scipy.optimize import brentq
+
+    from robuststats.stats.sequential._design import crossing_of
+
+    d = group_sequential_design(np.arange(1, 5) / 4, alpha=0.05, sides=2, spending=spending)
+    eta = brentq(lambda e: crossing_of(d, e).upper.sum() - (1 - beta), 1.0, 8.0, xtol=1e-10)
+    ratio = (eta / (special.ndtri(0.975) + special.ndtri(1 - beta))) ** 2
+    assert ratio == pytest.approx(inflation, abs=2e-6)
+    assert d.operating(eta).expected_fraction * ratio == pytest.approx(asn, abs=2e-6)
+
+
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"fractions": [0.5, 0.4, 1.0]}, "increase strictly"),
     ({"fractions": [0.5, 0.9]}, "increase strictly from above 0 to 1"),
     ({"fractions": [0.5, 1.0], "spending": "haybittle"}, "spending"),
+    ({"fractions": [0.5, 1.0], "spending": "hsd(7)"}, "γ must be in"),
+    ({"fractions": [0.5, 1.0], "futility": "binding", "sides": 1, "drift": 2.0,
+      "beta_spending": "hsd(x)"}, "beta_spending"),
     ({"fractions": [0.5, 1.0], "futility": "binding"}, "one-sided"),
     ({"fractions": [0.5, 1.0], "futility": "binding", "sides": 1}, "drift"),
     ({"fractions": [0.5, 1.0], "alpha": 1.5}, "alpha"),
@@ -197,23 +293,24 @@ def test_the_outcomes_path_and_the_array_path_decide_alike() -> None:
 @pytest.mark.slow
 def test_small_calibration_in_the_realistic_simulator() -> None:
     """A small run of benchmarks/sequential_calibration.py (full table: docs/statistics.md
-    §11): type I error and power of obf spending over looks at 3, 5 and 8 seeds."""
+    §11): every design sized to 80 % and 90 % power, type I error, power and seeds."""
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     import sequential_calibration as cal
 
-    raw, plans = cal.run(60, 1)
-    tab = cal.table(raw, plans).set_index(["scenario", "design"])
-    for design in ("obf", "pocock", "obf + non-binding futility"):
-        null = tab.loc[("null", design)]
+    raw, _, designs = cal.run(60, 1)
+    tab = cal.table(raw, designs).set_index(["scenario", "design"])
+    assert len(tab) == 2 * len(designs)
+    for name, d in designs.items():
+        null, effect = tab.loc[("null", name)], tab.loc[("effect", name)]
         assert null["rejection rate"] <= 0.10  # 60 replications: 6 of 60 at most
-        effect = tab.loc[("effect", design)]
         assert abs(effect["rejection rate"] - effect["planned"]) <= 0.2
-        assert effect["mean seeds"] <= 8
-    # futility ends null studies early
-    assert tab.loc[("null", "obf + non-binding futility"), "mean seeds"] < 7
+        top = d["fixed"] if d["result"] is None else d["result"].looks[-1]
+        assert max(effect["mean seeds"], null["mean seeds"]) <= top
+        if "futility" in name:  # futility ends null studies early
+            assert null["mean seeds"] < 0.8 * d["fixed"]
 
 
 def test_ignoring_a_non_binding_futility_bound_keeps_alpha() -> None:
@@ -223,3 +320,82 @@ def test_ignoring_a_non_binding_futility_bound_keeps_alpha() -> None:
     assert d.operating(0.0).reject < 0.025
     two = group_sequential_design([0.5, 1.0], alpha=0.05, sides=2)
     assert two.operating(0.0, futility_obeyed=False).reject == pytest.approx(0.05, abs=1e-8)
+
+
+PLAN = dict(discordance=0.37, seed_sd=0.035, icc=0.016)
+
+
+def test_spaced_looks() -> None:
+    from robuststats.stats.sequential import spaced_looks
+
+    assert spaced_looks(3, 12) == (4, 8, 12)
+    assert spaced_looks(4, 10) == (3, 5, 8, 10)  # 2.5 rounds half up
+    assert spaced_looks(3, 12, first=5) == (5, 9, 12)
+    assert spaced_looks(2, 9) == (5, 9)
+    for args, match in (((4, 5), "increasing"), ((3, 12, 1), "first_look"),
+                        ((1, 12), "n_looks"), ((3, 4, 3), "increasing")):
+        with pytest.raises(InputError, match=match):
+            spaced_looks(*args)
+
+
+@pytest.mark.parametrize(("target", "kwargs"), [
+    (0.9, {"n_looks": 4, "spending": "hsd(-1)"}),
+    (0.8, {"n_looks": 3, "spending": "obf", "futility": "non_binding", "beta": 0.2}),
+])
+def test_sizing_finds_the_fewest_seeds_reaching_the_target(target, kwargs) -> None:
+    from robuststats.stats import power_seeds
+    from robuststats.stats.sequential import power_sequential, size_sequential, spaced_looks
+
+    r = size_sequential(0.057, 300, target, **kwargs, **PLAN)
+    assert r.power >= target and r.target_power == target
+    n_looks = kwargs.pop("n_looks")
+    smaller = spaced_looks(n_looks, r.looks[-1] - 1)
+    assert power_sequential(0.057, smaller, 300, **kwargs, **PLAN).power < target
+    fixed = power_seeds(0.057, 300, None, target, **PLAN)
+    assert (r.fixed_seeds, r.fixed_power) == (fixed.n_seeds, fixed.achieved_power)
+    assert r.saving == pytest.approx(1 - r.expected_seeds_effect / fixed.n_seeds)
+
+
+def test_sizing_a_4_look_design_for_90_percent() -> None:
+    from robuststats.stats.sequential import size_sequential
+
+    r = size_sequential(0.057, 300, 0.9, n_looks=4, spending="hsd(-1)", **PLAN)
+    assert (r.looks, r.fixed_seeds) == ((3, 6, 9, 12), 11)
+    assert r.power == pytest.approx(0.908, abs=1e-3)
+    # it stops early often enough under the effect to use fewer seeds than the fixed 11
+    assert 8 < r.expected_seeds_effect < 9.5 < 11 < r.expected_seeds_null
+
+
+def test_sizing_rejects_bad_input() -> None:
+    from robuststats.stats.sequential import size_sequential
+
+    for kwargs, match in (({"n_looks": 1}, "n_looks"), ({"first_look": 1}, "first_look"),
+                          ({"max_seeds": 8}, "no sequential design of 3 looks up to 8")):
+        with pytest.raises(InputError, match=match):
+            size_sequential(0.057, 300, 0.8, **kwargs, **PLAN)
+    with pytest.raises(InputError, match="power"):
+        size_sequential(0.057, 300, 1.2, **PLAN)
+
+
+@pytest.mark.parametrize(("value", "match"), [
+    ("hsd(6)", r"sequential\.spending \(line \d+\): the Hwang–Shih–DeCani γ must be in"),
+    ("hsd", r"sequential\.spending \(line \d+\): must be 'obf', 'pocock' or 'hsd\(γ\)'"),
+])
+def test_a_study_file_takes_hsd_spending_and_names_a_bad_one(tmp_path, value, match) -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from robuststats.runs.spec import StudySpec
+
+    root = Path(__file__).resolve().parents[2]
+    data = yaml.safe_load((root / "studies" / "e8_sequential.yaml").read_text())
+    path = tmp_path / "s.yaml"
+    data["sequential"]["spending"] = "hsd( -2.0 )"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert StudySpec.from_file(path).sequential.spending == "hsd(-2)"
+    data["sequential"]["spending"] = value
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(InputError, match=match) as err:
+        StudySpec.from_file(path)
+    assert "\n" not in str(err.value)

@@ -26,8 +26,13 @@ from robuststats.stats.sequential._looks import (
     decide_look,
     look_designs,
 )
-from robuststats.stats.sequential._power import SequentialPowerResult, power_sequential
-from robuststats.stats.sequential._spending import SPENDING_FUNCTIONS, spent
+from robuststats.stats.sequential._power import (
+    SequentialPowerResult,
+    power_sequential,
+    size_sequential,
+    spaced_looks,
+)
+from robuststats.stats.sequential._spending import SPENDING_FUNCTIONS, check_spending, spent
 
 __all__ = [
     "FUTILITY",
@@ -40,10 +45,13 @@ __all__ = [
     "SequentialPowerResult",
     "analyse_look",
     "betting_confidence_sequence",
+    "check_spending",
     "decide_look",
     "group_sequential_design",
     "look_designs",
     "power_sequential",
     "retention_confidence_sequence",
+    "size_sequential",
+    "spaced_looks",
     "spent",
 ]

@@ -37,7 +37,7 @@ from scipy.optimize import brentq
 from robuststats._validation import check_choice, check_number, check_probability
 from robuststats.errors import InputError
 from robuststats.stats.sequential._recursion import Crossing, crossing, crossing_at, next_density
-from robuststats.stats.sequential._spending import SPENDING_FUNCTIONS, spent
+from robuststats.stats.sequential._spending import check_spending, spent
 
 __all__ = ["FUTILITY", "GroupSequentialDesign", "OperatingCharacteristics",
            "group_sequential_design"]
@@ -81,7 +81,7 @@ class GroupSequentialDesign:
         Type I error: two-sided (both tails together) when ``sides == 2``, else one-sided.
     sides : int
     spending : str
-        ``"obf"`` or ``"pocock"`` (:mod:`._spending`).
+        ``"obf"``, ``"pocock"`` or ``"hsd(γ)"`` (:mod:`._spending`).
     futility : str
         ``"none"``, ``"binding"`` or ``"non_binding"``.
     beta : float or None
@@ -192,7 +192,7 @@ def group_sequential_design(
     a = check_probability(alpha, "alpha")
     if sides not in (1, 2):
         raise InputError(f"`sides` must be 1 or 2, got {sides!r}.")
-    name = check_choice(spending, "spending", SPENDING_FUNCTIONS)
+    name = check_spending(spending)
     fut = check_choice(futility, "futility", FUTILITY)
     if fut != "none":
         if sides != 1:
@@ -202,7 +202,7 @@ def group_sequential_design(
             raise InputError("a futility bound needs `drift`, the planned effect over the "
                              "last look's standard error.")
         eta = check_number(drift, "drift", low=0.0)
-        b_name = check_choice(beta_spending or name, "beta_spending", SPENDING_FUNCTIONS)
+        b_name = check_spending(beta_spending or name, "beta_spending")
         beta_cum = spent(b_name, t, b_err)
     side_alpha = a / sides
     alpha_cum = spent(name, t, side_alpha)
