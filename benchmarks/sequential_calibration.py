@@ -30,6 +30,7 @@ t at 95 %.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -125,8 +126,10 @@ def plan(p: dict[str, float], targets: tuple[float, ...] = TARGETS) -> dict[str,
             r = size_sequential(p["effect"], N_ITEMS, target, n_looks=n_looks,
                                 first_look=first, spending=spending, futility=futility,
                                 beta=beta, **comps)
+            # with futility, the study file a user writes from the plan: `drift` as printed
             opts = SequentialOptions(r.looks, spending=spending, futility=futility, beta=beta,
-                                     effect=p["effect"] if futility != "none" else None)
+                                     effect=p["effect"] if futility != "none" else None,
+                                     drift=r.drift)
             out[_name(target, spending, n_looks, futility, first)] = {
                 "options": opts, "fixed": r.fixed_seeds, "target": target,
                 "power": r.power, "result": r,
@@ -228,7 +231,10 @@ def futility_check(reps: int) -> str:
     comps = dict(discordance=p["discordance"], seed_sd=p["seed_sd"], icc=p["icc"])
     name = _name(0.8, "obf", 3, "non_binding", None)
     d = plan(p, (0.8,))[name]
-    opts, r = d["options"], d["result"]
+    r = d["result"]
+    # the rule of a study file without `drift`: futility bounds projected from each look's
+    # standard error
+    opts = dataclasses.replace(d["options"], drift=None)
     k_max = len(opts.looks)
     model = seed_model(**BASE, accuracy_effect=SHIFT)
     rng = np.random.default_rng(ROOT + 2)  # a stream of its own

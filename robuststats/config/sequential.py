@@ -6,6 +6,8 @@
       futility: non_binding     # none | binding | non_binding
       beta: 0.2                 # type II error spent by the futility bound
       effect: 0.05              # planned a − b of the driving hypotheses (with futility)
+      drift: 2.9                # or: the planned z at the last look, fixed before the data
+                                #   (`robuststats power --sequential` prints it)
       drive: [H1]               # hypotheses that decide stopping (default: all)
 
 The study trains the first ``looks[k]`` seeds of ``seeds``, analyses, and stops when every
@@ -17,9 +19,9 @@ Torch-free, like the rest of the spec.
 from __future__ import annotations
 
 import itertools
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_serializer
 
 from robuststats.config import Strict
 from robuststats.config.bounds import MAX_SEEDS
@@ -38,7 +40,15 @@ class SequentialSpec(Strict):
     beta: float = Field(default=0.2, gt=0, lt=0.5)
     beta_spending: str | None = None
     effect: float | None = Field(default=None, allow_inf_nan=False)
+    drift: float | None = Field(default=None, gt=0, le=40, allow_inf_nan=False)
     drive: list[str] | None = Field(default=None, min_length=1)
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        if data.get("drift") is None:
+            data.pop("drift", None)  # absent when unused: older studies keep their hash
+        return data
 
     @field_validator("spending", "beta_spending")
     @classmethod
@@ -89,9 +99,11 @@ def check_sequential(seq: SequentialSpec, hypotheses: list, n_seeds: int, *,
                              f"{did_you_mean(name, ids)}; the study defines {ids}")
     if seq.futility == "none":
         return
-    if seq.effect is None:
-        raise KeyedError(("sequential", "effect"), f"futility {seq.futility!r} needs the "
-                         "planned effect `effect` (a − b) that its β-spending is under")
+    if seq.effect is None and seq.drift is None:
+        raise KeyedError(("sequential", "drift"), f"futility {seq.futility!r} needs the "
+                         "planned drift `drift` (the z at the last look that `robuststats "
+                         "power --sequential` prints) or the planned effect `effect` (a − b) "
+                         "that its β-spending is under")
     for h in hypotheses:
         if seq.drive is not None and h.id not in seq.drive:
             continue
@@ -99,6 +111,8 @@ def check_sequential(seq: SequentialSpec, hypotheses: list, n_seeds: int, *,
             raise KeyedError(("sequential", "futility"), f"a futility bound needs greater or "
                              f"less hypotheses; driving hypothesis {h.id!r} is equivalent "
                              "(drive it without futility, or leave it out of `drive`)")
+        if seq.effect is None:
+            continue
         ahead = seq.effect > h.margin if h.relation == "greater" else seq.effect < h.margin
         if not ahead:
             raise KeyedError(("sequential", "effect"), f"the planned effect {seq.effect!r} "

@@ -54,7 +54,8 @@ def options_of(spec: StudySpec) -> Any:
     split = m if spec.analysis.multiplicity not in (None, "none") else 1
     return SequentialOptions(tuple(seq.looks), alpha=1.0 - spec.analysis.confidence_level,
                              spending=seq.spending, futility=seq.futility, beta=seq.beta,
-                             beta_spending=seq.beta_spending, effect=seq.effect, split=split)
+                             beta_spending=seq.beta_spending, effect=seq.effect, split=split,
+                             drift=seq.drift)
 
 
 def run_looks(spec: StudySpec, ledger: Any, cells: list[Cell], items: list[str],

@@ -46,7 +46,10 @@ def _write(tmp_path: Path, data: dict) -> Path:
     ({"looks": [1, 5]}, r"sequential\.looks.*at least 2 seeds"),
     ({"looks": [4, 3, 5]}, r"sequential\.looks.*increase strictly"),
     ({"drive": ["H9"]}, r"sequential\.drive\.0 \(line \d+\): unknown hypothesis 'H9'"),
-    ({"futility": "binding"}, r"sequential\.effect.*needs the planned effect"),
+    ({"futility": "binding"}, r"sequential\.drift.*needs the planned drift"),
+    ({"futility": "binding", "drift": 0}, r"sequential\.drift"),
+    ({"futility": "binding", "drift": ".inf"}, r"sequential\.drift"),
+    ({"futility": "binding", "drift": "x"}, r"sequential\.drift"),
     ({"futility": "non_binding", "effect": -0.1}, r"sequential\.effect.*verified side"),
     ({"spending": "haybittle"}, r"sequential\.spending"),
     ({"stop_early": True}, r"sequential\.stop_early"),
@@ -64,6 +67,29 @@ def test_futility_needs_directional_hypotheses(tmp_path: Path) -> None:
     data["hypotheses"][0].update(relation="equivalent", margin=0.05)
     with pytest.raises(InputError, match=r"sequential\.futility.*equivalent"):
         StudySpec.from_file(_write(tmp_path, data))
+
+
+def test_a_planned_drift_fixes_the_futility_bounds_before_the_data(tmp_path: Path) -> None:
+    from robuststats.stats.sequential import power_sequential
+    from robuststats.study.sequential_run import options_of
+
+    plan = power_sequential(0.05, (3, 4, 5), 400, discordance=0.3, seed_sd=0.02,
+                            futility="non_binding")
+    data = _study(futility="non_binding", drift=float(plan.drift))
+    spec = StudySpec.from_file(_write(tmp_path, data))  # no `effect` needed with `drift`
+    assert spec.resolved()["sequential"]["drift"] == pytest.approx(plan.drift)
+    assert "drift" not in StudySpec.from_dict(_study()).resolved()["sequential"]
+    options = options_of(spec)
+    from robuststats.stats import Hypothesis
+    from robuststats.stats._evidence import normal_evidence
+    from robuststats.stats.sequential import decide_look
+
+    h = Hypothesis("H1", "accuracy", "A", "B", 0.1, "greater", 0.0)
+    for se in (0.01, 0.05, 0.2):  # whatever the look's standard error
+        ev = normal_evidence(0.01, 1.96 * se, 0.95, "normal", "")
+        for look in (1, 2):
+            d = decide_look(h, ev, look, options)
+            assert d.futility_bound == pytest.approx(plan.futility_bound[look - 1], abs=1e-6)
 
 
 def test_the_section_leaves_older_studies_hashes_alone() -> None:

@@ -29,8 +29,11 @@ interval lies beyond a margin. The study stops when every driving hypothesis is 
 futile, or at the last look. The reported interval is the repeated confidence interval at
 the look it stopped: valid whatever the stopping rule did (ch. 9).
 
-Futility. Its β-spending runs under the drift ``η = (effect − margin)/se_K``, where ``se_K``
-is projected from this look's normal-equivalent standard error as ``se_k·√(n_k/K)``; a
+Futility. Its β-spending runs under the planned drift ``η`` (``drift``, the z at the last
+look that the planner prints), so the bounds are fixed before any data. Without it, under
+``η = (effect − margin)/se_K``, where ``se_K`` is projected from this look's
+normal-equivalent standard error as ``se_k·√(n_k/K)``: the bounds then move with each
+look's noisy standard error, which costs power (docs/statistics.md §11, calibration). A
 non-binding bound may be ignored without any cost to the type I error.
 """
 
@@ -74,6 +77,7 @@ class SequentialOptions:
     beta_spending: str | None = None
     effect: float | None = None
     split: int = 1
+    drift: float | None = None
 
     @property
     def fractions(self) -> np.ndarray:
@@ -175,8 +179,8 @@ def decide_look(h: Hypothesis, ev: Evidence, look: int, options: SequentialOptio
                 ) -> LookDecision:
     """The decision on ``h`` at look ``look`` from its evidence there (module doc)."""
     k, n_k, n_max = look - 1, options.looks[look - 1], options.looks[-1]
-    drift = None
-    if options.futility != "none":
+    drift = options.drift
+    if options.futility != "none" and drift is None:
         assert options.effect is not None
         ci95 = ev.interval(0.95)
         se_k = (ci95.high - ci95.low) / (2.0 * special.ndtri(0.975))

@@ -80,6 +80,10 @@ class SequentialPowerResult:
     target_power : float or None
         The power the design was sized to (:func:`size_sequential`); the fixed design is
         then the one sized to it.
+    drift : float or None
+        With a futility bound: the drift ``η`` its β is spent under (the z at the last look
+        of a normal test with the seed-random t's power there); a study's ``sequential.drift``
+        set to it uses these futility bounds, fixed before any data.
     """
 
     looks: tuple[int, ...]
@@ -101,6 +105,7 @@ class SequentialPowerResult:
     fixed_power: float
     cost_per_seed: float | None = None
     target_power: float | None = None
+    drift: float | None = None
 
     @property
     def saving(self) -> float:
@@ -190,7 +195,8 @@ def power_sequential(effect: float, looks, n_items: int, *, discordance: float |
         float(null.upper.sum() + (null.lower.sum() if sides == 2 and futility == "none"
                                   else 0.0)),
         stop_null, stop_alt, float(stop_null @ k_arr), float(stop_alt @ k_arr), int(fixed_k),
-        float(fixed_power), cost_per_seed)
+        float(fixed_power), cost_per_seed,
+        drift=None if futility == "none" else max(eta_eff, 0.0))
 
 
 def _stops(c) -> np.ndarray:  # type: ignore[no-untyped-def]
