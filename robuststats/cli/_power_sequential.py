@@ -48,6 +48,21 @@ def parse_spending(text: str) -> str:
                                          .replace("`--spending` ", "")) from None
 
 
+def _beta(args: argparse.Namespace, sizing: bool) -> float:
+    """The β the futility bound spends: --futility-beta, else the type II error the design
+    is sized to (1 − --power) with --looks, else 0.2. Sized to a power above 1 − β, the
+    bounds would meet before the last look (the design stops there whatever it sees)."""
+    target = None if not sizing or args.power is None else round(1.0 - float(args.power), 10)
+    if args.futility_beta is None:
+        return 0.2 if target is None else target
+    beta = float(args.futility_beta)
+    if args.futility != "none" and target is not None and beta > target + 1e-12:
+        raise InputError(f"`--futility-beta` {beta:g} spends more type II error than "
+                         f"--power {args.power:g} leaves (at most {target:g}); leave it out "
+                         "to spend 1 − power.")
+    return beta
+
+
 def sequential_mode(args: argparse.Namespace, discordance: float | None, pilot: Any
                     ) -> tuple[dict[str, Any], list[str]]:
     from robuststats.stats.sequential import power_sequential, size_sequential
@@ -77,7 +92,7 @@ def sequential_mode(args: argparse.Namespace, discordance: float | None, pilot: 
     design = dict(discordance=discordance, seed_sd=seed_sd, icc=icc, baseline=args.baseline,
                   correlation=args.correlation, alpha=args.alpha,
                   alternative=args.alternative, spending=args.spending,
-                  futility=args.futility, beta=args.futility_beta,
+                  futility=args.futility, beta=_beta(args, sizing),
                   cost_per_seed=args.cost_per_seed)
     try:
         if sizing:

@@ -207,8 +207,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                           "Hwang–Shih–DeCani family with γ in [-10, 5] (default: obf)")
     seq.add_argument("--futility", choices=("none", "binding", "non_binding"),
                      default="none", help="futility bound by beta spending (default: none)")
-    seq.add_argument("--futility-beta", type=_number, default=0.2, metavar="B",
-                     help="type II error the futility bound spends (default: 0.2)")
+    seq.add_argument("--futility-beta", type=_number, default=None, metavar="B",
+                     help="type II error the futility bound spends (default: 1 − --power "
+                          "with --looks, else 0.2)")
     seq.add_argument("--cost-per-seed", type=_number, default=None, metavar="C",
                      help="cost of one seed of both conditions (e.g. GPU-hours)")
     out = parser.add_argument_group("output")

@@ -73,6 +73,8 @@ def test_looks_sizes_the_design_to_the_target_power(capsys) -> None:
     (["--sequential", "3,5", "--seeds", "8"], "last look"),
     (["--sequential", "3,5", "--futility", "binding", "--futility-beta", "1.5"],
      "--futility-beta"),
+    (["--looks", "3", "--power", "0.9", "--futility", "non_binding", "--futility-beta", "0.2"],
+     "`--futility-beta` 0.2 spends more type II error than --power 0.9 leaves"),
 ])
 def test_bad_flags_are_one_line(capsys, extra, match) -> None:
     try:
@@ -82,3 +84,23 @@ def test_bad_flags_are_one_line(capsys, extra, match) -> None:
     assert code == 2
     message = capsys.readouterr().err.strip()
     assert match in message and "\n" not in message
+
+
+def test_futility_prints_the_drift_a_study_takes(capsys) -> None:
+    # the drift printed for the study file gives the study the plan's futility bounds; sized
+    # to 90 % power, the futility bound spends β = 0.1 unless told otherwise
+    assert main([*BASE, "--looks", "3", "--power", "0.9", "--futility", "non_binding",
+                 "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    drift = out["summary"]["drift"]
+    assert drift > 0
+    from robuststats.stats.sequential import SequentialOptions, look_designs
+
+    looks = [row["n_seeds"] for row in out["looks"]]
+    opts = SequentialOptions(tuple(looks), futility="non_binding", beta=0.1, drift=drift)
+    _, one = look_designs(opts, drift)
+    fut = [row["futility_bound"] for row in out["looks"]]
+    assert fut[:-1] == pytest.approx(list(one.lower[:-1]), abs=1e-9)
+    assert fut[-2] < out["looks"][-2]["efficacy_bound"]  # the bounds meet only at the end
+    assert main([*BASE, "--sequential", "3,5,8"]) == 0
+    assert "drift" not in capsys.readouterr().out  # no futility, no drift
