@@ -18,6 +18,6 @@ description and lives with it. No torch here.
 
 from __future__ import annotations
 
-from robuststats.config._strict import Strict
+from robuststats.config._strict import Strict, omit_unset
 
-__all__ = ["Strict"]
+__all__ = ["Strict", "omit_unset"]

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_serializer
 
-from robuststats.config import Strict
+from robuststats.config import Strict, omit_unset
 from robuststats.config.bounds import MAX_SEEDS
 
 __all__ = ["SequentialSpec"]
@@ -45,10 +45,7 @@ class SequentialSpec(Strict):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
-        data = handler(self)
-        if data.get("drift") is None:
-            data.pop("drift", None)  # absent when unused: older studies keep their hash
-        return data
+        return omit_unset(handler(self), "drift")
 
     @field_validator("spending", "beta_spending")
     @classmethod

@@ -12,7 +12,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_serializer, mode
 
 from robuststats._validation import check_choice
 from robuststats.analysis import AnalysisOptions
-from robuststats.config import Strict
+from robuststats.config import Strict, omit_unset
 from robuststats.config.bounds import (
     MAX_BATCH_SIZE,
     MAX_ITEMS,
@@ -121,10 +121,7 @@ class ConditionSpec(Strict):
     def _dump(self, handler: Any) -> dict[str, Any]:
         values = {"train_noise": self.train_noise, "aqn": self.aqn}
         data = {**handler(self), **written_forms(self._written, values)}
-        for key in ("eval_kind", "eval_ops", "checkpoint"):
-            if data.get(key) is None:
-                data.pop(key, None)  # absent when unused: older studies keep their hash
-        return data
+        return omit_unset(data, "eval_kind", "eval_ops", "checkpoint")
 
 
 class EvaluationSpec(Strict):
@@ -154,10 +151,7 @@ class EvaluationSpec(Strict):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
-        data = handler(self)
-        if data.get("layer_scales") is None:
-            data.pop("layer_scales", None)  # absent when unused: older studies keep their hash
-        return data
+        return omit_unset(handler(self), "layer_scales")
 
     @field_validator("noise_levels")
     @classmethod

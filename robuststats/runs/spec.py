@@ -32,7 +32,7 @@ from pydantic import (
 
 from robuststats._canonical import canonical_sha256
 from robuststats.analysis import MULTIPLICITY_CHOICES
-from robuststats.config import Strict
+from robuststats.config import Strict, omit_unset
 from robuststats.config.bounds import (
     MAX_BATCH_SIZE,
     MAX_CELLS,
@@ -178,10 +178,7 @@ class StudySpec(Strict):
     def _dump(self, handler: Any) -> dict[str, Any]:
         data = {**handler(self), **written_forms(self._written,
                                                  {"hypotheses": self.hypotheses})}
-        for optional in ("sweep", "diagnose", "resources", "sequential"):
-            if data.get(optional) is None:
-                data.pop(optional, None)  # absent when unused: older studies keep their hash
-        return data
+        return omit_unset(data, "sweep", "diagnose", "resources", "sequential")
 
     @model_validator(mode="after")
     def _cross_checks(self) -> StudySpec:
