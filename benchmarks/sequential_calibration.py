@@ -168,14 +168,17 @@ def _replicate(job: tuple[int, str, float, dict[str, SequentialOptions], dict[st
 
 
 def run(reps: int, workers: int, shift: float = SHIFT,
-        targets: tuple[float, ...] = TARGETS) -> tuple[pd.DataFrame, dict, dict]:
+        targets: tuple[float, ...] = TARGETS, true_shift: float | None = None
+        ) -> tuple[pd.DataFrame, dict, dict]:
     """Raw outcomes of ``reps`` replications per scenario, the plan inputs and the designs
-    (the null and the planned effect at logit ``shift``)."""
+    (the null and the planned effect at logit ``shift``; with ``true_shift``, only an effect
+    at that logit shift, the designs still planned for ``shift``)."""
     p = plan_inputs(shift)
     designs = plan(p, targets)
     seq = {k: v["options"] for k, v in designs.items() if v["result"] is not None}
     fixed = {k: v["fixed"] for k, v in designs.items() if v["result"] is None}
-    scenarios = {"null": 0.0, "effect": shift}
+    scenarios = {"null": 0.0, "effect": shift} if true_shift is None else \
+        {f"effect at logit {true_shift:g}": true_shift}
     jobs = [(i, s, value, seq, fixed) for j, (s, value) in enumerate(scenarios.items())
             for i in range(reps * j, reps * (j + 1))]
     rows: list[dict] = []
@@ -289,6 +292,9 @@ def main() -> None:
                     help=f"logit shift of the planned effect (default {SHIFT})")
     ap.add_argument("--targets", default=",".join(map(str, TARGETS)),
                     help="target powers, comma-separated (default 0.8,0.9)")
+    ap.add_argument("--true-shift", type=float, default=None, metavar="X",
+                    help="simulate only an effect at logit shift X, the designs planned for "
+                         "--shift (an effect larger or smaller than planned)")
     ap.add_argument("--futility-check", type=int, default=0, metavar="REPS",
                     help="only the check of the futility bound's marginals (futility_check)")
     args = ap.parse_args()
@@ -298,10 +304,14 @@ def main() -> None:
     t0 = time.time()
     load = os.getloadavg()[0]
     targets = tuple(float(x) for x in args.targets.split(","))
-    raw, p, designs = run(args.reps, args.workers, args.shift, targets)
+    raw, p, designs = run(args.reps, args.workers, args.shift, targets, args.true_shift)
     tab = table(raw, designs)
+    truth = "" if args.true_shift is None else (
+        f"; simulated at logit shift {args.true_shift} (true δ "
+        f"{plan_inputs(args.true_shift)['effect']:.4f}); 'planned' columns are the plan's "
+        "at the planned effect")
     text = (f"plan inputs (true δ at logit shift {args.shift}; pilot 400 seeds x 3000 "
-            f"items): {p}\n\n"
+            f"items): {p}{truth}\n\n"
             + tab.to_markdown(index=False)
             + f"\n\n{args.reps} replications per scenario; {time.time() - t0:.0f} s with "
               f"{args.workers} worker(s); load average {load:.2f} at the start, "
