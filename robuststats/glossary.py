@@ -165,6 +165,8 @@ GLOSSARY: Mapping[str, str] = {
     "nominal_level": "one-sided nominal p-value level of the efficacy bound, Φ̄(bound)",
     "decision": "what a look decided: VERIFIED, FALSIFIED, FUTILE, CONTINUE, INCONCLUSIVE "
                 "(last look) or STOPPED (failed cells)",
+    "median_unbiased": "at the look a sequential study stopped: the estimate median-unbiased "
+                       "under the stage-wise ordering (greater/less hypotheses)",
 }
 
 
@@ -236,7 +238,7 @@ REGISTRY: tuple[Table, ...] = (
     Table("sequential_looks", "sequential", columns=(
         "id", "look", "n_seeds", "fraction", "estimate", "statistic_z", "efficacy_bound",
         "futility_bound", "nominal_level", "ci_low", "ci_high", "ci_level", "ci_method",
-        "decision", "reason", "pvalue")),
+        "decision", "reason", "pvalue", "median_unbiased")),
     Table("gate", "gate", columns=(
         "eval_noise", "metric", "question", "margin_type", "max_degradation", "candidate",
         "baseline", "estimate", "lower_bound", "upper_bound", "alpha", "passed", "statistic",

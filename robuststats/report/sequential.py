@@ -15,7 +15,8 @@ from robuststats.report.markdown import markdown_table
 __all__ = ["sequential_figure", "sequential_section"]
 
 _SHOWN = ("id", "look", "n_seeds", "fraction", "estimate", "statistic_z", "efficacy_bound",
-          "futility_bound", "ci_low", "ci_high", "ci_level", "decision", "pvalue")
+          "futility_bound", "ci_low", "ci_high", "ci_level", "decision", "pvalue",
+          "median_unbiased")
 
 
 def sequential_figure(looks: pd.DataFrame, path: Path) -> Path:
@@ -58,7 +59,9 @@ def sequential_section(t: Mapping[str, pd.DataFrame], figure: str | None) -> lis
              f"at look {last}. The intervals are repeated confidence intervals: valid "
              "whatever rule stopped the study (docs/statistics.md, sequential studies); "
              "`pvalue` is the stage-wise ordering p-value at the look where the study "
-             "stopped. The driving hypotheses' rows of the table above carry both.\n"]
+             "stopped and `median_unbiased` the estimate median-unbiased under that ordering "
+             "(an early stop overshoots). The driving hypotheses' rows of the table above "
+             "carry the intervals and p-values.\n"]
     shown = [c for c in _SHOWN if c in looks.columns]
     parts.append(markdown_table(looks[shown]))
     if figure:

@@ -65,7 +65,7 @@ def test_a_decision_at_a_look_has_a_stagewise_p_at_most_alpha(relation) -> None:
     h = Hypothesis("H", "accuracy", "A", "B", 0.05, relation, 0.05 if equivalence else 0.02)
     seen, seen_looks = set(), set()
     for look in (1, 2, 3):
-        for est in np.linspace(-0.2, 0.2, 81):
+        for est in np.linspace(-0.2, 0.2, 41):
             ev = normal_evidence(est, 0.02 if equivalence else 0.05, 0.95, "normal", "")
             d = decide_look(h, ev, look, options)
             if d.decision == "CONTINUE":  # defined only where the study stops
@@ -80,3 +80,40 @@ def test_a_decision_at_a_look_has_a_stagewise_p_at_most_alpha(relation) -> None:
             assert decided == (d.pvalue <= 0.05 + 1e-7), (look, est, d)
     assert seen == {True, False}
     assert len(seen_looks) == 3
+
+
+def test_median_unbiased_estimate_and_stagewise_bounds_agree_with_rpact() -> None:
+    # d <- getDesignGroupSequential(kMax = 3, alpha = 0.025, sided = 1, typeOfDesign = "asOF",
+    #   informationRates = c(1/3, 2/3, 1))
+    # ds <- getDataset(n = c(1000, 1000), means = c(0.05, 0.09), stDevs = c(1, 1))
+    # r <- getAnalysisResults(design = d, dataInput = ds, normalApproximation = TRUE)
+    # r$medianUnbiasedEstimates: NA 0.06987329619 NA
+    # r$finalConfidenceIntervalLowerBounds / UpperBounds: NA 0.0259132837 / 0.1137438618 NA
+    # (stage 2: overall mean 0.07, overall sd 0.9999499737, z 3.130652 on n = 2000)
+    from robuststats.stats.sequential._ordering import median_unbiased_ratio, stagewise_drift
+
+    f, up, lo = (1 / 3, 2 / 3, 1), (3.710303, 2.511427, 1.993047), (-INF,) * 3
+    se = 0.9999499737 / math.sqrt(2000)
+    z = 0.07 / se
+    scale = math.sqrt(2 / 3) * se
+    assert stagewise_drift(f, up, lo, 2, z) * scale == pytest.approx(0.06987329619, rel=2e-5)
+    assert stagewise_drift(f, up, lo, 2, z, 0.025) * scale == pytest.approx(0.0259132837,
+                                                                             rel=2e-5)
+    assert stagewise_drift(f, up, lo, 2, z, 0.975) * scale == pytest.approx(0.1137438618,
+                                                                             rel=2e-5)
+    assert 0.07 * median_unbiased_ratio(f, up, lo, 2, z) == pytest.approx(0.06987329619,
+                                                                           rel=2e-5)
+    assert median_unbiased_ratio(f, up, lo, 1, 4.0) == 1.0  # the first look: unbiased as is
+
+
+def test_an_early_stop_is_pulled_back_and_a_late_one_barely() -> None:
+    options = SequentialOptions(looks=(3, 5, 8), alpha=0.05, spending="pocock")
+    h = Hypothesis("H", "accuracy", "A", "B", 0.05, "greater", 0.0)
+    ev = normal_evidence(0.12, 0.06, 0.95, "normal", "")  # z ≈ 3.9
+    first, second = decide_look(h, ev, 1, options), decide_look(h, ev, 2, options)
+    assert first.decision == second.decision == "VERIFIED"
+    assert first.median_unbiased == pytest.approx(0.12)
+    assert 0.0 < second.median_unbiased < 0.12
+    less = Hypothesis("H", "accuracy", "A", "B", 0.05, "less", 0.0)
+    mirrored = decide_look(less, normal_evidence(-0.12, 0.06, 0.95, "normal", ""), 2, options)
+    assert mirrored.median_unbiased == pytest.approx(-second.median_unbiased)

@@ -54,7 +54,7 @@ from robuststats.errors import InputError
 from robuststats.stats._evidence import Evidence
 from robuststats.stats._hypotheses import Hypothesis, _decide
 from robuststats.stats.sequential._design import GroupSequentialDesign, group_sequential_design
-from robuststats.stats.sequential._ordering import stagewise_pvalue
+from robuststats.stats.sequential._ordering import median_unbiased_ratio, stagewise_pvalue
 
 __all__ = ["LookDecision", "SequentialOptions", "analyse_look", "decide_look", "look_designs"]
 
@@ -97,7 +97,9 @@ class LookDecision:
     compared with; ``futility_bound``: the futility bound (NaN without one); ``ci_low``/``ci_high``:
     the repeated confidence interval at nominal level ``ci_level``; ``decision``: VERIFIED,
     FALSIFIED, FUTILE or CONTINUE; ``pvalue``: the decision p-value under the stage-wise
-    ordering for a study that stops at this look (:mod:`._ordering`; NaN on CONTINUE).
+    ordering for a study that stops at this look (:mod:`._ordering`; NaN on CONTINUE);
+    ``median_unbiased``: there, the estimate median-unbiased under the same ordering
+    (greater/less hypotheses; NaN otherwise).
     """
 
     id: str
@@ -116,6 +118,7 @@ class LookDecision:
     decision: str
     reason: str
     pvalue: float = math.nan
+    median_unbiased: float = math.nan
 
     @property
     def stops(self) -> bool:
@@ -201,7 +204,14 @@ def decide_look(h: Hypothesis, ev: Evidence, look: int, options: SequentialOptio
         return decision
     binding = one if one is not None and options.futility == "binding" else None
     p = _stagewise_decision_pvalue(h, ev, look, options.fractions, rci, binding)
-    return dataclasses.replace(decision, pvalue=p)
+    mue = math.nan
+    if h.relation != "equivalent":
+        # the verifying direction's region: the binding design's, else the symmetric one
+        d = binding if binding is not None else rci
+        ratio = median_unbiased_ratio(options.fractions, d.upper, d.lower, look,
+                                      decision.statistic_z)
+        mue = h.margin + (float(ev.estimate) - h.margin) * ratio
+    return dataclasses.replace(decision, pvalue=p, median_unbiased=mue)
 
 
 def _stagewise_decision_pvalue(h: Hypothesis, ev: Evidence, look: int, fractions,

@@ -12,7 +12,12 @@ the one-sided p-value is
         + P_0(Z_k ≥ z, a_i < Z_i < b_i for i < k),
 
 the probability under the null of a result at least as extreme: crossing the upper bound at
-an earlier look, or reaching look ``k`` and exceeding ``z`` there. It is at most the
+an earlier look, or reaching look ``k`` and exceeding ``z`` there. Under a drift ``η`` (the
+mean of the statistic at the last look) the same probability ``g(η)`` increases with ``η``;
+the *median-unbiased* drift solves ``g(η) = ½`` (Jennison & Turnbull 2000, §8.4; Kim 1989,
+Biometrika 76:255–263), and its estimate on the scale of the look is ``η̂√t_k``, against
+the observed ``z``: at the first look the two are equal, later the median-unbiased one is
+pulled toward the design's continuation region, which an early stop overshoots. It is at most the
 α spent up to look ``k`` exactly when ``z ≥ b_k``, so it agrees with the boundaries' decision,
 and it equals the one-look p-value at the first look. The probabilities come from the
 recursion of :mod:`robuststats.stats.sequential._recursion`; checked against rpact's final
@@ -22,11 +27,11 @@ p-value (``getAnalysisResults``) in ``tests/stats/test_sequential_ordering.py``.
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
+from scipy import optimize, special
 
 from robuststats.stats.sequential._recursion import crossing
 
-__all__ = ["stagewise_pvalue"]
+__all__ = ["median_unbiased_ratio", "stagewise_drift", "stagewise_pvalue"]
 
 _P_FLOOR = 1e-300
 
@@ -43,8 +48,50 @@ def stagewise_pvalue(fractions, upper, lower, look: int, p_tail: float) -> float
         return float(p_tail)
     p = min(max(float(p_tail), _P_FLOOR), 1.0)
     z = float(-special.ndtri(p)) if p < 1.0 else -np.inf
+    fr, ups, los = _region(fractions, upper, lower, look, z)
+    return float(min(1.0, crossing(fr, ups, los, 0.0).upper.sum()))
+
+
+def _region(fractions, upper, lower, look: int, z: float):  # type: ignore[no-untyped-def]
     k = look
     ups = np.r_[np.asarray(upper, dtype=float)[:k - 1], z]
     los = np.r_[np.asarray(lower, dtype=float)[:k - 1], -np.inf]
-    fr = np.asarray(fractions, dtype=float)[:k]
-    return float(min(1.0, crossing(fr, ups, los, 0.0).upper.sum()))
+    return np.asarray(fractions, dtype=float)[:k], ups, los
+
+
+def stagewise_drift(fractions, upper, lower, look: int, z: float, q: float = 0.5) -> float:
+    """The drift ``η`` at which a result at least as extreme as ``(look, z)`` under the
+    stage-wise ordering has probability ``q`` (``q = ½``: median-unbiased; ``α/2`` and
+    ``1 − α/2``: the stage-wise confidence bounds)."""
+    fr, ups, los = _region(fractions, upper, lower, look, z)
+
+    def g(eta: float) -> float:
+        return float(crossing(fr, ups, los, eta).upper.sum()) - q
+
+    centre = z / np.sqrt(fr[-1])
+    # a result beyond an earlier bound's reach is explained by a drift near that bound, so
+    # the bracket spans 0 as well as the observed statistic
+    return float(optimize.brentq(g, min(centre, 0.0) - 20.0, max(centre, 0.0) + 20.0,
+                                 xtol=1e-10))
+
+
+#: beyond this |z| the one-sided p-values behind a statistic have lost their resolution
+#: (``1 − Φ(8)`` is 6e-16), so the ratio to it would not be the statistic's
+MAX_Z = 8.0
+
+
+def median_unbiased_ratio(fractions, upper, lower, look: int, z: float) -> float:
+    """``η̂√t_k / z``: the factor that takes the observed distance of an estimate from the
+    tested value to the median-unbiased one (1 at the first look; NaN at ``z = 0`` and
+    beyond ``|z| = MAX_Z``). With a symmetric region (two-sided designs) a negative ``z``
+    is ordered downward, by the mirror image."""
+    if look == 1:
+        return 1.0
+    if not np.isfinite(z) or z == 0.0 or abs(z) > MAX_Z:
+        return float("nan")
+    k = look - 1
+    if z < 0 and np.allclose(np.asarray(lower, dtype=float)[:k],
+                             -np.asarray(upper, dtype=float)[:k]):
+        z = -z
+    eta = stagewise_drift(fractions, upper, lower, look, z)
+    return float(eta * np.sqrt(float(np.asarray(fractions, dtype=float)[look - 1])) / z)
