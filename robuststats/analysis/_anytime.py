@@ -39,7 +39,8 @@ MONITOR = ("all", "noisy", "difference", "retention")
 ANYTIME_STATEMENT = ("anytime-valid confidence sequences (Waudby-Smith & Ramdas 2023): about "
                      "these trained models on this item stream, not about their training "
                      "procedures (the seed-random t of a study answers that); valid when the "
-                     "items were evaluated in a random order")
+                     "items were evaluated in a random order; each row at level alpha on its "
+                     "own (for m rows at once, --alpha alpha/m)")
 
 
 @dataclass(frozen=True, order=True)

@@ -166,6 +166,9 @@ def _table(args: argparse.Namespace, outcomes: Any) -> Any:
 def _data(args: argparse.Namespace, table: Any) -> dict[str, Any]:
     from robuststats.analysis import ANYTIME_STATEMENT
 
+    # JSON has no infinity (a non-finite number is null): an upper bound that is +inf, a
+    # valid "unbounded" answer for retention, is told apart from an empty set here
+    table = table.assign(cs_high_unbounded=[bool(v == float("inf")) for v in table["cs_high"]])
     return {"source": str(args.source), "statement": ANYTIME_STATEMENT,
             "alpha": _alpha(args), "decided": bool(len(table)) and bool(table["decided"].all()),
             "anytime": table}
@@ -220,6 +223,7 @@ def run(args: argparse.Namespace) -> int:
         if table is None or table.empty:
             return None
         key = tuple(table["items"])
+        check_growing(shown[0], key, source)
         if key != shown[0]:
             shown[0] = key
             _print_update(args, table)
@@ -233,6 +237,20 @@ def run(args: argparse.Namespace) -> int:
 
     return watch(step, every=args.watch, timeout=args.timeout, command="analyze",
                  source=source, what=lambda: state["what"])
+
+
+def check_growing(before: tuple[int, ...] | None, now: tuple[int, ...], source: Path) -> None:
+    """Refuse a watched file that lost items: a confidence sequence covers one stream that
+    only grows, and a rewritten or truncated file starts another (exit 2)."""
+    from robuststats.errors import InputError
+
+    if before is None or len(before) != len(now):
+        return
+    if any(n < b for b, n in zip(before, now)):
+        raise InputError(f"SOURCE {str(source)!r} lost items while watched ({sum(now)} paired "
+                         f"items, {sum(before)} before): a confidence sequence covers one "
+                         "stream that only grows; a rewritten file starts a new stream (run "
+                         "again to watch it from its first item).")
 
 
 def watch(step: Callable[[], int | None], *, every: float, timeout: float | None,

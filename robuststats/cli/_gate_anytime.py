@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from robuststats.cli import _options as opts
-from robuststats.cli._anytime import watch
+from robuststats.cli._anytime import check_growing, watch
 from robuststats.cli._output import emit, to_jsonable
 from robuststats.cli._types import positive_float
 
@@ -118,6 +118,7 @@ def run(args: argparse.Namespace, question: str, margin: float,
             return None
         last[0] = result
         key = tuple(lv.items for lv in result.levels)
+        check_growing(shown[0], key, Path(args.candidate))
         if key != shown[0]:
             shown[0] = key
             _show(args, result, watching=True)

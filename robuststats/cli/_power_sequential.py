@@ -118,7 +118,8 @@ def sequential_mode(args: argparse.Namespace, discordance: float | None, pilot: 
         "cost_per_seed": r.cost_per_seed,
         "expected_cost_null": r.cost(r.expected_seeds_null),
         "expected_cost_effect": r.cost(r.expected_seeds_effect),
-        "fixed_cost": r.cost(r.fixed_seeds), "drift": r.drift}
+        "fixed_cost": r.cost(r.fixed_seeds),
+        "drift": r.drift if args.alternative == "two-sided" else None}
     payload = {"design": "sequential", "spending": r.spending, "futility": r.futility,
                "looks": rows, "summary": summary}
     sized = "" if r.target_power is None else (
@@ -146,8 +147,13 @@ def sequential_mode(args: argparse.Namespace, discordance: float | None, pilot: 
               f"{1 - r.expected_seeds_null / r.fixed_seeds:.1%} under δ = 0{cost}",
               "few-df approximation: each look's bound is moved so that the look alone has the "
               "seed-random t's power (docs/power.md, sequential designs)."]
-    if r.drift is not None:
+    if r.drift is not None and args.alternative == "two-sided":
         lines.append(f"futility bounds fixed before the data: put `drift: {r.drift:.4g}` in the "
                      "study's `sequential:` section (its β is spent under this z at the last "
-                     "look; the hypothesis' margin is taken as 0 here: plan with effect − margin)")
+                     "look; the hypothesis' margin is taken as 0 here: plan with effect − "
+                     "margin; with m driving hypotheses and a multiplicity method, plan at "
+                     "--alpha α/m)")
+    elif r.drift is not None:
+        lines.append("a study decides its hypotheses two-sided at its alpha: plan with "
+                     "--alternative two-sided for the `drift:` of its `sequential:` section")
     return payload, lines

@@ -101,12 +101,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _spec(args: argparse.Namespace, source: Path) -> Any:
     """The study of --study, else the one stored with SOURCE, else None."""
+    from robuststats.errors import InputError
     from robuststats.runs.spec import StudySpec
     from robuststats.study.reanalysis import stored_study
 
-    if args.study:
-        return StudySpec.from_file(args.study)
-    return stored_study(source) if source.is_dir() else None
+    stored = stored_study(source) if source.is_dir() else None
+    if not args.study:
+        return stored
+    spec = StudySpec.from_file(args.study)
+    if stored is not None and stored.sequential is not None and \
+            spec.sequential != stored.sequential:
+        raise InputError(f"--study: its `sequential:` plan differs from the one "
+                         f"{str(source)!r} was run with; a sequential study's looks, "
+                         "spending and futility are fixed before its data, so its looks are "
+                         "replayed under the stored plan only (leave out --study)")
+    return spec
 
 
 def _options(args: argparse.Namespace, spec: Any) -> Any:

@@ -11,6 +11,7 @@ goes on at the look it was in.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,15 +141,22 @@ def _stopped(hyps: list[Any], look: int, n: int, why: str) -> dict[str, Any]:
 def with_repeated_intervals(hypotheses: pd.DataFrame, looks: pd.DataFrame,
                             spec: StudySpec) -> pd.DataFrame:
     """The ``hypotheses`` table with each driving hypothesis' interval, verdict and reason
-    replaced by its repeated confidence interval and decision at the look it stopped."""
+    replaced by its repeated confidence interval and decision at the look it stopped. A
+    study STOPPED at a look (failed cells, missing seeds) leaves its driving hypotheses
+    INCONCLUSIVE with the repeated interval of the last look it analysed (none before the
+    first) and no p-value: no fixed-design verdict stands in for the plan."""
     last = looks[looks["look"] == looks["look"].max()]
     out = hypotheses.copy()
     seq = spec.sequential
     assert seq is not None
     split = options_of(spec).split
+    multiplicity = f"sequential {seq.spending} spending over {len(seq.looks)} looks"
     for row in last.itertuples(index=False):
+        if row.decision == "STOPPED":
+            _stopped_rows(out, looks, row, len(seq.looks), multiplicity)
+            continue
         at = out.index[out["id"] == row.id]
-        if row.decision == "STOPPED" or not len(at):
+        if not len(at):
             continue
         verdict = row.decision if row.decision in ("VERIFIED", "FALSIFIED") else "INCONCLUSIVE"
         reason = row.reason if row.decision != "FUTILE" else f"futile: {row.reason}"
@@ -159,9 +167,27 @@ def with_repeated_intervals(hypotheses: pd.DataFrame, looks: pd.DataFrame,
         # (Bonferroni over the m driving hypotheses, as the bounds)
         out.loc[at, ["pvalue", "pvalue_adjusted"]] = [row.pvalue,
                                                       min(1.0, split * row.pvalue)]
-        out.loc[at, "multiplicity"] = (f"sequential {seq.spending} spending over "
-                                       f"{len(seq.looks)} looks, stage-wise p")
+        out.loc[at, "multiplicity"] = f"{multiplicity}, stage-wise p"
     return out
+
+
+def _stopped_rows(out: pd.DataFrame, looks: pd.DataFrame, row: Any, n_looks: int,
+                  multiplicity: str) -> None:
+    analysed = looks[looks["decision"] != "STOPPED"]
+    for hid in str(row.id).split(","):
+        at = out.index[out["id"] == hid]
+        if not len(at):
+            continue
+        before = analysed[analysed["id"] == hid]
+        ci = [math.nan, math.nan, math.nan, "none: no look was analysed"]
+        if len(before):
+            b = before.iloc[-1]
+            ci = [b["ci_low"], b["ci_high"], b["ci_level"],
+                  f"{b['ci_method']} (look {int(b['look'])})"]
+        out.loc[at, ["ci_low", "ci_high", "ci_level", "ci_method", "verdict", "reason",
+                     "pvalue", "pvalue_adjusted", "multiplicity"]] = [
+            *ci, "INCONCLUSIVE", f"look {row.look} of {n_looks} ({row.n_seeds} seeds): "
+            f"STOPPED: {row.reason}", math.nan, math.nan, multiplicity]
 
 
 def sequential_tables(analysis: Any, looks: pd.DataFrame, spec: StudySpec) -> Any:

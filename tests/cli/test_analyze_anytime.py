@@ -200,6 +200,7 @@ def test_one_model_gets_its_retention_unbounded_while_clean_is_never_right(tmp_p
     assert row["comparison"] == "retention" and row["items"] == 90
     # JSON has no infinity: unbounded is null there, as every non-finite number of the package
     assert row["cs_high"] is None and row["cs_low"] > 1 and row["direction"] == "above"
+    assert row["cs_high_unbounded"] is True  # told apart from an empty set
     assert main(["analyze", str(src), "--anytime"]) == 0
     assert "inf]" in capsys.readouterr().out
 
@@ -255,3 +256,21 @@ def test_monitor_picks_the_comparisons_the_watch_waits_for(tmp_path: Path, capsy
                      "--format", "json"]) == 0
         got = json.loads(capsys.readouterr().out)["anytime"]
         assert len(got) == n and {r["comparison"] for r in got} == {monitor}
+
+
+def test_watch_refuses_a_file_that_lost_items(tmp_path: Path, capsys, monkeypatch) -> None:
+    # a file replaced by a shorter one mid-watch is a new stream, not the watched one
+    src = tmp_path / "same.csv"  # two identical models: never decided
+    long = HEADER + _lines((c, 0, 0.0, 0, f"q{i}", i % 2) for i in range(80) for c in "AB")
+    short = HEADER + _lines((c, 0, 0.0, 0, f"q{i}", i % 2) for i in range(30) for c in "AB")
+    src.write_text(long)
+    sleeps = []
+
+    def replace_after_first_read(_seconds):
+        sleeps.append(_seconds)
+        src.write_text(short)
+
+    monkeypatch.setattr(time, "sleep", replace_after_first_read)
+    assert main(["analyze", str(src), "--anytime", "--watch", "1", "--timeout", "30"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "lost items while watched (30 paired items, 80 before)" in err and sleeps

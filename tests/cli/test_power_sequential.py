@@ -104,3 +104,7 @@ def test_futility_prints_the_drift_a_study_takes(capsys) -> None:
     assert fut[-2] < out["looks"][-2]["efficacy_bound"]  # the bounds meet only at the end
     assert main([*BASE, "--sequential", "3,5,8"]) == 0
     assert "drift" not in capsys.readouterr().out  # no futility, no drift
+    # a study decides two-sided: a one-sided plan's bounds are not a study's, so no drift
+    assert main([*BASE, "--sequential", "3,5,8", "--futility", "non_binding",
+                 "--alternative", "greater"]) == 0
+    assert "plan with --alternative two-sided" in capsys.readouterr().out

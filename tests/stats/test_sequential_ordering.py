@@ -117,3 +117,25 @@ def test_an_early_stop_is_pulled_back_and_a_late_one_barely() -> None:
     less = Hypothesis("H", "accuracy", "A", "B", 0.05, "less", 0.0)
     mirrored = decide_look(less, normal_evidence(-0.12, 0.06, 0.95, "normal", ""), 2, options)
     assert mirrored.median_unbiased == pytest.approx(-second.median_unbiased)
+
+
+@pytest.mark.parametrize("futility", ["binding", "non_binding"])
+@pytest.mark.parametrize("relation", ["greater", "less"])
+def test_with_futility_a_futile_stop_is_never_significant(futility, relation) -> None:
+    # a futility stop decides nothing about the other side: its p-value is the verifying
+    # tail's, above α, and it has no median-unbiased estimate
+    options = SequentialOptions(looks=(3, 5, 8), alpha=0.05, spending="obf",
+                                futility=futility, drift=3.0)
+    h = Hypothesis("H", "accuracy", "A", "B", 0.05, relation, 0.02)
+    kinds = set()
+    for look in (1, 2):
+        for est in np.linspace(-0.15, 0.15, 31):
+            d = decide_look(h, normal_evidence(est, 0.05, 0.95, "normal", ""), look, options)
+            kinds.add(d.decision)
+            if d.decision == "FUTILE":
+                assert d.pvalue > 0.05 and math.isnan(d.median_unbiased)
+            elif d.decision in ("VERIFIED", "FALSIFIED"):
+                assert d.pvalue <= 0.05 + 1e-7
+                # on the side the estimate lies: a stop overshoots, never undershoots
+                assert abs(d.median_unbiased - h.margin) <= abs(est - h.margin) + 1e-12
+    assert {"FUTILE", "CONTINUE", "VERIFIED"} <= kinds

@@ -207,6 +207,8 @@ def test_a_failed_cell_stops_the_study_at_its_look(tmp_path: Path, monkeypatch) 
     assert "failed" in looks["reason"].iloc[-1]
     hyp = pd.read_csv(v / "hypotheses.csv").set_index("id")
     assert hyp.loc["H1", "verdict"] == "INCONCLUSIVE"
+    assert "STOPPED" in hyp.loc["H1", "reason"]  # the plan's, not a fixed-design reason
+    assert hyp.loc["H1", "ci_low"] == pytest.approx(looks["ci_low"].iloc[0])  # look 1's RCI
     manifest = json.loads((v / "manifest.json").read_text())
     assert manifest["sequential"]["stopped_at_look"] == 2
     assert sorted(pd.read_parquet(v / "outcomes.parquet")["seed"].unique()) == [0, 1, 2, 3]
@@ -221,11 +223,24 @@ def test_the_looks_replay_from_stored_outcomes() -> None:
     looks = replay_looks(spec, pd.read_parquet(v / "outcomes.parquet"))
     stored = pd.read_csv(v / "sequential_looks.csv")
     pd.testing.assert_frame_equal(stored, looks[stored.columns], check_exact=True)
-    # with the last look's seeds gone, the replay stops there and says why
+    # with the last look's seeds gone, the replay stops there and says why; the driving
+    # hypothesis stays INCONCLUSIVE with look 2's repeated interval, not a fixed-design verdict
+    from robuststats.study.reanalysis import reanalyze
+
     outcomes = pd.read_parquet(v / "outcomes.parquet")
     short = replay_looks(spec, outcomes[outcomes["seed"] < 5])
     assert short["decision"].tolist() == ["CONTINUE", "CONTINUE", "STOPPED"]
     assert "no rows of seed(s) [5]" in short["reason"].iloc[-1]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        analysis = reanalyze(outcomes[outcomes["seed"] < 5], spec, options=spec.analysis)
+    h1 = analysis.hypotheses.set_index("id").loc["H1"]
+    assert h1["verdict"] == "INCONCLUSIVE" and "STOPPED" in h1["reason"]
+    assert (h1["ci_low"], h1["ci_high"]) == pytest.approx(
+        (short["ci_low"].iloc[1], short["ci_high"].iloc[1]))
+    assert np.isnan(h1["pvalue"])
 
 
 @pytest.mark.slow
@@ -243,3 +258,15 @@ def test_analyze_of_a_sequential_version_replays_its_looks(tmp_path: Path) -> No
     assert hyp.loc["H1", "verdict"] == "VERIFIED"
     assert hyp.loc["H1", "pvalue"] == pytest.approx(looks["pvalue"].iloc[-1])
     assert (new / "figures" / "sequential_looks.png").stat().st_size > 0
+
+
+def test_analyze_refuses_another_sequential_plan_for_a_sequential_version(tmp_path: Path,
+                                                                         capsys) -> None:
+    v = ROOT / "results" / "e8_sequential" / "v3"
+    data = yaml.safe_load((ROOT / "studies" / "e8_sequential.yaml").read_text())
+    data["sequential"]["spending"] = "pocock"  # a plan swapped after the data
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert main(["analyze", str(v), "--study", str(other)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--study" in err and "sequential" in err and "\n" not in err

@@ -97,9 +97,10 @@ class LookDecision:
     compared with; ``futility_bound``: the futility bound (NaN without one); ``ci_low``/``ci_high``:
     the repeated confidence interval at nominal level ``ci_level``; ``decision``: VERIFIED,
     FALSIFIED, FUTILE or CONTINUE; ``pvalue``: the decision p-value under the stage-wise
-    ordering for a study that stops at this look (:mod:`._ordering`; NaN on CONTINUE);
-    ``median_unbiased``: there, the estimate median-unbiased under the same ordering
-    (greater/less hypotheses; NaN otherwise).
+    ordering for a study that stops at this look (:mod:`._ordering`; NaN on CONTINUE; on
+    FUTILE the verifying tail's alone); ``median_unbiased``: there, the estimate
+    median-unbiased under the same ordering (greater/less hypotheses that did not stop for
+    futility; NaN otherwise).
     """
 
     id: str
@@ -203,25 +204,31 @@ def decide_look(h: Hypothesis, ev: Evidence, look: int, options: SequentialOptio
     if decision.decision == "CONTINUE":  # the ordering ranks where a study stops
         return decision
     binding = one if one is not None and options.futility == "binding" else None
-    p = _stagewise_decision_pvalue(h, ev, look, options.fractions, rci, binding)
+    futile = decision.decision == "FUTILE"
+    p = _stagewise_decision_pvalue(h, ev, look, options.fractions, rci, binding,
+                                   verifying_only=futile)
     mue = math.nan
-    if h.relation != "equivalent":
-        # the verifying direction's region: the binding design's, else the symmetric one
-        d = binding if binding is not None else rci
-        ratio = median_unbiased_ratio(options.fractions, d.upper, d.lower, look,
-                                      decision.statistic_z)
+    if h.relation != "equivalent" and not futile:
+        # the binding design's region orders the verifying direction only; a result on the
+        # other side is ordered downward on the symmetric region
+        z = decision.statistic_z
+        d = binding if binding is not None and z >= 0 else rci
+        ratio = median_unbiased_ratio(options.fractions, d.upper, d.lower, look, z)
         mue = h.margin + (float(ev.estimate) - h.margin) * ratio
     return dataclasses.replace(decision, pvalue=p, median_unbiased=mue)
 
 
 def _stagewise_decision_pvalue(h: Hypothesis, ev: Evidence, look: int, fractions,
                                rci: GroupSequentialDesign,
-                               binding: GroupSequentialDesign | None) -> float:
+                               binding: GroupSequentialDesign | None, *,
+                               verifying_only: bool = False) -> float:
     """The decision p-value of the one-look analysis (two-sided at the margin; for
     equivalence the smaller of the TOST and the falsifying p) with each one-sided p replaced
     by its stage-wise p-value. The verifying tail of a greater/less hypothesis runs on the
     binding design's region when the futility bound is binding, every other tail on the
-    symmetric region of the repeated intervals."""
+    symmetric region of the repeated intervals. A futility stop has decided that the
+    verifying side is not worth pursuing and nothing about the other side (which did not
+    cross its bound): its p-value is the verifying tail's alone (``verifying_only``)."""
     def sw(p: float, design: GroupSequentialDesign | None = None) -> float:
         d = design if design is not None else rci
         return stagewise_pvalue(fractions, d.upper, d.lower, look, p)
@@ -229,6 +236,8 @@ def _stagewise_decision_pvalue(h: Hypothesis, ev: Evidence, look: int, fractions
     m = h.margin
     if h.relation in ("greater", "less"):
         toward, away = ev.tails(m) if h.relation == "greater" else ev.tails(m)[::-1]
+        if verifying_only:
+            return min(1.0, 2.0 * sw(toward, binding))
         return min(1.0, 2.0 * min(sw(toward, binding), sw(away)))
     verify = 2.0 * max(sw(ev.tails(-m)[0]), sw(ev.tails(m)[1]))
     falsify = 2.0 * min(sw(ev.tails(m)[0]), sw(ev.tails(-m)[1]))
