@@ -23,6 +23,7 @@ from robuststats.analysis._anytime import (
     decision,
     find_model,
     models_of,
+    order_drift,
     paired_stream,
 )
 from robuststats.analysis._dose import DoseOptions, condition_arrays, dose_response_tables
@@ -32,4 +33,4 @@ from robuststats.analysis._run import Analysis, analyze_outcomes
 __all__ = ["ANYTIME_COLUMNS", "ANYTIME_STATEMENT", "MULTIPLICITY_CHOICES", "Analysis",
            "AnalysisOptions", "DoseOptions", "Model", "analyze_outcomes", "anytime_table",
            "condition_arrays", "decision", "dose_response_tables", "find_model", "models_of",
-           "paired_stream"]
+           "order_drift", "paired_stream"]

@@ -212,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--{'monitor' if args.monitor else 'anytime'}: nothing to "
                              "monitor: the models share no such cell, or have no noisy cell "
                              "beside a clean one (eval_noise 0).")
+        _warn_order(table)
         emit(args.format, data=_data(args, table), text=lambda: text(table, ANYTIME_STATEMENT))
         return 0
     shown: list[Any] = [None]
@@ -225,6 +226,8 @@ def run(args: argparse.Namespace) -> int:
         key = tuple(table["items"])
         check_growing(shown[0], key, source)
         if key != shown[0]:
+            if shown[0] is None:
+                _warn_order(table)
             shown[0] = key
             _print_update(args, table)
         if bool(table["decided"].all()):
@@ -237,6 +240,16 @@ def run(args: argparse.Namespace) -> int:
 
     return watch(step, every=args.watch, timeout=args.timeout, command="analyze",
                  source=source, what=lambda: state["what"])
+
+
+def _warn_order(table: Any) -> None:
+    """One stderr line per stream whose outcomes trend with position: the sequences assume
+    a random item order (docs/statistics.md §11); the numbers are printed all the same."""
+    for name, (rho, p) in table.attrs.get("order_drift", []):
+        print(f"robuststats analyze: warning: {name}: the outcomes trend with the items' "
+              f"position (Spearman ρ = {rho:+.2f}, p = {p:.1g}); the sequence holds for items "
+              "evaluated in a random order, which this stream does not look like.",
+              file=sys.stderr)
 
 
 def check_growing(before: tuple[int, ...] | None, now: tuple[int, ...], source: Path) -> None:

@@ -274,3 +274,34 @@ def test_watch_refuses_a_file_that_lost_items(tmp_path: Path, capsys, monkeypatc
     assert main(["analyze", str(src), "--anytime", "--watch", "1", "--timeout", "30"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "lost items while watched (30 paired items, 80 before)" in err and sleeps
+
+
+def _by_difficulty(shuffle: bool, n: int = 400) -> str:
+    """Two models on items stored from easiest to hardest, or in a random order."""
+    rng = np.random.default_rng(11)
+    difficulty = np.sort(rng.normal(0.0, 1.5, n))
+    order = rng.permutation(n) if shuffle else np.arange(n)
+    rows = []
+    for i in order:
+        for cond, ability in (("A", 0.4), ("B", 0.0)):
+            p = 1.0 / (1.0 + np.exp(difficulty[i] - ability))
+            rows.append((cond, 0, 0.0, 0, f"q{i}", int(rng.random() < p)))
+    return HEADER + _lines(rows)
+
+
+def test_a_stream_in_order_of_difficulty_is_warned_about(tmp_path: Path, capsys) -> None:
+    from robuststats.analysis import order_drift
+
+    src = tmp_path / "sorted.csv"
+    src.write_text(_by_difficulty(shuffle=False))
+    assert main(["analyze", str(src), "--anytime"]) == 0
+    err = capsys.readouterr().err
+    assert "trend with the items' position (Spearman ρ = -" in err and "random order" in err
+    src.write_text(_by_difficulty(shuffle=True))
+    assert main(["analyze", str(src), "--anytime"]) == 0
+    assert "trend" not in capsys.readouterr().err
+    # under a random order the check flags about ORDER_P of streams: 2 of 400 at most here
+    rng = np.random.default_rng(12)
+    flagged = sum(order_drift(rng.integers(0, 2, 200), rng.integers(0, 2, 200)) is not None
+                  for _ in range(400))
+    assert flagged <= 2
