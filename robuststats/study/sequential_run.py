@@ -63,12 +63,12 @@ def run_looks(spec: StudySpec, ledger: Any, cells: list[Cell], items: list[str],
               done: set[Cell], *, workers: int, execute: Any, progress: Any
               ) -> SequentialRun:
     """Run the looks of ``spec.sequential`` until the study stops (see the module doc)."""
-    seq = spec.sequential
-    assert seq is not None
-    hyps, seeds = driving(spec), spec.seed_list()
-    reports, rows = [], []
+    seeds = spec.seed_list()
+    reports: list[Any] = []
     look_cells: list[Cell] = []
-    for look, n in enumerate(seq.looks, start=1):
+
+    def outcomes_at(look: int, n: int) -> pd.DataFrame | str:
+        nonlocal look_cells
         chosen = set(seeds[:n])
         look_cells = [c for c in cells if c.seed in chosen]
         finished_before = ledger.finished(look_cells, items=items)
@@ -77,14 +77,10 @@ def run_looks(spec: StudySpec, ledger: Any, cells: list[Cell], items: list[str],
         outcomes = ledger.outcomes(look_cells, items=items)
         finished = ledger.finished(look_cells, items=items)
         if len(finished) < len(look_cells):
-            rows.append(_stopped(hyps, look, n, f"{len(look_cells) - len(finished)} cell(s) "
-                                 "of this look failed"))
-            break
-        decisions = _decide(spec, outcomes, look)
-        rows += decisions
-        if all(d["decision"] != "CONTINUE" for d in decisions):
-            break
-    looks = pd.DataFrame(rows)
+            return f"{len(look_cells) - len(finished)} cell(s) of this look failed"
+        return outcomes
+
+    looks = _walk_looks(spec, outcomes_at)
     return SequentialRun(look_cells, ExecutionReport.combined(reports), looks,
                          int(looks["look"].max()), len({c.seed for c in look_cells}),
                          done & set(look_cells))
@@ -95,19 +91,32 @@ def replay_looks(spec: StudySpec, outcomes: pd.DataFrame) -> pd.DataFrame:
     (``robuststats analyze`` of a sequential version): look ``k`` takes the rows of the
     first ``looks[k]`` seeds of ``spec``, and the replay stops where the study did. The
     decisions are the same function of the same outcomes as in the run."""
+    seeds = spec.seed_list()
+    present = set(outcomes["seed"].unique())
+
+    def outcomes_at(look: int, n: int) -> pd.DataFrame | str:
+        chosen = seeds[:n]
+        missing = sorted(set(chosen) - present)
+        if missing:
+            return f"the outcomes hold no rows of seed(s) {missing}"
+        return outcomes[outcomes["seed"].isin(chosen)]
+
+    return _walk_looks(spec, outcomes_at)
+
+
+def _walk_looks(spec: StudySpec, outcomes_at: Any) -> pd.DataFrame:
+    """The table of looks: at each look, ``outcomes_at(look, n_seeds)`` gives the outcomes
+    of its seeds (or why there are none: the look is STOPPED), the driving hypotheses are
+    decided, and the walk ends once none goes on."""
     seq = spec.sequential
     assert seq is not None
-    hyps, seeds = driving(spec), spec.seed_list()
-    present = set(outcomes["seed"].unique())
     rows: list[dict[str, Any]] = []
     for look, n in enumerate(seq.looks, start=1):
-        chosen = seeds[:n]
-        if not set(chosen) <= present:
-            missing = sorted(set(chosen) - present)
-            rows.append(_stopped(hyps, look, n, f"the outcomes hold no rows of seed(s) "
-                                 f"{missing}"))
+        outcomes = outcomes_at(look, n)
+        if isinstance(outcomes, str):
+            rows.append(_stopped(driving(spec), look, n, outcomes))
             break
-        decisions = _decide(spec, outcomes[outcomes["seed"].isin(chosen)], look)
+        decisions = _decide(spec, outcomes, look)
         rows += decisions
         if all(d["decision"] != "CONTINUE" for d in decisions):
             break
