@@ -54,12 +54,13 @@ from robuststats.errors import InputError
 from robuststats.stats._evidence import Evidence
 from robuststats.stats._hypotheses import Hypothesis, _decide
 from robuststats.stats.sequential._design import GroupSequentialDesign, group_sequential_design
-from robuststats.stats.sequential._ordering import median_unbiased_ratio, stagewise_pvalue
+from robuststats.stats.sequential._ordering import (
+    P_FLOOR,
+    median_unbiased_ratio,
+    stagewise_pvalue,
+)
 
 __all__ = ["LookDecision", "SequentialOptions", "analyse_look", "decide_look", "look_designs"]
-
-_P_FLOOR = 1e-300
-
 
 @dataclass(frozen=True)
 class SequentialOptions:
@@ -132,8 +133,8 @@ def _signed_z(toward: float, away: float) -> float:
     away)``: the one-sided p-values of that side and of the other. Each is capped near ½ on
     the wrong side of the estimate, so the sign comes from the smaller."""
     if toward <= away:
-        return float(-special.ndtri(min(max(toward, _P_FLOOR), 0.5)))
-    return float(special.ndtri(min(max(away, _P_FLOOR), 0.5)))
+        return float(-special.ndtri(min(max(toward, P_FLOOR), 0.5)))
+    return float(special.ndtri(min(max(away, P_FLOOR), 0.5)))
 
 
 @functools.lru_cache(maxsize=256)

@@ -33,7 +33,8 @@ from robuststats.stats.sequential._recursion import crossing
 
 __all__ = ["median_unbiased_ratio", "stagewise_drift", "stagewise_pvalue"]
 
-_P_FLOOR = 1e-300
+#: the smallest one-sided p-value turned into a statistic (``Φ⁻¹`` of 0 is infinite)
+P_FLOOR = 1e-300
 
 
 def stagewise_pvalue(fractions, upper, lower, look: int, p_tail: float) -> float:
@@ -46,29 +47,31 @@ def stagewise_pvalue(fractions, upper, lower, look: int, p_tail: float) -> float
     """
     if look == 1:
         return float(p_tail)
-    p = min(max(float(p_tail), _P_FLOOR), 1.0)
+    p = min(max(float(p_tail), P_FLOOR), 1.0)
     z = float(-special.ndtri(p)) if p < 1.0 else -np.inf
-    fr, ups, los = _region(fractions, upper, lower, look, z)
-    return float(min(1.0, crossing(fr, ups, los, 0.0).upper.sum()))
+    return min(1.0, _as_extreme(fractions, upper, lower, look, z, 0.0))
 
 
-def _region(fractions, upper, lower, look: int, z: float):  # type: ignore[no-untyped-def]
+def _as_extreme(fractions, upper, lower, look: int, z: float,  # type: ignore[no-untyped-def]
+                eta: float) -> float:
+    """``P_η`` of a result at least as extreme as ``(look, z)`` under the stage-wise
+    ordering: an upper crossing before ``look``, or ``Z_look ≥ z`` on the paths that reach
+    it."""
     k = look
     ups = np.r_[np.asarray(upper, dtype=float)[:k - 1], z]
     los = np.r_[np.asarray(lower, dtype=float)[:k - 1], -np.inf]
-    return np.asarray(fractions, dtype=float)[:k], ups, los
+    fr = np.asarray(fractions, dtype=float)[:k]
+    return float(crossing(fr, ups, los, eta).upper.sum())
 
 
 def stagewise_drift(fractions, upper, lower, look: int, z: float, q: float = 0.5) -> float:
     """The drift ``η`` at which a result at least as extreme as ``(look, z)`` under the
     stage-wise ordering has probability ``q`` (``q = ½``: median-unbiased; ``α/2`` and
     ``1 − α/2``: the stage-wise confidence bounds)."""
-    fr, ups, los = _region(fractions, upper, lower, look, z)
-
     def g(eta: float) -> float:
-        return float(crossing(fr, ups, los, eta).upper.sum()) - q
+        return _as_extreme(fractions, upper, lower, look, z, eta) - q
 
-    centre = z / np.sqrt(fr[-1])
+    centre = z / np.sqrt(float(np.asarray(fractions, dtype=float)[look - 1]))
     # a result beyond an earlier bound's reach is explained by a drift near that bound, so
     # the bracket spans 0 as well as the observed statistic
     return float(optimize.brentq(g, min(centre, 0.0) - 20.0, max(centre, 0.0) + 20.0,
