@@ -62,6 +62,7 @@ from robuststats.stats.sequential._ordering import (
 
 __all__ = ["LookDecision", "SequentialOptions", "analyse_look", "decide_look", "look_designs"]
 
+
 @dataclass(frozen=True)
 class SequentialOptions:
     """The sequential plan of a study (``sequential:``, :mod:`robuststats.config.sequential`).
