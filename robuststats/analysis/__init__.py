@@ -24,6 +24,7 @@ from robuststats.analysis._anytime import (
     find_model,
     models_of,
     order_drift,
+    order_drift_note,
     paired_stream,
 )
 from robuststats.analysis._dose import DoseOptions, condition_arrays, dose_response_tables
@@ -33,4 +34,4 @@ from robuststats.analysis._run import Analysis, analyze_outcomes
 __all__ = ["ANYTIME_COLUMNS", "ANYTIME_STATEMENT", "MULTIPLICITY_CHOICES", "Analysis",
            "AnalysisOptions", "DoseOptions", "Model", "analyze_outcomes", "anytime_table",
            "condition_arrays", "decision", "dose_response_tables", "find_model", "models_of",
-           "order_drift", "paired_stream"]
+           "order_drift", "order_drift_note", "paired_stream"]

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["ANYTIME_COLUMNS", "ANYTIME_STATEMENT", "MONITOR", "Model", "anytime_table",
-           "decision", "find_model", "models_of", "paired_stream", "parse_model", "pick_pair"]
+           "decision", "find_model", "models_of", "order_drift", "order_drift_note",
+           "paired_stream", "parse_model", "pick_pair"]
 
 #: columns of the anytime table, in order
 ANYTIME_COLUMNS = ("comparison", "model_a", "model_b", "eval_noise", "noise_seed", "items",
@@ -142,6 +143,14 @@ def order_drift(x: np.ndarray, y: np.ndarray) -> tuple[float, float] | None:
         return None
     rho, p = stats.spearmanr(np.arange(n), total)
     return (float(rho), float(p)) if p < ORDER_P else None
+
+
+def order_drift_note(name: str, drift: tuple[float, float]) -> str:
+    """What :func:`order_drift` found, for a warning or a note."""
+    rho, p = drift
+    return (f"{name}: the outcomes trend with the items' position (Spearman ρ = {rho:+.2f}, "
+            f"p = {p:.1g}); the sequence holds for items evaluated in a random order, which "
+            "this stream does not look like.")
 
 
 def decision(low: float, high: float, null: float) -> str:

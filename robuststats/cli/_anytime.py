@@ -245,10 +245,10 @@ def run(args: argparse.Namespace) -> int:
 def _warn_order(table: Any) -> None:
     """One stderr line per stream whose outcomes trend with position: the sequences assume
     a random item order (docs/statistics.md §11); the numbers are printed all the same."""
-    for name, (rho, p) in table.attrs.get("order_drift", []):
-        print(f"robuststats analyze: warning: {name}: the outcomes trend with the items' "
-              f"position (Spearman ρ = {rho:+.2f}, p = {p:.1g}); the sequence holds for items "
-              "evaluated in a random order, which this stream does not look like.",
+    from robuststats.analysis import order_drift_note
+
+    for name, drift in table.attrs.get("order_drift", []):
+        print(f"robuststats analyze: warning: {order_drift_note(name, drift)}",
               file=sys.stderr)
 
 

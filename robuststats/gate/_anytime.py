@@ -163,7 +163,7 @@ def run_anytime_gate(candidate: str, baseline: str, *, max_degradation: float,
     several; the baseline's defaults to the candidate's when it has that seed).
     ``label``: how to name the candidate (a snapshot of a growing file is read in its place).
     """
-    from robuststats.analysis import order_drift, paired_stream
+    from robuststats.analysis import order_drift, order_drift_note, paired_stream
     from robuststats.stats.sequential import (
         betting_confidence_sequence,
         retention_confidence_sequence,
@@ -219,10 +219,7 @@ def run_anytime_gate(candidate: str, baseline: str, *, max_degradation: float,
             continue
         drift = order_drift(x, y)
         if drift is not None:
-            notes.append(f"eval_noise {lv:g}: the outcomes trend with the items' position "
-                         f"(Spearman ρ = {drift[0]:+.2f}, p = {drift[1]:.1g}); the sequence "
-                         "holds for items evaluated in a random order, which this stream does "
-                         "not look like.")
+            notes.append(order_drift_note(f"eval_noise {lv:g}", drift))
         cs = (retention_confidence_sequence if relative else betting_confidence_sequence)(
             x, y, alpha=alpha)
         verdicts = anytime_verdicts(cs.low, cs.high, low_null, high_null)

@@ -182,3 +182,20 @@ def test_markdown_names_both_sides(store, sim_outcomes, tmp_path, capsys) -> Non
     assert code == 0 and out.startswith("**gate (anytime, equivalence")
     assert "candidate: outcomes" in out and "(seed 0)" in out
     assert "| eval_noise | items |" in out and "| PASS |" in out
+
+
+def test_a_candidate_in_order_of_difficulty_gets_a_note(store, sim_outcomes, tmp_path,
+                                                        capsys) -> None:
+    _, rows = _candidate(sim_outcomes, tmp_path)
+    ease = sim_outcomes.groupby("item_id")["correct"].mean()
+    rows = rows.assign(ease=rows["item_id"].map(ease)).sort_values(
+        ["ease", "item_id"], ascending=[False, True], kind="stable").drop(columns="ease")
+    path = tmp_path / "sorted.csv"
+    rows.to_csv(path, index=False)
+    _, out, _ = _gate(capsys, store, path, "--max-degradation", "0.1", "--margin-type",
+                      "absolute")
+    assert "trend with the items' position (Spearman ρ = -" in out
+    shuffled, _ = _candidate(sim_outcomes, tmp_path, "shuffled.csv")
+    _, out, _ = _gate(capsys, store, shuffled, "--max-degradation", "0.1", "--margin-type",
+                      "absolute")
+    assert "trend with" not in out
