@@ -167,7 +167,11 @@ def _fit_source(args: argparse.Namespace, header: dict[str, Any]) -> dict[str, A
     from (its header's ``source``), checked before any compute."""
     if args.fit_noise is None:
         return None
-    from robuststats.divergence import check_source
+    from robuststats.divergence import check_source, condition_from_dict, fit_device
+
+    recorded = header.get("condition")
+    fit_device(condition_from_dict(recorded if isinstance(recorded, dict) else {}),
+               args.device)
 
     origin = header.get("source") if isinstance(header.get("source"), dict) else {}
     path = origin.get("path")

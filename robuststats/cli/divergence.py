@@ -130,6 +130,10 @@ _OPTIONS = [
     opts.option("--fit-tolerance", type=positive_float, metavar="X",
                 help="--fit-noise: a site whose interval of measured / simulated lies outside "
                      "1 +- X misfits (default 0.1)"),
+    opts.option("--device", metavar="DEV",
+                help="--fit-noise: where the simulations run: cpu, cuda, cuda:N, npu, npu:N "
+                     "(default: the device the reference ran on; never a silent fallback to "
+                     "the CPU)"),
     opts.option("--name", metavar="NAME",
                 help="result name (default: the study's or the model directory's)"),
     opts.out(default=None),
@@ -162,7 +166,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 # flags that belong to one form only; a flag given where it does nothing is an error
 _SOURCE_ONLY = ("items", "texts", "condition", "seed", "batch_size", "max_length", "runs")
 _COMPARE_ONLY = ("max_mape", "sensitivity", "eps", "interval", "confidence_level", "name",
-                 "out", "fit_noise", "fit_places", "fit_tolerance")
+                 "out", "fit_noise", "fit_places", "fit_tolerance", "device")
 _CAPTURE_ONLY = tuple(dest for dest, *_ in _SKETCH)
 _DEFAULTS = {"reference": "fp32", "max_mape": 0.05, "eps": 0.01, "batch_size": 8,
              "interval": "t", "confidence_level": 0.95, "out": "results", "runs": "runs",
@@ -233,7 +237,7 @@ def check_fit_flags(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     if args.fit_noise is None:
-        _refuse(args, ("fit_places", "fit_tolerance"), "applies to --fit-noise FILE")
+        _refuse(args, ("fit_places", "fit_tolerance", "device"), "applies to --fit-noise FILE")
         return
     target = Path(args.fit_noise)
     if target.suffix.lower() not in (".yaml", ".yml", ".json") or target.is_dir() \
@@ -260,7 +264,7 @@ def fit_and_write(args: argparse.Namespace, div: Any, src: Any, reference: Any) 
                         reference=reference, places=args.fit_places,
                         tolerance=args.fit_tolerance, confidence_level=args.confidence_level,
                         batch_size=args.batch_size if isinstance(args.batch_size, int) else 8,
-                        max_length=args.max_length, progress=step)
+                        max_length=args.max_length, device=args.device, progress=step)
     from pathlib import Path
 
     from robuststats._atomic import atomic_write_bytes
@@ -306,6 +310,10 @@ def _run_in_process(args: argparse.Namespace) -> int:
                           "reference is SOURCE's model")
     if cand.checkpoint is not None:
         check_source(cand.checkpoint, name="--candidate.checkpoint")
+    if args.fit_noise is not None:
+        from robuststats.divergence import fit_device
+
+        fit_device(ref, args.device)
     sensitivity = _sensitivity(args)
     _checked_source(args)
     opts.check_output_dirs(args, "out")

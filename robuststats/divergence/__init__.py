@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_pack
     from robuststats.divergence._fitreport import fit_figure as fit_figure
     from robuststats.divergence._fitreport import fit_summary as fit_summary
     from robuststats.divergence._fromcaptures import compare_captures as compare_captures
+    from robuststats.divergence._fromcaptures import condition_from_dict as condition_from_dict
     from robuststats.divergence._metrics import DEFAULT_EPS as DEFAULT_EPS
     from robuststats.divergence._metrics import METRICS as METRICS
     from robuststats.divergence._metrics import RunningStats as RunningStats
@@ -52,6 +53,7 @@ if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_pack
     from robuststats.divergence._msprobe import is_dump as is_dump
     from robuststats.divergence._msprobe import read_dump as read_dump
     from robuststats.divergence._noisefit import NoiseFit as NoiseFit
+    from robuststats.divergence._noisefit import fit_device as fit_device
     from robuststats.divergence._noisefit import fit_noise as fit_noise
     from robuststats.divergence._report import store_name as store_name
     from robuststats.divergence._report import summary as summary

@@ -44,13 +44,16 @@ def _ratio(num: Any, den: Any) -> Any:
                                                   torch.zeros_like(num)))
 
 
-def item_metrics(a: Any, b: Any, mask: Any | None = None, *, eps: float = DEFAULT_EPS
-                 ) -> dict[str, Any]:
+def item_metrics(a: Any, b: Any, mask: Any | None = None, *, eps: float = DEFAULT_EPS,
+                 only: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Per-item divergence of ``b`` from ``a`` (module docstring); float64 tensors
     ``(n_items,)`` keyed by :data:`METRICS`, ``err_norm``, ``ref_norm`` and ``n``.
 
     ``a`` and ``b`` have the same shape ``(n_items, n_positions, *features)`` (``b`` is moved
     to ``a``'s device); ``mask`` is ``(n_items, n_positions)`` (None: every position).
+    ``only``: ``("rel_rms",)`` or ``("rel_rms", "wape")`` computes just those (with
+    ``err_norm`` and ``ref_norm``), by the same operations, so the values are identical:
+    the noise fit's simulations need no more, and the median of MAPE is a sort per item.
     """
     import torch
 
@@ -68,11 +71,20 @@ def item_metrics(a: Any, b: Any, mask: Any | None = None, *, eps: float = DEFAUL
     w = keep.to(torch.float64)[..., None]
     n_feat = a64.shape[-1]
     d = b64 - a64
-    abs_d, abs_a = d.abs(), a64.abs()
     n = keep.sum(1).to(torch.float64) * n_feat
     ss_a = (a64 * a64 * w).sum((1, 2))
-    ss_b = (b64 * b64 * w).sum((1, 2))
     ss_d = (d * d * w).sum((1, 2))
+    rel_rms = torch.sqrt(_ratio(ss_d, ss_a))
+    if only is not None:
+        if not set(only) <= {"rel_rms", "wape"}:
+            raise ValueError(f"`only` must name rel_rms and/or wape, got {only!r}")
+        out = {"rel_rms": rel_rms, "err_norm": torch.sqrt(ss_d), "ref_norm": torch.sqrt(ss_a),
+               "n": n}
+        if "wape" in only:
+            out["wape"] = _ratio((d.abs() * w).sum((1, 2)), (a64.abs() * w).sum((1, 2)))
+        return out
+    ss_b = (b64 * b64 * w).sum((1, 2))
+    abs_d, abs_a = d.abs(), a64.abs()
     guard = eps * torch.sqrt(ss_a / n.clamp(min=1))
     den = abs_a + guard[:, None, None]
     ape = _ratio(abs_d, den)
@@ -81,7 +93,6 @@ def item_metrics(a: Any, b: Any, mask: Any | None = None, *, eps: float = DEFAUL
                          else torch.zeros((), dtype=torch.float64, device=a.device)
                          for i in range(n_items)]) if n_items else mape
     wape = _ratio((abs_d * w).sum((1, 2)), (abs_a * w).sum((1, 2)))
-    rel_rms = torch.sqrt(_ratio(ss_d, ss_a))
     dot = (a64 * b64).sum(-1)
     na, nb = (a64 * a64).sum(-1), (b64 * b64).sum(-1)
     both = na * nb

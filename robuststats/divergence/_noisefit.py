@@ -59,7 +59,7 @@ from robuststats.divergence._fitcheck import CHECKED, site_checks
 from robuststats.divergence._sites import RESIDUAL
 from robuststats.errors import InputError
 
-__all__ = ["PLACES", "NoiseFit", "fit_noise"]
+__all__ = ["PLACES", "NoiseFit", "fit_device", "fit_noise"]
 
 #: granularity of the fitted scales
 PLACES = ("layer", "module")
@@ -170,6 +170,28 @@ def _places(model: Any, mm: Any, granularity: str) -> list[_Place]:
     return out
 
 
+def fit_device(reference: Condition, device: str | None) -> str:
+    """Where a fit's simulations run: ``device`` when given, else the device the reference
+    ran on (a capture's or dump's recorded one; a dump records none: the CPU). The device
+    must exist here: a reference captured on ``cuda`` is refused on a machine without one,
+    in one line, before any compute, never quietly moved to the CPU."""
+    from robuststats.divergence._conditions import _DEVICE
+    from robuststats.divergence._runner import check_device
+
+    if device is not None and not _DEVICE.match(str(device)):
+        raise InputError(f"`device` must be cpu, cuda, cuda:N, npu, npu:N, xpu, xpu:N or mps, "
+                         f"got {device!r}.")
+    recorded = reference.device if _DEVICE.match(str(reference.device)) else "cpu"
+    chosen = device or recorded
+    try:
+        check_device(replace(reference, device=chosen), "device")
+    except InputError as exc:
+        hint = "" if device is not None else \
+            " (the reference ran there; pass --device cpu, or another device, to fit here)"
+        raise InputError(str(exc).rstrip(".") + hint + ".") from None
+    return chosen
+
+
 def _fit_iv(granularity: Any, tolerance: Any, n_resamples: Any, confidence_level: Any,
             pilot_scale: Any) -> None:
     if granularity not in PLACES:
@@ -210,6 +232,7 @@ def fit_noise(model: Any, tokenizer: Any, texts: Sequence[str], measured: Any, *
               tolerance: float = 0.1, confidence_level: float = 0.95,
               n_resamples: int = 1000, rng: int = 0, batch_size: int = 8,
               max_length: int | None = None, noise_seed: int = _SIM_SEED,
+              device: str | None = None,
               progress: Callable[[str], None] | None = None) -> NoiseFit:
     """Fit relative Gaussian scales per place to ``measured`` (module docstring).
 
@@ -220,8 +243,11 @@ def fit_noise(model: Any, tokenizer: Any, texts: Sequence[str], measured: Any, *
     ``module`` (one per linear module of each layer, and one for the layer's other matrix
     products, e.g. attention's). ``ops``: the engine ops the noise is on. ``noise_seed``:
     first seed of the simulations' draws (keep it away from the measured run's).
+    ``device``: where the simulations run (``cpu``, ``cuda``, ``cuda:N``, ``npu`` ...;
+    default: the device the reference ran on, :func:`fit_device`); never a silent fallback.
+    ``progress(what)`` is called after each noisy forward pass of a batch.
     """
-    from robuststats.divergence._runner import compare_runs
+    from robuststats.divergence._simulate import Simulator
     from robuststats.engine import NoiseSpec, build_model_map
 
     _fit_iv(places, tolerance, n_resamples, confidence_level, pilot_scale)
@@ -244,27 +270,28 @@ def fit_noise(model: Any, tokenizer: Any, texts: Sequence[str], measured: Any, *
     texts, ids = [texts[k] for k in keep], [ids[k] for k in keep]
     sites = list(dict.fromkeys(acc["site"]))
     if reference is None:
-        ref = replace(measured.reference, device="cpu", noise=None, noise_label=None,
-                      checkpoint=None, name="reference (simulated)")
+        ref = replace(measured.reference, device=fit_device(measured.reference, device),
+                      noise=None, noise_label=None, checkpoint=None,
+                      name="reference (simulated)")
         if ref.dtype is None or ref.dtype not in ("float32", "float64", "bfloat16", "float16"):
             ref = replace(ref, dtype=None)
     else:
         ref = parse_condition(reference, name="reference")
+        if device is not None:
+            ref = replace(ref, device=fit_device(ref, device))
     mm = build_model_map(model)
     plist = _places(model, mm, places)
     notes: list[str] = []
     runs = 0
+    sim = Simulator(model, tokenizer, texts, ids, sites, ref, batch_size=batch_size,
+                    max_length=max_length)
 
-    def simulate(spec: Any, what: str) -> pd.DataFrame:
+    def simulate(specs: list[Any], what: str, metrics: tuple[str, ...] = ("rel_rms",)
+                 ) -> list[dict[str, np.ndarray]]:
         nonlocal runs
-        runs += 1
-        if progress is not None:
-            progress(what)
-        cand = Condition(name=what, dtype=ref.dtype, device=ref.device, noise=spec)
-        div = compare_runs(model, tokenizer, texts, item_ids=ids, reference=ref, candidate=cand,
-                           modules=sites, batch_size=batch_size, max_length=max_length,
-                           local=False, confidence_level=confidence_level)
-        return div.items
+        runs += len(specs)
+        step = None if progress is None else (lambda _n: progress(what))
+        return sim.run(specs, metrics, progress=step)
 
     def spec_of(scale: float, layers: Any, layer_scales: dict[int | str, float] | None,
                 seed: int) -> Any:
@@ -274,19 +301,19 @@ def fit_noise(model: Any, tokenizer: Any, texts: Sequence[str], measured: Any, *
     meas_sq = _matrix(measured.items, sites, ids, "rel_rms") ** 2
     m = np.nanmean(meas_sq, axis=0)
     # pilot: every layer at one scale, rescaled so the residual stream has the measured size
-    first = simulate(spec_of(pilot_scale, None, None, noise_seed), "pilot, every layer")
-    sim_first = np.nanmean(_matrix(first, sites, ids, "rel_rms") ** 2, axis=0)
+    first = simulate([spec_of(pilot_scale, None, None, noise_seed)], "pilot, every layer")[0]
+    sim_first = np.nanmean(first["rel_rms"] ** 2, axis=0)
     ok = np.isfinite(m) & np.isfinite(sim_first) & (sim_first > 0) & (m > 0)
     ratio = float(np.sqrt(np.median(m[ok] / sim_first[ok]))) if ok.any() else 1.0
     sigma = np.full(len(plist), float(np.clip(pilot_scale * ratio, 1e-6, 0.5)))
     u = np.zeros(len(plist))
     g = np.zeros((len(ids), len(sites), len(plist)))
     for rnd in range(2):
-        for j, p in enumerate(plist):
-            seed = noise_seed + 100_003 * (1 + rnd * len(plist) + j)
-            items = simulate(spec_of(float(sigma[j]), [p.layer], p.alone, seed),
-                             f"response of {p.name}")
-            g[:, :, j] = _matrix(items, sites, ids, "rel_rms") ** 2 / sigma[j] ** 2
+        specs = [spec_of(float(sigma[j]), [p.layer], p.alone,
+                         noise_seed + 100_003 * (1 + rnd * len(plist) + j))
+                 for j, p in enumerate(plist)]
+        for j, resp in enumerate(simulate(specs, f"responses per place, round {rnd + 1}")):
+            g[:, :, j] = resp["rel_rms"] ** 2 / sigma[j] ** 2
         u = _solve(m, np.nanmean(g, axis=0))
         if rnd == 0:  # the second round simulates each place at its fitted scale
             fitted = np.sqrt(u)
@@ -318,12 +345,13 @@ def fit_noise(model: Any, tokenizer: Any, texts: Sequence[str], measured: Any, *
         notes.append("a place fitted to scale 0: the measured divergence needs no noise there "
                      "(non-negative least squares at its bound)")
     # confirmation: the fitted spec, simulated once more with its own draws
-    check = simulate(spec.replace(seed=noise_seed + 7), "confirmation, fitted spec")
+    check = simulate([spec.replace(seed=noise_seed + 7)], "confirmation, fitted spec",
+                     CHECKED)[0]
     layer_of = acc.groupby("site", sort=False)["layer"].first()
     type_of = acc.groupby("site", sort=False)["module_type"].first()
     site_table, rms_log = site_checks(
         {m: _matrix(measured.items, sites, ids, m) for m in CHECKED},
-        {m: _matrix(check, sites, ids, m) for m in CHECKED},
+        {m: check[m] for m in CHECKED},
         sites=sites, layers=[int(layer_of[t]) for t in sites],
         types=[str(type_of[t]) for t in sites], tolerance=tolerance,
         confidence_level=confidence_level, n_resamples=n_resamples, rng=rng)
@@ -343,8 +371,9 @@ def fit_noise(model: Any, tokenizer: Any, texts: Sequence[str], measured: Any, *
     depth = site_table[site_table["site"].isin(res)].sort_values("layer")[[
         "layer", "site", "rel_rms_measured", "rel_rms_simulated", "rel_rms_ratio",
         "rel_rms_ratio_ci_low", "rel_rms_ratio_ci_high"]].reset_index(drop=True)
-    for name, frame in (("measured", measured.items), ("simulated", check)):
-        arr = _matrix(frame, res, ids, "rel_rms")
+    col = {t: j for j, t in enumerate(sites)}
+    for name, arr in (("measured", _matrix(measured.items, res, ids, "rel_rms")),
+                      ("simulated", check["rel_rms"][:, [col[t] for t in res]])):
         bounds = [mean_interval(arr[:, j], confidence_level=confidence_level)
                   for j in range(arr.shape[1])]
         depth[f"rel_rms_{name}_ci_low"] = [b[1] for b in bounds]
@@ -354,6 +383,7 @@ def fit_noise(model: Any, tokenizer: Any, texts: Sequence[str], measured: Any, *
               f"{n_resamples} resamples")
     settings = {"ops": ops if isinstance(ops, str) else list(ops), "pilot_scale": pilot_scale,
                 "noise_seed": noise_seed, "reference": ref.to_dict(),
+                "forward_passes": sim.forward_passes,
                 "measured_candidate": measured.candidate.to_dict()}
     return NoiseFit(spec, places, scales, site_table, depth, verdict, tolerance,
                     confidence_level, n, n_resamples, rms_log, method, tuple(notes),
