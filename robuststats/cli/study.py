@@ -22,6 +22,10 @@ _OPTIONS = [
     opts.option("--n-items", type=positive_int, metavar="N", help="evaluation items per cell"),
     opts.option("--noise-seeds", type=positive_int, metavar="N",
                 help="inference-noise draws per noisy cell (clean cells use one)"),
+    opts.option("--device", metavar="DEV",
+                help="where the builtin trainer trains and every cell evaluates: cpu, cuda, "
+                     "cuda:N, npu, npu:N (default: the file's `device:`, else cpu); part of "
+                     "the run, so another device is another run directory"),
     opts.workers("parallel worker processes (default 2; 1 runs in this process)", default=2),
     opts.option("--executor", choices=("local", "ray"), default="local",
                 help="where jobs run: local processes (default) or Ray tasks, with the study's "
@@ -54,7 +58,12 @@ def run(args: argparse.Namespace) -> int:
     from robuststats.study.runner import run_study
 
     spec = StudySpec.from_file(args.study_file).with_overrides(
-        seeds=args.seeds, n_items=args.n_items, noise_seeds=args.noise_seeds)
+        seeds=args.seeds, n_items=args.n_items, noise_seeds=args.noise_seeds,
+        device=args.device)
+    if spec.device is not None:  # a device this machine lacks: refused before any compute
+        from robuststats.runs.machine import check_torch_device
+
+        check_torch_device(spec.device, "--device" if args.device else "device")
     if args.check:
         return _check(args, spec)
     # before anything is built or trained: a bad --out must not surface after the compute

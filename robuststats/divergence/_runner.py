@@ -98,29 +98,11 @@ def _compare_iv(texts: Any, item_ids: Any, batch_size: Any, eps: Any, confidence
 
 
 def check_device(condition: Condition, name: str) -> None:
-    """A device that this machine lacks is an error before any compute (``npu`` needs the
-    ``torch_npu`` extension, which registers ``torch.npu``)."""
-    import torch
+    """A device that this machine lacks is an error before any compute
+    (:func:`robuststats.runs.machine.check_torch_device`)."""
+    from robuststats.runs.machine import check_torch_device
 
-    dev = condition.device
-    kind, _, index_text = dev.partition(":")
-    index = int(index_text) if index_text else 0
-    if kind == "npu":
-        try:
-            import torch_npu  # noqa: F401
-        except ImportError:
-            raise InputError(f"`{name}`: device {dev!r} needs the torch_npu extension, "
-                             "which is not installed here.") from None
-    backend = getattr(torch, kind, None) if kind in ("cuda", "npu", "xpu") else None
-    if backend is not None or kind in ("cuda", "npu", "xpu"):
-        if backend is None or not backend.is_available():
-            raise InputError(f"`{name}`: device {dev!r} is not available here "
-                             f"(torch.{kind}.is_available() is False).")
-        if index >= backend.device_count():
-            raise InputError(f"`{name}`: device {dev!r} does not exist "
-                             f"({backend.device_count()} {kind.upper()} device(s)).")
-    if dev == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
-        raise InputError(f"`{name}`: device 'mps' is not available here.")
+    check_torch_device(condition.device, name)
 
 
 def _placed(model: Any, condition: Condition, cache: dict[tuple[str, str], Any]) -> Any:

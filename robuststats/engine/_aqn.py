@@ -188,7 +188,10 @@ def aqn_perturb(
     try:
         with torch.no_grad():
             for _, w in targets:
-                noise = torch.randn(w.shape, generator=generator, dtype=w.dtype, device=w.device)
+                # drawn where the generator lives (the CPU for a study): the same draws on
+                # every device, and a CPU generator never meets a CUDA tensor
+                noise = torch.randn(w.shape, generator=generator, dtype=w.dtype,
+                                    device=generator.device).to(w.device)
                 w.add_(noise, alpha=float(sigma))
         yield AQNPerturbation(float(sigma), tuple(n for n, _ in targets))
     finally:

@@ -244,11 +244,12 @@ class BuiltinTrainer(Trainer):
 
     def train(self, task: Task, condition: TrainingCondition, seed: int,
               workdir: Path | None = None, *,
-              progress: Callable[[int, int], None] | None = None) -> TrainedModel:
+              progress: Callable[[int, int], None] | None = None,
+              device: str | None = None) -> TrainedModel:
         from robuststats.models.training import train_builtin
 
         model, tokenizer, info = train_builtin(task, condition, seed, self.params,
-                                               progress=progress)
+                                               progress=progress, device=device)
         return TrainedModel(model=model, tokenizer=tokenizer, info=info)
 
 

@@ -48,12 +48,15 @@ def training_noise_seed(noise_seed: int, seed: int) -> int:
 
 def train_builtin(task: Task, condition: TrainingCondition, seed: int,
                   params: Mapping[str, Any], *,
-                  progress: Callable[[int, int], None] | None = None
+                  progress: Callable[[int, int], None] | None = None,
+                  device: str | None = None
                   ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, dict[str, Any]]:
     """Build the tiny model for ``task`` and train it: ``(model, tokenizer, info)``.
 
     ``params`` are the builtin trainer's validated parameters (``steps``, ``lr``,
     ``batch_size``, ``warmup``, ``weight_decay``, ``model``, ``train_eval_items``).
+    ``device``: where it trains (None: the CPU). The initial weights and the data order are
+    drawn on the CPU either way, so two devices start from the same model.
     """
     check_whole(seed, "seed")
     items = task.items("train")
@@ -61,9 +64,13 @@ def train_builtin(task: Task, condition: TrainingCondition, seed: int,
         raise InputError(f"task {task.name!r} has an empty train split.")
     tokenizer = build_tokenizer(task.vocabulary())
     model = build_model(tokenizer, params["model"], seed=seed)
+    if device is not None:
+        model.to(device)
     started = time.perf_counter()
     info = run_training(model, tokenizer, task, items, condition, seed=seed,
                         params=params, progress=progress)
+    if device is not None:
+        info["device"] = device
     info["wall_seconds"] = round(time.perf_counter() - started, 3)
     info.update(trainer="builtin", condition=condition.name, seed=seed,
                 task=task.describe(), params=_jsonable(params),
@@ -115,6 +122,7 @@ def run_training(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, tas
             index = order[cursor : cursor + batch_size]
             cursor += batch_size
             x, y = _trim(input_ids[index], labels[index])
+            x, y = x.to(model.device), y.to(model.device)
             sigma = float(aqn.sigma(step)) if aqn is not None else 0.0
             sigmas.append(sigma)
             perturb: Any = contextlib.nullcontext()

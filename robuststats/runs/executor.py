@@ -109,6 +109,8 @@ def run_job(run_dir: str, spec: StudySpec, job: TrainJob, cells: list[Cell],
         return JobCounts(failed=len(cells))
     if trained_now:
         reporter.trained()
+    if spec.device is not None and not external:
+        model.model.to(spec.device)  # a cached or loaded model comes back on the CPU
     for cell in cells:
         start = time.perf_counter()
         try:
@@ -182,8 +184,10 @@ def load_or_train(ledger: RunLedger, spec: StudySpec, job: TrainJob, *, task: An
     condition = TrainingCondition.from_spec(job.condition, spec.conditions[job.condition])
     staging = ledger.stage_model(job)
     start = time.perf_counter()
-    extra = {"progress": progress} if progress is not None and _takes_progress(trainer) \
+    extra = {"progress": progress} if progress is not None and _takes(trainer, "progress") \
         else {}
+    if spec.device is not None and _takes(trainer, "device", through_kwargs=False):
+        extra["device"] = spec.device
     model = trainer.train(task if task is not None else build_task(spec), condition,
                           seed=job.seed, workdir=staging.workdir, **extra)
     model.save(staging.model_path)
@@ -193,13 +197,14 @@ def load_or_train(ledger: RunLedger, spec: StudySpec, job: TrainJob, *, task: An
     return model, True
 
 
-def _takes_progress(trainer: Any) -> bool:
-    """Whether ``trainer.train`` accepts ``progress=`` (by name or through ``**kwargs``)."""
+def _takes(trainer: Any, name: str, *, through_kwargs: bool = True) -> bool:
+    """Whether ``trainer.train`` accepts ``name=`` (by name, or through ``**kwargs`` when
+    ``through_kwargs``)."""
     try:
         params = inspect.signature(trainer.train).parameters.values()
     except (TypeError, ValueError):
         return False
-    return any(p.name == "progress" or p.kind is inspect.Parameter.VAR_KEYWORD
+    return any(p.name == name or (through_kwargs and p.kind is inspect.Parameter.VAR_KEYWORD)
                for p in params)
 
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from robuststats._version import __version__
+from robuststats.errors import InputError
 
-__all__ = ["device", "environment"]
+__all__ = ["DEVICE_PATTERN", "check_torch_device", "device", "environment"]
 
 
 def _git_commit() -> dict[str, Any]:
@@ -74,3 +76,36 @@ def device() -> str:
     if torch.cuda.is_available():
         return f"cuda ({torch.cuda.get_device_name(0)}), training/eval device chosen by trainer"
     return f"cpu ({platform.processor() or platform.machine()})"
+
+
+#: the devices a model can be put on by name
+DEVICE_PATTERN = re.compile(r"^(cpu|mps|(cuda|npu|xpu)(:\d+)?)$")
+
+
+def check_torch_device(dev: str, name: str) -> None:
+    """A device that this machine lacks is an :class:`InputError` naming ``name``, raised
+    before any compute (``npu`` needs the ``torch_npu`` extension, which registers
+    ``torch.npu``). Nothing ever falls back to the CPU in silence."""
+    import torch
+
+    if not isinstance(dev, str) or not DEVICE_PATTERN.match(dev):
+        raise InputError(f"`{name}` must be cpu, cuda, cuda:N, npu, npu:N, xpu, xpu:N or mps, "
+                         f"got {dev!r}.")
+    kind, _, index_text = dev.partition(":")
+    index = int(index_text) if index_text else 0
+    if kind == "npu":
+        try:
+            import torch_npu  # noqa: F401
+        except ImportError:
+            raise InputError(f"`{name}`: device {dev!r} needs the torch_npu extension, "
+                             "which is not installed here.") from None
+    backend = getattr(torch, kind, None) if kind in ("cuda", "npu", "xpu") else None
+    if kind in ("cuda", "npu", "xpu"):
+        if backend is None or not backend.is_available():
+            raise InputError(f"`{name}`: device {dev!r} is not available here "
+                             f"(torch.{kind}.is_available() is False).")
+        if index >= backend.device_count():
+            raise InputError(f"`{name}`: device {dev!r} does not exist "
+                             f"({backend.device_count()} {kind.upper()} device(s)).")
+    if dev == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise InputError(f"`{name}`: device 'mps' is not available here.")

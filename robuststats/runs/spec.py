@@ -131,6 +131,9 @@ class StudySpec(Strict):
     resources: ResourcesSpec | None = None
     #: a group-sequential study over the seeds (:mod:`robuststats.config.sequential`)
     sequential: SequentialSpec | None = None
+    #: where the builtin trainer trains and every cell evaluates (cpu, cuda, cuda:N, npu,
+    #: ...); unset: the CPU. Part of the run hash: another device computes other numbers
+    device: str | None = None
 
     # key path -> line number in the source file (1-based); empty for specs from dicts
     _lines: dict[KeyPath, int] = PrivateAttr(default_factory=dict)
@@ -148,6 +151,16 @@ class StudySpec(Strict):
     @classmethod
     def _name(cls, v: str) -> str:
         return check_name(v, "study name")
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str | None) -> str | None:
+        from robuststats.runs.machine import DEVICE_PATTERN
+
+        if v is not None and not DEVICE_PATTERN.match(v):
+            raise ValueError(f"must be cpu, cuda, cuda:N, npu, npu:N, xpu, xpu:N or mps, "
+                             f"got {v!r}")
+        return None if v == "cpu" else v  # the default: the same run, the same hash
 
     @field_validator("seeds")
     @classmethod
@@ -178,7 +191,7 @@ class StudySpec(Strict):
     def _dump(self, handler: Any) -> dict[str, Any]:
         data = {**handler(self), **written_forms(self._written,
                                                  {"hypotheses": self.hypotheses})}
-        return omit_unset(data, "sweep", "diagnose", "resources", "sequential")
+        return omit_unset(data, "sweep", "diagnose", "resources", "sequential", "device")
 
     @model_validator(mode="after")
     def _cross_checks(self) -> StudySpec:
@@ -267,7 +280,8 @@ class StudySpec(Strict):
                                      ops=self.conditions[condition].eval_ops)
 
     def with_overrides(self, *, seeds: int | None = None, n_items: int | None = None,
-                       noise_seeds: int | None = None) -> StudySpec:
+                       noise_seeds: int | None = None, device: str | None = None
+                       ) -> StudySpec:
         """Apply command-line overrides; each applies only when given (not ``None``).
 
         ``seeds=N``: when the file gives a count, seeds ``0..N-1``; when the file lists
@@ -293,6 +307,9 @@ class StudySpec(Strict):
             data["evaluation"]["noise_seeds"] = check_count(noise_seeds, "noise_seeds",
                                                             MAX_NOISE_SEEDS)
             overridden.append(("evaluation", "noise_seeds"))
+        if device is not None:
+            data["device"] = device
+            overridden.append(("device",))
         # an overridden value is no longer on its line of the file: errors about it name
         # the key without a line
         lines = {path: line for path, line in self._lines.items()
