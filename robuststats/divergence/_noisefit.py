@@ -260,6 +260,10 @@ def fit_noise(model: Any, tokenizer: Any, texts: Sequence[str], measured: Any, *
     if acc.empty or not np.isfinite(acc["rel_rms"].to_numpy(float)).any():
         raise InputError("`measured` has no per-item rel RMS inside the decoder layers to fit "
                          "(a statistics-only dump cannot be fitted: dump tensors).")
+    if not (acc["rel_rms"].to_numpy(float) > 0).any():
+        raise InputError("`measured`: the two runs agree exactly at every site inside the "
+                         "decoder layers: there is no divergence to fit (the same device, "
+                         "dtype and kernels on both sides?).")
     measured_ids = list(dict.fromkeys(acc["item_id"]))
     missing = [i for i in measured_ids if i not in set(ids)]
     if missing:

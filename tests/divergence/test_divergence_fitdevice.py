@@ -121,3 +121,12 @@ def test_cli_device_needs_fit_noise_and_is_checked_before_compute(tmp_path, caps
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and "device 'cuda' is not available" in err[0]
         assert not (tmp_path / "res").exists()  # nothing computed, nothing written
+
+
+def test_two_runs_that_agree_exactly_are_refused_not_fitted_to_nan(qwen):
+    model, tok, texts, ids = qwen
+    div = compare_runs(model, tok, texts, item_ids=ids, candidate="fp32", local=False,
+                       modules=["residual"])
+    assert (div.items["rel_rms"] == 0).all()
+    with pytest.raises(InputError, match=r"agree exactly at every site.*no divergence to fit"):
+        fit_noise(model, tok, texts, div, item_ids=ids, n_resamples=100)
