@@ -15,8 +15,9 @@ measures, per (config, layers, items):
 - ``fit``: ``divergence.fit_noise`` with ``places=layer`` on the residual stream of every
   layer, from a planted divergence: its seconds / one clean forward pass, beside the
   ``2 + 2L`` noisy passes it simulates and the clean passes it adds;
-- peak memory of each step above the loaded model (CPU: resident set, sampled every 5 ms;
-  CUDA: ``max_memory_allocated``).
+- peak memory of each step, the model included (CPU: resident set, sampled every 5 ms;
+  CUDA: ``max_memory_allocated``). Captures and fits run 8 items per batch whatever the
+  item count, so their peak should not grow with items (memory bounded by one batch).
 
 Variants are interleaved repeat by repeat (medians), so a shared machine's load moves both
 sides alike; the ratios are the result, the seconds are this machine's. Depth and item
@@ -79,8 +80,9 @@ def build(name: str, shape: tuple, layers: int, tokenizer, path: Path,
 
 
 class Peak:
-    """Peak memory above the level at entry (CPU: RSS sampled in a thread; CUDA: the
-    allocator's peak)."""
+    """Peak memory while inside, model included (CPU: the resident set sampled in a thread;
+    CUDA: the allocator's peak). Absolute: an allocator keeps what it freed, so a level
+    "above entry" would read 0 after a warm-up."""
 
     def __init__(self, device: torch.device) -> None:
         self.device, self.peak = device, 0
@@ -109,15 +111,15 @@ class Peak:
     def __exit__(self, *exc: object) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-            self.peak = torch.cuda.max_memory_allocated(self.device) - self.base
+            self.peak = torch.cuda.max_memory_allocated(self.device)
         else:
             self.stop.set()
             self.thread.join()
-            self.peak = self.top - self.base
+            self.peak = self.top
 
 
 def timed(fn: Callable[[], object], device: torch.device) -> tuple[float, int]:
-    """Seconds and peak memory (bytes above entry) of one call."""
+    """Seconds and peak memory (bytes) of one call."""
     with Peak(device) as peak:
         t0 = time.perf_counter()
         fn()
@@ -185,14 +187,14 @@ def measure(name: str, shape: tuple, layers: int, n_items: int, args: argparse.N
     cond = {"name": "ref", "dtype": args.dtype, "device": args.device}
     cap_file = work / "capture.npz"
     cap_s, cap_mem = timed(lambda: capture_run(model, tokenizer, texts, cap_file,
-                                               condition=cond, batch_size=n_items), device)
+                                               condition=cond, batch_size=8), device)
     planted = {"name": "planted", "dtype": args.dtype, "device": args.device, "noise_seed": 7,
                "noise": {"scale": 0.02, "kind": "relative_gaussian", "ops": "matmul_only"}}
     div = compare_runs(model, tokenizer, texts, reference=cond, candidate=planted,
                        modules=["residual"], local=False, batch_size=n_items)
     box: dict[str, object] = {}
     fit_s, fit_mem = timed(lambda: box.update(fit=fit_noise(
-        model, tokenizer, texts, div, places="layer", n_resamples=200, batch_size=n_items,
+        model, tokenizer, texts, div, places="layer", n_resamples=200, batch_size=8,
         device=args.device)), device)
     fit = box["fit"]
     clean_fw = fw["clean"][0]
