@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
+import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -140,12 +143,22 @@ def _capture_iv(path: Any, texts: Any, item_ids: Any, batch_size: Any, max_lengt
 
 class _Sketcher:
     """Forward hooks that sketch each site's output of one batch into ``(n_sites, B, ...)``
-    arrays."""
+    arrays.
+
+    A hook copies its site's output to the host and hands the sketching (NumPy: the
+    hashing, the projection) to a thread pool, so the model runs on while earlier sites are
+    sketched (on a GPU host, the CPUs sketch while the GPU computes); :meth:`wait` joins
+    them before the batch is written. Each (site, item) fills its own cells: the arrays do
+    not depend on which thread ran first.
+    """
 
     def __init__(self, sites: list[Site], params: SketchParams, notes: list[str],
-                 skipped: set[str], n_features: dict[str, int]) -> None:
+                 skipped: set[str], n_features: dict[str, int], pool: Any) -> None:
         self.sites, self.params, self.notes = sites, params, notes
         self.skipped, self.n_features = skipped, n_features
+        self.pool = pool
+        self.pending: list[Any] = []
+        self.lock = threading.Lock()  # the subset array may be swapped for a float64 one
 
     def start(self, item_ids: list[str], mask: Any) -> None:
         s, b = len(self.sites), len(item_ids)
@@ -179,18 +192,30 @@ class _Sketcher:
                                  f"batches ({self.n_features[site.name]} and {features}).")
             # one copy of this site's batch on the CPU (bf16/fp16 are exact in float32)
             host = y.detach().to("cpu", dtype).reshape(n_items, y.shape[1], features).numpy()
-            for i, item in enumerate(self.item_ids):
-                x = host[i] if keep is None else host[i][keep[i]]
-                sk = item_sketch(x, self.params, site.name, item)
-                if x.dtype == np.float64 and self.arrays["subset"].dtype != np.float64:
+            if host.dtype == np.float64 and self.arrays["subset"].dtype != np.float64:
+                with self.lock:
                     self.arrays["subset"] = self.arrays["subset"].astype(np.float64)
-                self.arrays["sq_norm"][index, i] = sk["sq_norm"]
-                self.arrays["zero_rows"][index, i] = sk["zero_rows"]
-                self.arrays["n_rows"][index, i] = x.shape[0]
-                self.arrays["subset"][index, i, :sk["subset"].size] = sk["subset"]
-                self.arrays["sketch"][index, i] = sk["sketch"]
-                self.arrays["unit_sketch"][index, i] = sk["unit_sketch"]
+            self.pending.append(self.pool.submit(self._sketch, index, host, keep))
         return run
+
+    def _sketch(self, index: int, host: np.ndarray, keep: np.ndarray | None) -> None:
+        name = self.sites[index].name
+        for i, item in enumerate(self.item_ids):
+            x = host[i] if keep is None else host[i][keep[i]]
+            sk = item_sketch(x, self.params, name, item)
+            with self.lock:
+                self.arrays["subset"][index, i, :sk["subset"].size] = sk["subset"]
+            self.arrays["sq_norm"][index, i] = sk["sq_norm"]
+            self.arrays["zero_rows"][index, i] = sk["zero_rows"]
+            self.arrays["n_rows"][index, i] = x.shape[0]
+            self.arrays["sketch"][index, i] = sk["sketch"]
+            self.arrays["unit_sketch"][index, i] = sk["unit_sketch"]
+
+    def wait(self) -> None:
+        """Join this batch's sketches (an error in one is raised here)."""
+        pending, self.pending = self.pending, []
+        for future in pending:
+            future.result()
 
 
 def capture_run(model: Any, tokenizer: Any, texts: Sequence[str], path: str | Path, *,
@@ -242,7 +267,9 @@ def capture_run(model: Any, tokenizer: Any, texts: Sequence[str], path: str | Pa
     counts: list[dict[str, Any]] = []
     n_tokens: list[int] = []
     token_sha: list[str] = []
-    sketcher = _Sketcher(sites, params, notes, skipped, n_features)
+    pool = ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)),
+                              thread_name_prefix="sketch")
+    sketcher = _Sketcher(sites, params, notes, skipped, n_features, pool)
     writer = CaptureWriter(path)
     try:
         for k, start in enumerate(range(0, len(texts), batch_size)):
@@ -258,6 +285,7 @@ def capture_run(model: Any, tokenizer: Any, texts: Sequence[str], path: str | Pa
                 for i, s in enumerate(sites):
                     hooks.add(by_name[s.name], sketcher.hook(i))
                 forward_batch(placed, enc)
+            sketcher.wait()
             writer.add_chunk(start, start + len(sketcher.item_ids), sketcher.arrays)
             if progress is not None:
                 progress(len(sketcher.item_ids))
@@ -285,5 +313,7 @@ def capture_run(model: Any, tokenizer: Any, texts: Sequence[str], path: str | Pa
     except BaseException:
         writer.abort()
         raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return CaptureInfo(path, n_bytes, len(ids), sum(s["captured"] for s in header["sites"]),
                        time.perf_counter() - t0, header)
