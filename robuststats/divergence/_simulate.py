@@ -79,11 +79,13 @@ class Simulator:
             for s, spec in enumerate(specs):
                 cand = Condition(name="simulation", dtype=self.ref.dtype,
                                  device=self.ref.device, noise=spec)
+                found: list[tuple[int, dict[str, Any]]] = []
                 with _noise(self.model, cand, k, ignored, {}), _Hooks() as hooks:
                     for j, module in enumerate(self.modules):
-                        hooks.add(module, self._compare(kept, j, mask, out[s], start, metrics))
+                        hooks.add(module, self._compare(kept, j, mask, found, metrics))
                     forward_batch(self.model, enc)
                 self.forward_passes += 1
+                _store(found, out[s], start, metrics)
                 if progress is not None:
                     progress(1)
             del kept  # this batch's activations
@@ -98,8 +100,8 @@ class Simulator:
         return hook
 
     @staticmethod
-    def _compare(kept: dict[int, Any], j: int, mask: Any, into: dict[str, np.ndarray],
-                 start: int, metrics: tuple[str, ...]) -> Callable[..., None]:
+    def _compare(kept: dict[int, Any], j: int, mask: Any, found: list[Any],
+                 metrics: tuple[str, ...]) -> Callable[..., None]:
         from robuststats.divergence._metrics import item_metrics
 
         def hook(_m: Any, _args: Any, output: Any) -> None:
@@ -108,6 +110,19 @@ class Simulator:
                 return
             values = item_metrics(a, y, mask if a.shape[1] == mask.shape[1] else None,
                                   only=metrics)
-            for m in metrics:
-                into[m][start:start + a.shape[0], j] = values[m].cpu().numpy()
+            found.append((j, {m: values[m] for m in metrics}))  # still on the device
         return hook
+
+
+def _store(found: list[tuple[int, dict[str, Any]]], into: dict[str, np.ndarray], start: int,
+           metrics: tuple[str, ...]) -> None:
+    """One pass's per-site values into ``into``'s rows of this batch, copied to the host at
+    once (one synchronisation per pass on a GPU, not one per site)."""
+    import torch
+
+    if not found:
+        return
+    cols = [j for j, _ in found]
+    for m in metrics:
+        block = torch.stack([v[m] for _, v in found], dim=1).cpu().numpy()
+        into[m][start:start + block.shape[0], cols] = block
