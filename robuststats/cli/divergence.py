@@ -124,6 +124,10 @@ _OPTIONS = [
                 help="fit per-layer relative Gaussian noise scales whose simulated divergence "
                      "on the reference model matches the measured one, and write them as a "
                      "NoiseSpec YAML (with intervals and a lack-of-fit verdict) to FILE"),
+    opts.option("--checkpoint", metavar="DIR",
+                help="--fit-noise from two captures: the model directory the captures were "
+                     "made from, at its new place (checked against both captures' SHA-256; "
+                     "--texts FILE relocates their texts the same way)"),
     opts.option("--fit-places", choices=("layer", "module"),
                 help="--fit-noise: one scale per decoder layer, or per linear module of each "
                      "layer and one for its other products (default layer)"),
@@ -222,6 +226,8 @@ def run(args: argparse.Namespace) -> int:
         raise _flag_error("--candidate", "required: the condition compared with --reference "
                           "(or --capture FILE to capture one run)")
     _refuse(args, _CAPTURE_ONLY, "sets a capture's sketch; give it with --capture FILE")
+    _refuse(args, ("checkpoint",), "relocates the model of a fit from two captures; here "
+            "SOURCE is the model")
     check_fit_flags(args)
     _resolve(args)
     return _run_in_process(args)
