@@ -127,6 +127,10 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
         items = [str(it.item_id) for it in planned_items(spec, task)]
         _warn_if_fewer_items(spec, len(items))
         with run.ledger(spec, fresh=fresh) as ledger:
+            from robuststats.runs.identities import check_recorded_checkpoints
+
+            # a resumed run's checkpoints are the ones its finished cells were evaluated from
+            check_recorded_checkpoints(ledger.root, spec)
             cells = plan(spec)
             done = ledger.finished(cells, items=items)
             pending = [c for c in cells if c not in done]
