@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from robuststats.runs.plan import TrainJob
     from robuststats.runs.spec import StudySpec
 
-__all__ = ["IDENTITIES", "check_recorded_checkpoints", "checkpoint_seen"]
+__all__ = ["IDENTITIES", "check_recorded_checkpoints", "checkpoint_seen",
+           "recorded_checkpoints"]
 
 #: the directory of a run directory that holds the evaluated checkpoints' identities
 IDENTITIES = "identities"
@@ -95,3 +96,16 @@ def check_recorded_checkpoints(root: str | Path, spec: StudySpec) -> int:
             _problem(recorded, ref.path, job)
             checked += 1
     return checked
+
+
+def recorded_checkpoints(root: str | Path) -> dict[str, dict[str, str]]:
+    """``{job key: {"path", "sha256"}}`` of every checkpoint the run directory ``root``
+    evaluated (what a result version records, so that it names its models by hash)."""
+    out: dict[str, dict[str, str]] = {}
+    folder = Path(root) / IDENTITIES
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        record = _read(path)
+        identity = record.get("identity") if record is not None else None
+        if isinstance(identity, dict) and isinstance(identity.get("sha256"), str):
+            out[path.stem] = {"path": str(record.get("path")), "sha256": identity["sha256"]}
+    return out

@@ -205,7 +205,7 @@ conditions:
     checkpoint: {ckpt}/seed{{seed:03d}}
 evaluation:
   n_items: 8
-  noise_levels: [0]
+  noise_levels: [0, 0.05]
   batch_size: 8
 seeds: [0]
 """
@@ -251,3 +251,39 @@ def test_a_checkpoint_rewritten_in_place_is_refused_on_resume(workspace, tmp_pat
     # starting over records the new checkpoint
     assert main([*argv, "--fresh"]) == 0, capsys.readouterr().err
     assert json.loads((run / "identities" / "base__s0.json").read_text()) != record
+
+
+def test_a_version_names_its_checkpoints_by_hash_and_the_gate_reads_it(workspace, tmp_path,
+                                                                      capsys):
+    """A study version records what each checkpoint path held; a gate whose candidate is
+    that same checkpoint (a CI path never updated) says it compares a model with itself,
+    and a gate result records its candidate's hash for the next gate."""
+    from robuststats.models.identity import checkpoint_identity
+
+    ckpts = tmp_path / "ckpts"
+    shutil.copytree(workspace / "ckpts" / "base" / "seed000", ckpts / "seed000")
+    shutil.copytree(workspace / "ckpts" / "base" / "seed001", ckpts / "other")
+    study = _write(tmp_path, ONE.format(root=workspace, ckpt=ckpts))
+    assert main(["study", str(study), "--runs", str(tmp_path / "runs"), "--out",
+                 str(tmp_path / "results"), "--workers", "1", "--no-progress"]) == 0
+    version = tmp_path / "results" / "ckpt_identity" / "v1"
+    manifest = json.loads((version / "manifest.json").read_text())
+    sha = checkpoint_identity(ckpts / "seed000")["sha256"]
+    assert manifest["checkpoints"]["base__s0"]["sha256"] == sha
+    capsys.readouterr()
+    gate = ["gate", "--baseline", str(version), "--metric", "accuracy", "--max-degradation",
+            "0.5", "--format", "json", "--no-progress", "--out", str(tmp_path / "gates")]
+    code = main([gate[0], str(ckpts / "seed000"), *gate[1:]])
+    assert code in (0, 1), capsys.readouterr().err
+    data = json.loads(capsys.readouterr().out)
+    assert data["evaluation"]["checkpoint_sha256"] == {"candidate__s0": sha}
+    assert any("compares a model with itself" in n for n in data["notes"]), data["notes"]
+    # the gate result as the next baseline: another checkpoint is not flagged, the same is
+    previous = data["path"]
+    gate[2] = previous
+    assert main([gate[0], str(ckpts / "other"), *gate[1:]]) in (0, 1)
+    data = json.loads(capsys.readouterr().out)
+    assert not any("itself" in n for n in data["notes"]), data["notes"]
+    assert main([gate[0], str(ckpts / "seed000"), *gate[1:]]) in (0, 1)
+    data = json.loads(capsys.readouterr().out)
+    assert any("compares a model with itself" in n for n in data["notes"]), data["notes"]
