@@ -145,8 +145,8 @@ def identity_difference(recorded: Any, current: dict[str, Any], *,
                           for n, f in old.items() if isinstance(f, dict))
     was, now = recorded.get("weights_dtype"), current.get("weights_dtype")
     if weights_changed and was and now and was != now:
-        return (f"its weights are saved in {now}, {what}'s in {was}: a checkpoint re-saved "
-                "in another dtype holds other weights")
+        return (f"its weights are saved in {now}, not {was} as in {what}: a checkpoint "
+                "re-saved in another dtype holds other weights")
     for role in _ROLES:
         names = sorted({n for n, f in old.items() if isinstance(f, dict)
                         and f.get("role") == role}

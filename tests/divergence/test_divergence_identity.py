@@ -139,7 +139,7 @@ def test_a_checkpoint_resaved_in_another_dtype_is_other_weights(captured, tmp_pa
     _save(model.to(torch.bfloat16), tok, new / "llama")
     _refused(capsys, _fit_argv(new, tmp_path, "--checkpoint", str(new / "llama"), "--texts",
                                str(new / "texts.txt")),
-             "its weights are saved in bfloat16", "in float32",
+             "its weights are saved in bfloat16, not float32 as in SOURCE's capture",
              "re-saved in another dtype holds other weights")
 
 
