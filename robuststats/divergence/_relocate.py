@@ -96,11 +96,12 @@ def _texts(reference: dict[str, Any], texts: str | None, have_study: bool,
         items = get_task("arithmetic").items("test")
         return [it.prompt + it.solution for it in items], "--fit-noise", _BUILTIN_TEXTS
     if origin.get("kind") == "study" and have_study:
-        from robuststats.runs import planned_items, preflight
+        from robuststats.runs import build_task, planned_items
         from robuststats.runs.spec import StudySpec
 
+        # the task alone (not the study's preflight): its checkpoints may have moved
         spec = StudySpec.from_file(origin["path"])
-        items = planned_items(spec, preflight(spec))
+        items = planned_items(spec, build_task(spec))
         return [it.prompt + (it.solution or "") for it in items], "--fit-noise", \
             f"{origin['path']}: evaluation items"
     raise InputError("`--texts`: the reference capture does not record its texts file; give "
@@ -149,7 +150,12 @@ def _study_model_dir(origin: dict[str, Any], runs: str | Path) -> Path:
     if pattern is not None:
         from robuststats.models.checkpoints import resolve_checkpoint
 
-        return resolve_checkpoint(pattern, condition=condition, seed=seed).path
+        try:
+            return resolve_checkpoint(pattern, condition=condition, seed=seed).path
+        except InputError as exc:
+            raise InputError(f"`--checkpoint`: the study's checkpoint of {condition} seed "
+                             f"{seed} is not usable here ({str(exc).rstrip('.')}); give its "
+                             "new place with --checkpoint DIR.") from None
     from robuststats.runs.plan import TrainJob
 
     model = Path(runs) / spec.name / "models" / TrainJob(condition, seed).key / "model"

@@ -63,9 +63,12 @@ def _weight_files(directory: Path) -> list[Path]:
         return [first]
     try:
         data = json.loads(first.read_text(encoding="utf-8"))
-        names = dict.fromkeys(str(v) for v in data["weight_map"].values())
+        names = list(dict.fromkeys(str(v) for v in data["weight_map"].values()))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return [first]  # the loader's own check names a malformed index
+        # a damaged index: the shards beside it by transformers' naming, so that the
+        # difference is named as the index's, not as every shard missing
+        stem, _, suffix = first.name.partition(".")
+        names = sorted(p.name for p in directory.glob(f"{stem}-*.{suffix.split('.')[0]}"))
     return [first, *(directory / n for n in names if (directory / n).is_file())]
 
 

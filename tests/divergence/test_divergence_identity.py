@@ -221,3 +221,64 @@ def test_a_fit_after_moving_everything_runs_on_the_relocated_files(captured, tmp
     assert data["source"]["fit_inputs"] == {"checkpoint": str(new / "llama"),
                                             "texts": str(new / "texts.txt")}
     assert (tmp_path / "fit.yaml").is_file()
+
+
+def test_a_study_capture_finds_its_checkpoint_through_the_study(captured, tmp_path, capsys):
+    """A capture of a study's condition: the study names the checkpoint; moved, it is
+    refused with the way to relocate it, and --checkpoint is checked like a model
+    directory's."""
+    root, _ = captured
+    ckpt = shutil.copytree(root / "llama", tmp_path / "ckpt")
+    study = tmp_path / "st.yaml"
+    study.write_text(f"""name: id_study
+version: 1
+task: {{name: arithmetic, params: {{n_items: 6, n_train: 10}}}}
+conditions:
+  ck: {{checkpoint: {ckpt}}}
+evaluation: {{noise_levels: [0, 0.05]}}
+""")
+    runs = tmp_path / "runs"
+    for flag, cond, name in (("--reference", "fp32", "ref.npz"),
+                             ("--candidate", "bf16", "cand.npz")):
+        assert main(["divergence", str(study), flag, cond, "--capture", str(tmp_path / name),
+                     "--runs", str(runs), "--no-progress", "--format", "json"]) == 0
+    ref, cand = _headers(tmp_path)
+    assert ref["source"]["kind"] == "study"
+    assert ref["source"]["checkpoint"] == checkpoint_identity(ckpt)
+    inputs = fit_inputs(ref, cand, runs=runs)
+    assert inputs.study is not None and len(inputs.texts) == 6
+    ckpt.rename(tmp_path / "moved")
+    _refused(capsys, [*_fit_argv(tmp_path, tmp_path), "--runs", str(runs)],
+             "`--checkpoint`: the study's checkpoint of ck seed 0 is not usable here",
+             "--checkpoint DIR")
+    inputs = fit_inputs(ref, cand, checkpoint=str(tmp_path / "moved"), runs=runs)
+    assert inputs.checkpoint == tmp_path / "moved" and len(inputs.texts) == 6
+    other, tok, _ = tiny("qwen2", n_layers=2, seed=5)
+    _save(other, tok, tmp_path / "other")
+    _refused(capsys, [*_fit_argv(tmp_path, tmp_path), "--runs", str(runs),
+                      "--checkpoint", str(tmp_path / "other")],
+             "'model.safetensors' differs")
+
+
+def test_a_sharded_checkpoint_names_the_shard_that_differs(tmp_path):
+    model, tok, _ = tiny("qwen2", n_layers=2)
+    directory = _save_sharded(model, tok, tmp_path / "sharded")
+    before = checkpoint_identity(directory)
+    shards = sorted(n for n, f in before["files"].items() if f["role"] == "weights")
+    assert "model.safetensors.index.json" in shards and len(shards) >= 3
+    for name in (shards[1], "model.safetensors.index.json"):  # a shard, then the index
+        path = directory / name
+        data = bytearray(path.read_bytes())
+        data[-2] ^= 0xFF
+        path.write_bytes(bytes(data))
+        problem = identity_difference(before, checkpoint_identity(directory))
+        assert problem is not None and f"its weights file {name!r} differs" in problem
+        data[-2] ^= 0xFF
+        path.write_bytes(bytes(data))
+    assert checkpoint_identity(directory) == before
+
+
+def _save_sharded(model, tok, directory: Path) -> Path:
+    model.save_pretrained(directory, max_shard_size="20KB")
+    tok.save_pretrained(directory)
+    return directory
