@@ -26,6 +26,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from robuststats._sha256 import sha256_file as file_sha256
 from robuststats.errors import InputError
 from robuststats.models.model import TOKENIZER_FILES
 from robuststats.models.weights import weight_file
@@ -44,15 +45,6 @@ _ST_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfl
               "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2", "I64": "int64",
               "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "BOOL": "bool"}
 _ROLES = ("weights", "config", "tokenizer")
-
-
-def file_sha256(path: str | Path) -> str:
-    """SHA-256 of a file, read in 1 MiB blocks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _weight_files(directory: Path) -> list[Path]:
