@@ -176,8 +176,8 @@ def compare_two(args: argparse.Namespace) -> int:
     source = {"kind": "captures", "reference": str(args.source),
               "candidate": str(args.candidate), "model": header.get("source")}
     fit = None
-    if inputs is not None:
-        source["fit_inputs"] = inputs.origin
+    if src is not None:
+        source["fit_inputs"] = src.info
         fit = fit_and_write(args, div, src, None)
     return publish(args, div, store_name(str(name)), sensitivity, source, fit)
 
@@ -198,7 +198,8 @@ def _fit_model(inputs: Any, reference: dict[str, Any], candidate: dict[str, Any]
         src = load_source(**inputs.study, n_items=len(inputs.texts))
         model, tokenizer, flag = src.model, src.tokenizer, "--fit-noise"
         where = str(inputs.study["source"])
-    check_loaded(model, tokenizer, (("SOURCE", reference), ("--candidate", candidate)),
-                 flag=flag, where=where)
+    note = check_loaded(model, tokenizer, (("SOURCE", reference), ("--candidate", candidate)),
+                        flag=flag, where=where, file_difference=inputs.file_difference)
+    origin = {**inputs.origin, **({"note": note} if note is not None else {})}
     return Source(model, tokenizer, list(inputs.texts), list(inputs.item_ids),
-                  Path(where).name, dict(inputs.origin))
+                  Path(where).name, origin)

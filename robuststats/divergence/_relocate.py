@@ -11,7 +11,9 @@ reference model on the same texts, so before anything is loaded or computed
 or texts that are not the ones **both** captures were made from. After loading,
 :func:`check_loaded` compares the weights' and tokenizer's own digests with both captures
 (the check that also covers captures written before checkpoint identities were
-recorded).
+recorded). When only weight files differ, in the same dtype, the refusal waits for that
+check: the same tensors saved again (another safetensors header, another format) pass
+with a note; other weights are refused naming the file.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ class FitInputs:
     item_ids: tuple[str, ...]
     #: where the model and texts were found (for the result's source record)
     origin: dict[str, Any]
+    #: the refusal of a checkpoint whose files differ from the captured ones in the same
+    #: weights dtype, held until the loaded weights are compared (:func:`check_loaded`)
+    file_difference: str | None = None
 
 
 def text_digests(texts: Sequence[str]) -> list[str]:
@@ -179,7 +184,11 @@ def fit_inputs(reference: dict[str, Any], candidate: dict[str, Any], *,
     the checkpoint or the texts are not the ones both captures were made from.
     """
     from robuststats.divergence._sources import check_source
-    from robuststats.models.identity import checkpoint_identity, identity_difference
+    from robuststats.models.identity import (
+        checkpoint_identity,
+        differing_roles,
+        identity_difference,
+    )
     from robuststats.models.weights import weight_file
 
     origin = _origin(reference)
@@ -215,6 +224,7 @@ def fit_inputs(reference: dict[str, Any], candidate: dict[str, Any], *,
         study = {"source": path, "condition": origin.get("condition"),
                  "seed": origin.get("seed"), "runs": runs}
     recorded = [(name, _origin(h).get("checkpoint")) for name, h in headers]
+    difference: str | None = None
     # a command trainer's cached model is a pointer: its weights are checked once loaded
     if any(rec is not None for _, rec in recorded) and weight_file(directory) is not None:
         current = checkpoint_identity(directory, key=flag)
@@ -222,22 +232,53 @@ def fit_inputs(reference: dict[str, Any], candidate: dict[str, Any], *,
             if rec is None:
                 continue
             problem = identity_difference(rec, current, what=f"{name}'s capture")
-            if problem is not None:
-                raise InputError(f"`{flag}`: {str(directory)!r} is not the checkpoint "
-                                 f"{name}'s capture was made from: {problem}.")
+            if problem is None:
+                continue
+            message = (f"`{flag}`: {str(directory)!r} is not the checkpoint {name}'s capture "
+                       f"was made from: {problem}.")
+            dtype = rec.get("weights_dtype") if isinstance(rec, dict) else None
+            if dtype != current["weights_dtype"] \
+                    or differing_roles(rec, current) != {"weights"} or not all(
+                    isinstance(h.get("model"), dict) and h["model"].get("weights_sha256")
+                    for _, h in headers):
+                raise InputError(message)
+            # other weight files only, in the same dtype (the same tensors saved again, in
+            # another format or header): accepted if the loaded weights are both captures'
+            difference = difference or message
     return FitInputs(None if study is not None else directory, study, kept,
                      tuple(str(i) for i in reference["items"]["ids"]),
-                     {"checkpoint": str(directory), "texts": text_where})
+                     {"checkpoint": str(directory), "texts": text_where}, difference)
 
 
 def check_loaded(model: Any, tokenizer: Any, headers: Sequence[tuple[str, dict[str, Any]]],
-                 *, flag: str, where: str) -> None:
+                 *, flag: str, where: str, file_difference: str | None = None) -> str | None:
     """Refuse a loaded model whose weights (in the dtype they were loaded in) or tokenizer
-    are not those both captures recorded (``model.weights_sha256``, ``tokenizer``)."""
+    are not those both captures recorded (``model.weights_sha256``, ``tokenizer``).
+
+    ``file_difference`` (:attr:`FitInputs.file_difference`): the checkpoint's weight files
+    (only they) differ from the captured ones, in the same dtype. It is the refusal unless
+    the loaded weights and vocabulary are both captures' and the config the reference
+    capture's (the same tensors saved again, in another format or header); then it comes
+    back as a note.
+    """
     from robuststats.divergence._capture import model_identity, tokenizer_identity
 
     weights = model_identity(model)
     tok = tokenizer_identity(tokenizer)
+    if file_difference is not None:
+        first = headers[0][1].get("model") if isinstance(headers[0][1].get("model"),
+                                                         dict) else {}
+        same = first.get("config_sha256") == weights["config_sha256"] and all(
+            isinstance(h.get("model"), dict)
+            and h["model"].get("weights_sha256") == weights["weights_sha256"]
+            and isinstance(h.get("tokenizer"), dict)
+            and h["tokenizer"].get("vocab_sha256") == tok["vocab_sha256"]
+            for _, h in headers)
+        if not same:
+            raise InputError(file_difference)
+        what = file_difference.split(" was made from: ", 1)[-1].rstrip(".")
+        return (f"{where}: {what}, but its weights as loaded are the ones both captures ran "
+                "(the same tensors saved again)")
     for name, header in headers:
         model_rec = header.get("model") if isinstance(header.get("model"), dict) else {}
         if model_rec.get("weights_sha256") not in (None, weights["weights_sha256"]):
@@ -251,3 +292,4 @@ def check_loaded(model: Any, tokenizer: Any, headers: Sequence[tuple[str, dict[s
         if tok_rec.get("vocab_sha256") not in (None, tok["vocab_sha256"]):
             raise InputError(f"`{flag}`: the tokenizer of {where!r} is not the one {name}'s "
                              "capture used (its vocabulary differs).")
+    return None

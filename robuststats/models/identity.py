@@ -31,7 +31,8 @@ from robuststats.errors import InputError
 from robuststats.models.model import TOKENIZER_FILES
 from robuststats.models.weights import weight_file
 
-__all__ = ["IDENTITY_FORMAT", "checkpoint_identity", "file_sha256", "identity_difference"]
+__all__ = ["IDENTITY_FORMAT", "checkpoint_identity", "differing_roles", "file_sha256",
+           "identity_difference"]
 
 #: the format of a recorded identity (the files hashed and how they are combined)
 IDENTITY_FORMAT = 1
@@ -156,3 +157,16 @@ def identity_difference(recorded: Any, current: dict[str, Any], *,
                 return (f"its {role} file {name!r} differs (SHA-256 {b['sha256'][:12]}... "
                         f"against {str(a.get('sha256'))[:12]}...)")
     return "its files differ"
+
+
+def differing_roles(recorded: Any, current: dict[str, Any]) -> set[str]:
+    """The roles (``weights``, ``config``, ``tokenizer``) of the files that differ between
+    two identities, a file present on one side only included."""
+    old = recorded.get("files") if isinstance(recorded, dict) else None
+    if not isinstance(old, dict):
+        return set(_ROLES)
+    new = current["files"]
+    roles = {f.get("role") for n, f in old.items() if isinstance(f, dict)
+             and (n not in new or new[n]["sha256"] != f.get("sha256"))}
+    roles |= {f["role"] for n, f in new.items() if not isinstance(old.get(n), dict)}
+    return {str(r) for r in roles}

@@ -282,3 +282,33 @@ def _save_sharded(model, tok, directory: Path) -> Path:
     model.save_pretrained(directory, max_shard_size="20KB")
     tok.save_pretrained(directory)
     return directory
+
+
+def test_the_same_tensors_saved_again_are_accepted_with_a_note(captured, tmp_path):
+    """Another safetensors header (metadata, tensor order) holds the same weights: the
+    file differs, the loaded weights do not, and the fit goes on saying so."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from robuststats.models.model import load_pretrained
+
+    new = _moved(captured, tmp_path)
+    weights = new / "llama" / "model.safetensors"
+    with safe_open(str(weights), framework="pt") as fh:
+        tensors = {k: fh.get_tensor(k) for k in reversed(list(fh.keys()))}
+    save_file(tensors, str(weights), metadata={"format": "pt", "converted": "yes"})
+    ref, cand = _headers(new)
+    inputs = fit_inputs(ref, cand, checkpoint=str(new / "llama"),
+                        texts=str(new / "texts.txt"))
+    assert "its weights file 'model.safetensors' differs" in inputs.file_difference
+    model, tok = load_pretrained(new / "llama")
+    note = check_loaded(model, tok, (("SOURCE", ref), ("--candidate", cand)),
+                        flag="--checkpoint", where="llama",
+                        file_difference=inputs.file_difference)
+    assert "the same tensors saved again" in note and "model.safetensors" in note
+    other, _, _ = tiny("qwen2", n_layers=2, seed=4)
+    with pytest.raises(InputError, match=r"^`--checkpoint`: .* its weights file "
+                                         r"'model.safetensors' differs"):
+        check_loaded(other, tok, (("SOURCE", ref), ("--candidate", cand)),
+                     flag="--checkpoint", where="llama",
+                     file_difference=inputs.file_difference)
