@@ -312,3 +312,30 @@ def test_the_same_tensors_saved_again_are_accepted_with_a_note(captured, tmp_pat
         check_loaded(other, tok, (("SOURCE", ref), ("--candidate", cand)),
                      flag="--checkpoint", where="llama",
                      file_difference=inputs.file_difference)
+
+
+def test_relative_paths_moved_together_are_found_and_verified(tmp_path, monkeypatch, capsys):
+    """Captured as `divergence llama --texts texts.txt` (relative paths), the whole folder
+    moved: the recorded paths resolve in the new folder, and are taken only because their
+    SHA-256 matches; in another folder they are named with the flag that relocates them."""
+    model, tok, texts = tiny("qwen2", n_layers=2)
+    host_a = tmp_path / "a"
+    _save(model, tok, host_a / "llama")
+    (host_a / "texts.txt").write_text("\n".join(texts) + "\n")
+    monkeypatch.chdir(host_a)
+    for flag, cond, name in (("--reference", "fp32", "ref.npz"),
+                             ("--candidate", "bf16", "cand.npz")):
+        assert main(["divergence", "llama", flag, cond, "--capture", name, "--texts",
+                     "texts.txt", "--items", "4", "--no-progress", "--format", "json"]) == 0
+    host_b = tmp_path / "b"
+    host_a.rename(host_b)
+    monkeypatch.chdir(host_b)
+    ref, cand = _headers(host_b)
+    assert ref["source"]["path"] == "llama"
+    inputs = fit_inputs(ref, cand)
+    assert inputs.checkpoint == Path("llama") and len(inputs.texts) == 4
+    monkeypatch.chdir(tmp_path)
+    _refused(capsys, ["divergence", "b/ref.npz", "--candidate", "b/cand.npz", "--fit-noise",
+                      "fit.yaml", "--texts", "b/texts.txt", "--no-progress"],
+             "`--checkpoint`: the captures' model directory 'llama' does not exist here",
+             "--checkpoint DIR")
