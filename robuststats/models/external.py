@@ -259,11 +259,9 @@ class ExternalCheckpoint(TrainedModel):
         if target.exists() and any(target.iterdir()):
             raise InputError(f"`path` must be a new or empty directory, got {str(target)!r}.")
         target.mkdir(parents=True, exist_ok=True)
-        identity = _identity(self.checkpoint)
         atomic_write_bytes(target / _POINTER, json.dumps(
             {"checkpoint": str(self.checkpoint), "info": self.info,
-             "sha256": None if identity is None else identity["sha256"]}, indent=2,
-            default=str).encode())
+             "sha256": _marked_sha256(self.checkpoint)}, indent=2, default=str).encode())
         return target
 
 
@@ -298,6 +296,17 @@ def marker_problem(output: Path, fingerprint: str | None = None) -> str | None:
         if problem is not None:
             return f"{str(output)!r} changed since it was completed ({problem})"
     return None
+
+
+def _marked_sha256(output: Path) -> str | None:
+    """The checkpoint identity's SHA-256 its completion marker recorded (computed when the
+    marker has none): what the checked marker vouches for, without hashing twice."""
+    try:
+        identity = json.loads((output / MARKER).read_text(encoding="utf-8"))["identity"]
+        return str(identity["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        found = _identity(output)
+        return None if found is None else str(found["sha256"])
 
 
 def _identity(output: Path) -> dict[str, Any] | None:
@@ -480,9 +489,9 @@ def load_external(path: str | Path) -> TrainedModel:
     problem = marker_problem(output)
     if problem is None and data.get("sha256") is not None:
         # the pointer names the checkpoint by path and by identity: a new checkpoint
-        # completed at the same path is not the model the run's cells came from
-        identity = _identity(output)
-        if identity is None or identity["sha256"] != data["sha256"]:
+        # completed at the same path is not the model the run's cells came from (the
+        # marker's identity was just checked against the files)
+        if _marked_sha256(output) != data["sha256"]:
             problem = (f"{str(output)!r} holds another checkpoint than the one this model was "
                        "trained as (SHA-256 of its files differs)")
     if problem is not None:

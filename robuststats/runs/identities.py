@@ -54,7 +54,8 @@ def _problem(recorded: dict[str, Any], directory: Path, job: TrainJob) -> dict[s
     if problem is not None:
         raise InputError(f"`{key}` (seed {job.seed}): {str(directory)!r} is not the "
                          f"checkpoint this run directory's cells were evaluated from: "
-                         f"{problem}; restore it, or start over with --fresh.")
+                         f"{problem}; restore it, or start the run directory over "
+                         "(robuststats study --fresh).")
     return current
 
 
