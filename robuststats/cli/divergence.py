@@ -332,7 +332,11 @@ def _flag_error(flag: str, message: str) -> Exception:
 
 def _compare(args: argparse.Namespace, src: Any, ref: Any, cand: Any, candidate_model: Any,
              sensitivity: Any) -> int:
-    from robuststats.divergence import compare_runs
+    from robuststats.divergence import compare_runs, result_identity
+
+    # the result names its model, candidate checkpoint and texts by SHA-256 as well as path
+    source = {**src.info, **result_identity(src.info, texts_file=args.texts,
+                                            candidate_checkpoint=cand.checkpoint)}
 
     with _progress(args, len(src.texts), "divergence") as bar:
         div = compare_runs(src.model, src.tokenizer, src.texts, item_ids=src.item_ids,
@@ -342,7 +346,7 @@ def _compare(args: argparse.Namespace, src: Any, ref: Any, cand: Any, candidate_
                            confidence_level=args.confidence_level, interval=args.interval,
                            progress=bar)
     fit = fit_and_write(args, div, src, ref)
-    return publish(args, div, args.name or src.name, sensitivity, src.info, fit)
+    return publish(args, div, args.name or src.name, sensitivity, source, fit)
 
 
 def publish(args: argparse.Namespace, div: Any, name: str, sensitivity: Any,

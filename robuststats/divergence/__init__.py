@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_pack
     from robuststats.divergence._relocate import FitInputs as FitInputs
     from robuststats.divergence._relocate import check_loaded as check_loaded
     from robuststats.divergence._relocate import fit_inputs as fit_inputs
+    from robuststats.divergence._relocate import result_identity as result_identity
     from robuststats.divergence._relocate import source_identity as source_identity
     from robuststats.divergence._report import store_name as store_name
     from robuststats.divergence._report import summary as summary

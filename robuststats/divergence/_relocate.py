@@ -27,7 +27,8 @@ from typing import Any
 
 from robuststats.errors import InputError
 
-__all__ = ["FitInputs", "check_loaded", "fit_inputs", "source_identity", "text_digests"]
+__all__ = ["FitInputs", "check_loaded", "fit_inputs", "result_identity", "source_identity",
+           "text_digests"]
 
 _BUILTIN_TEXTS = "arithmetic task, test split"
 
@@ -72,6 +73,26 @@ def source_identity(info: dict[str, Any], texts_file: str | None) -> dict[str, A
         out["checkpoint"] = checkpoint_identity(directory, key="SOURCE")
     if texts_file is not None:
         out["texts_file_sha256"] = file_sha256(texts_file)
+    return out
+
+
+def result_identity(info: dict[str, Any], *, texts_file: str | None = None,
+                    candidate_checkpoint: str | None = None) -> dict[str, Any]:
+    """The SHA-256 a divergence result records beside the paths it names: SOURCE's
+    checkpoint (a model directory, or the study's model directory), a candidate
+    ``checkpoint`` and the texts file (the whole identities are in a capture; a result
+    names its inputs by hash)."""
+    from robuststats.models.identity import checkpoint_identity
+
+    found = source_identity(info, texts_file)
+    out: dict[str, Any] = {}
+    if "checkpoint" in found:
+        out["checkpoint_sha256"] = found["checkpoint"]["sha256"]
+    if candidate_checkpoint is not None:
+        out["candidate_checkpoint_sha256"] = checkpoint_identity(
+            candidate_checkpoint, key="--candidate.checkpoint")["sha256"]
+    if "texts_file_sha256" in found:
+        out["texts_file_sha256"] = found["texts_file_sha256"]
     return out
 
 

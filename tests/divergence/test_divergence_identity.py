@@ -339,3 +339,19 @@ def test_relative_paths_moved_together_are_found_and_verified(tmp_path, monkeypa
                       "fit.yaml", "--texts", "b/texts.txt", "--no-progress"],
              "`--checkpoint`: the captures' model directory 'llama' does not exist here",
              "--checkpoint DIR")
+
+
+def test_an_in_process_result_names_its_model_and_texts_by_hash(captured, tmp_path, capsys):
+    root, _ = captured
+    capsys.readouterr()
+    assert main(["divergence", str(root / "llama"), "--candidate",
+                 f"{{checkpoint: {root / 'llama'}, name: same}}", "--texts",
+                 str(root / "texts.txt"), "--items", "3", "--no-local", "--out",
+                 str(tmp_path / "res"), "--no-progress", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    manifest = json.loads((Path(data["path"]) / "manifest.json").read_text())
+    sha = checkpoint_identity(root / "llama")["sha256"]
+    assert manifest["source"]["checkpoint_sha256"] == sha
+    assert manifest["source"]["candidate_checkpoint_sha256"] == sha
+    assert manifest["source"]["texts_file_sha256"] == _headers(root)[0]["source"][
+        "texts_file_sha256"]
