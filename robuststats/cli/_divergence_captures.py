@@ -39,6 +39,8 @@ def capture_one(args: argparse.Namespace) -> int:
     _refuse(args, _COMPARE_ONLY, "applies when comparing; a capture holds one run (give it "
             "when comparing the captures)")
     _refuse(args, ("no_local",), "a capture holds one run; it has no local pass")
+    _refuse(args, ("checkpoint",), "relocates the model of a fit from two captures; a "
+            "capture runs SOURCE's model")
     if args.reference is not None and args.candidate is not None:
         raise _flag_error("--capture", "a capture holds one run: give --reference or "
                           "--candidate, not both")
@@ -58,13 +60,18 @@ def capture_one(args: argparse.Namespace) -> int:
     if target.resolve() == Path(args.source).resolve():
         raise _flag_error("--capture", "would overwrite SOURCE")
     src = _load(args, kind)
+    from robuststats.divergence import source_identity
+
+    # what the model and texts are, so a fit finds them again wherever they are moved
+    identity = source_identity(src.info, args.texts)
     with _progress(args, len(src.texts), "capture") as bar:
         info = capture_run(src.model, src.tokenizer, src.texts, target, condition=cond,
                            item_ids=src.item_ids, modules=args.modules,
                            batch_size=args.batch_size, max_length=args.max_length,
                            subset_size=args.subset_size, projection_dim=args.projection_dim,
                            sketch_seed=args.sketch_seed,
-                           source={**src.info, "name": src.name, "texts_file": args.texts},
+                           source={**src.info, "name": src.name, "texts_file": args.texts,
+                                   **identity},
                            progress=bar)
     data = info.summary()
     emit(args.format, data=data, text=lambda: _capture_text(data, cond))
@@ -91,8 +98,12 @@ def _capture_text(data: dict[str, Any], cond: Any) -> str:
 def _two_files(args: argparse.Namespace, what: str, plural: str) -> None:
     """The checks of a comparison of two files (captures or dumps) made elsewhere."""
     why = f"SOURCE is {what}: the items, batches and sketch were fixed when it was written"
-    # --runs finds a study's model for --fit-noise (the capture names its source)
-    _refuse(args, tuple(k for k in _SOURCE_ONLY if k != "runs" or args.fit_noise is None), why)
+    # with --fit-noise, --runs finds a study's model and --texts relocates the captures'
+    # texts (the capture names its source; --checkpoint relocates its model)
+    relocation = ("runs", "texts") if args.fit_noise is not None else ()
+    _refuse(args, tuple(k for k in _SOURCE_ONLY if k not in relocation), why)
+    if args.checkpoint is not None and args.fit_noise is None:
+        raise _flag_error("--checkpoint", "relocates the captures' model for --fit-noise FILE")
     _refuse(args, _CAPTURE_ONLY, why)
     if args.capture is not None:
         raise _flag_error("--capture", f"SOURCE is {what} already; capture from a model "
@@ -143,7 +154,24 @@ def compare_two(args: argparse.Namespace) -> int:
     opts.check_output_dirs(args, "out")
     with CaptureReader(args.source, name="SOURCE") as reader:
         header = reader.header
-    model_source = _fit_source(args, header)
+    inputs = None
+    if args.fit_noise is not None:
+        from robuststats.divergence import condition_from_dict, fit_device, fit_inputs
+
+        # where the fit will run: the reference's device unless --device says; refused here
+        # when this machine lacks it, before anything is loaded
+        recorded = header.get("condition")
+        fit_device(condition_from_dict(recorded if isinstance(recorded, dict) else {}),
+                   args.device)
+
+        # the model and texts both captures were made from, found and verified by their
+        # SHA-256 before anything is loaded or compared
+        with CaptureReader(args.candidate, name="--candidate") as reader:
+            other = reader.header
+        inputs = fit_inputs(header, other, checkpoint=args.checkpoint, texts=args.texts,
+                            runs=args.runs, names=("SOURCE", "--candidate"))
+    # loaded and checked against both captures before the comparison is computed
+    src = None if inputs is None else _fit_model(inputs, header, other, args)
     with _progress(args, len(header["items"]["ids"]), "compare") as bar:
         div = compare_captures(args.source, args.candidate, modules=args.modules,
                                eps=args.eps, confidence_level=args.confidence_level,
@@ -154,36 +182,30 @@ def compare_two(args: argparse.Namespace) -> int:
     source = {"kind": "captures", "reference": str(args.source),
               "candidate": str(args.candidate), "model": header.get("source")}
     fit = None
-    if model_source is not None:
-        from robuststats.divergence import load_source
-
-        src = load_source(**model_source)
+    if src is not None:
+        source["fit_inputs"] = src.info
         fit = fit_and_write(args, div, src, None)
     return publish(args, div, store_name(str(name)), sensitivity, source, fit)
 
 
-def _fit_source(args: argparse.Namespace, header: dict[str, Any]) -> dict[str, Any] | None:
-    """With --fit-noise: how to load the model and items the reference capture was made
-    from (its header's ``source``), checked before any compute."""
-    if args.fit_noise is None:
-        return None
-    from robuststats.divergence import check_source, condition_from_dict, fit_device
+def _fit_model(inputs: Any, reference: dict[str, Any], candidate: dict[str, Any],
+               args: argparse.Namespace) -> Any:
+    """The verified model and texts of a fit from captures, loaded; the weights and the
+    tokenizer are checked against both captures once loaded."""
+    from robuststats.divergence import Source, check_loaded, load_source
 
-    recorded = header.get("condition")
-    fit_device(condition_from_dict(recorded if isinstance(recorded, dict) else {}),
-               args.device)
+    if inputs.checkpoint is not None:
+        from robuststats.models.model import load_pretrained
 
-    origin = header.get("source") if isinstance(header.get("source"), dict) else {}
-    path = origin.get("path")
-    if origin.get("kind") not in ("model", "study") or not isinstance(path, str):
-        raise _flag_error("--fit-noise", "the reference capture does not name the model "
-                          "directory or study file it was made from; fit in process instead")
-    check_source(path, name="--fit-noise (the capture's source)")
-    texts = origin.get("texts_file")
-    if origin.get("kind") == "model" and texts is None and origin.get("texts") not in (
-            None, "arithmetic task, test split"):
-        raise _flag_error("--fit-noise", "the reference capture's texts file is not recorded "
-                          "(captured by an older version); fit in process instead")
-    return {"source": path, "n_items": len(header["items"]["ids"]), "texts": texts,
-            "condition": origin.get("condition"), "seed": origin.get("seed"),
-            "runs": args.runs}
+        flag = "--checkpoint" if args.checkpoint is not None else "--fit-noise"
+        model, tokenizer = load_pretrained(inputs.checkpoint, key=flag)
+        where = str(inputs.checkpoint)
+    else:
+        src = load_source(**inputs.study, n_items=len(inputs.texts))
+        model, tokenizer, flag = src.model, src.tokenizer, "--fit-noise"
+        where = str(inputs.study["source"])
+    note = check_loaded(model, tokenizer, (("SOURCE", reference), ("--candidate", candidate)),
+                        flag=flag, where=where, file_difference=inputs.file_difference)
+    origin = {**inputs.origin, **({"note": note} if note is not None else {})}
+    return Source(model, tokenizer, list(inputs.texts), list(inputs.item_ids),
+                  Path(where).name, origin)

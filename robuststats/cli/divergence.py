@@ -124,6 +124,10 @@ _OPTIONS = [
                 help="fit per-layer relative Gaussian noise scales whose simulated divergence "
                      "on the reference model matches the measured one, and write them as a "
                      "NoiseSpec YAML (with intervals and a lack-of-fit verdict) to FILE"),
+    opts.option("--checkpoint", metavar="DIR",
+                help="--fit-noise from two captures: the model directory the captures were "
+                     "made from, at its new place (checked against both captures' SHA-256; "
+                     "--texts FILE relocates their texts the same way)"),
     opts.option("--fit-places", choices=("layer", "module"),
                 help="--fit-noise: one scale per decoder layer, or per linear module of each "
                      "layer and one for its other products (default layer)"),
@@ -226,6 +230,8 @@ def run(args: argparse.Namespace) -> int:
         raise _flag_error("--candidate", "required: the condition compared with --reference "
                           "(or --capture FILE to capture one run)")
     _refuse(args, _CAPTURE_ONLY, "sets a capture's sketch; give it with --capture FILE")
+    _refuse(args, ("checkpoint",), "relocates the model of a fit from two captures; here "
+            "SOURCE is the model")
     check_fit_flags(args)
     _resolve(args)
     return _run_in_process(args)
@@ -334,7 +340,11 @@ def _flag_error(flag: str, message: str) -> Exception:
 
 def _compare(args: argparse.Namespace, src: Any, ref: Any, cand: Any, candidate_model: Any,
              sensitivity: Any) -> int:
-    from robuststats.divergence import compare_runs
+    from robuststats.divergence import compare_runs, result_identity
+
+    # the result names its model, candidate checkpoint and texts by SHA-256 as well as path
+    source = {**src.info, **result_identity(src.info, texts_file=args.texts,
+                                            candidate_checkpoint=cand.checkpoint)}
 
     with _progress(args, len(src.texts), "divergence") as bar:
         div = compare_runs(src.model, src.tokenizer, src.texts, item_ids=src.item_ids,
@@ -344,7 +354,7 @@ def _compare(args: argparse.Namespace, src: Any, ref: Any, cand: Any, candidate_
                            confidence_level=args.confidence_level, interval=args.interval,
                            progress=bar)
     fit = fit_and_write(args, div, src, ref)
-    return publish(args, div, args.name or src.name, sensitivity, src.info, fit)
+    return publish(args, div, args.name or src.name, sensitivity, source, fit)
 
 
 def publish(args: argparse.Namespace, div: Any, name: str, sensitivity: Any,

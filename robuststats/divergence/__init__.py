@@ -55,6 +55,11 @@ if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_pack
     from robuststats.divergence._noisefit import NoiseFit as NoiseFit
     from robuststats.divergence._noisefit import fit_device as fit_device
     from robuststats.divergence._noisefit import fit_noise as fit_noise
+    from robuststats.divergence._relocate import FitInputs as FitInputs
+    from robuststats.divergence._relocate import check_loaded as check_loaded
+    from robuststats.divergence._relocate import fit_inputs as fit_inputs
+    from robuststats.divergence._relocate import result_identity as result_identity
+    from robuststats.divergence._relocate import source_identity as source_identity
     from robuststats.divergence._report import store_name as store_name
     from robuststats.divergence._report import summary as summary
     from robuststats.divergence._report import verdict_text as verdict_text
@@ -65,6 +70,7 @@ if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_pack
     from robuststats.divergence._sites import Site as Site
     from robuststats.divergence._sites import find_sites as find_sites
     from robuststats.divergence._sketch import SketchParams as SketchParams
+    from robuststats.divergence._sources import Source as Source
     from robuststats.divergence._sources import check_source as check_source
     from robuststats.divergence._sources import load_source as load_source
     from robuststats.divergence._sources import read_texts as read_texts

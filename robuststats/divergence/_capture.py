@@ -298,6 +298,7 @@ def capture_run(model: Any, tokenizer: Any, texts: Sequence[str], path: str | Pa
             "items": {"n": len(ids), "ids": ids,
                       "ids_sha256": _sha256(json.dumps(ids)),
                       "texts_sha256": _sha256(json.dumps(list(texts))),
+                      "text_sha256": [_sha256(t)[:16] for t in texts],
                       "n_tokens": n_tokens, "tokens_sha256": token_sha},
             "sites": [{"name": s.name, "layer": s.layer, "module_type": s.module_type,
                        "n_features": n_features.get(s.name),

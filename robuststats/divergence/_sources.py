@@ -155,7 +155,7 @@ def _study_source(path: str, *, n_items: int | None, texts: str | None, conditio
         items = planned_items(spec, task)
         all_texts = [it.prompt + (it.solution or "") for it in items]
         ids = [it.item_id for it in items]
-    trained = _trained(spec, condition, seed, runs, task)
+    trained, model_dir = _trained(spec, condition, seed, runs, task)
     if not (hasattr(trained, "model") and hasattr(trained, "tokenizer")):
         raise InputError(f"`trainer`: divergence needs a torch model and its tokenizer; "
                          f"trainer {spec.trainer.name!r} returned a {type(trained).__name__}.")
@@ -163,17 +163,25 @@ def _study_source(path: str, *, n_items: int | None, texts: str | None, conditio
     return Source(trained.model, trained.tokenizer, all_texts[:n], ids[:n], spec.name,
                   {"kind": "study", "path": str(path), "study": spec.name,
                    "spec_hash": spec.spec_hash(), "condition": condition, "seed": seed,
+                   "model_dir": str(model_dir),
                    "texts": texts or f"{spec.evaluation.split} split: prompt + solution"})
 
 
-def _trained(spec: Any, condition: str, seed: int, runs: str | Path, task: Any) -> Any:
-    """The condition's model of ``seed``: its checkpoint, the run directory's cached model,
-    or trained and cached there (as ``robuststats study`` would)."""
+def _trained(spec: Any, condition: str, seed: int, runs: str | Path,
+             task: Any) -> tuple[Any, Path]:
+    """The condition's model of ``seed`` (its checkpoint, the run directory's cached model,
+    or trained and cached there, as ``robuststats study`` would) and the directory it was
+    loaded from."""
     from robuststats.runs.executor import load_or_train
     from robuststats.runs.ledger import RunLedger
     from robuststats.runs.plan import TrainJob
 
+    job = TrainJob(condition, seed)
     with RunLedger.open(Path(runs) / spec.name, spec) as ledger:
-        model, _ = load_or_train(ledger, spec, TrainJob(condition, seed), task=task,
-                                 by="divergence")
-        return model
+        model, _ = load_or_train(ledger, spec, job, task=task, by="divergence")
+        pattern = spec.conditions[condition].checkpoint
+        if pattern is not None:
+            from robuststats.models.checkpoints import resolve_checkpoint
+
+            return model, resolve_checkpoint(pattern, condition=condition, seed=seed).path
+        return model, ledger.model_path(job).resolve()

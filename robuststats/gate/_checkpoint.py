@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from robuststats.runs.spec import StudySpec
 
-__all__ = ["candidate_spec", "evaluate_checkpoint"]
+__all__ = ["candidate_spec", "evaluate_checkpoint", "same_model_note"]
 
 
 def candidate_spec(spec: dict[str, Any], condition: str, checkpoint: str,
@@ -73,6 +73,7 @@ def evaluate_checkpoint(spec: StudySpec, *, runs: str | Path | None = None, work
         planned_items,
         preflight,
     )
+    from robuststats.runs.identities import recorded_checkpoints
 
     task = preflight(spec)
     refs = check_checkpoints(spec)
@@ -94,7 +95,24 @@ def evaluate_checkpoint(spec: StudySpec, *, runs: str | Path | None = None, work
                                  f"({len(missing) or report.cells_failed} cell(s) in all): "
                                  f"{last}")
             without = [c.key for c in ledger.without_injections(cells)]
+            identities = recorded_checkpoints(ledger.root)
     facts = {"checkpoints": {f"{c}__s{s}": str(ref.path) for (c, s), ref in refs.items()},
+             # what each path held when it was evaluated (a CI path is rewritten in place)
+             "checkpoint_sha256": {k: v["sha256"] for k, v in identities.items()},
              "cells": len(cells), "cells_without_injection_counts": without,
              "run_dir": str(root) if runs is not None else None}
     return outcomes, injections, facts
+
+
+def same_model_note(facts: dict[str, Any], baseline_models: dict[str, str],
+                    baseline: str) -> str | None:
+    """A note when a candidate checkpoint is, by its SHA-256, one the baseline's outcomes
+    were evaluated from (a path not updated in CI): the gate then compares a model with
+    itself."""
+    same = sorted(job for job, sha in (facts.get("checkpoint_sha256") or {}).items()
+                  if sha in set(baseline_models.values()))
+    if not same:
+        return None
+    return (f"the candidate's checkpoint ({', '.join(same)}) is one the baseline {baseline} "
+            "was evaluated from (the same SHA-256 of its weight, config and tokenizer "
+            "files): the gate compares a model with itself.")

@@ -245,7 +245,11 @@ def run_gate(candidate: str, baseline: str, *, max_degradation: float,
     base_rows = base.outcomes[base.outcomes["eval_noise"].isin(wanted)]
     evaluation = injections = None
     if isinstance(source, Checkpoint):
-        from robuststats.gate._checkpoint import candidate_spec, evaluate_checkpoint
+        from robuststats.gate._checkpoint import (
+            candidate_spec,
+            evaluate_checkpoint,
+            same_model_note,
+        )
 
         templated = "{seed" in source.pattern
         if seed_list is None:
@@ -261,6 +265,8 @@ def run_gate(candidate: str, baseline: str, *, max_degradation: float,
         spec = candidate_spec(base.spec, spec_condition, source.pattern, seed_list, levels)
         outcomes, injections, evaluation = evaluate_checkpoint(
             spec, runs=runs, workers=workers, progress=progress)
+        if (note := same_model_note(evaluation, base.models, base.label)) is not None:
+            notes.append(note)
         outcomes = outcomes.assign(condition="candidate")
         cand = Side("candidate", "checkpoint", source.pattern, "candidate", outcomes,
                     base.protocol, None)

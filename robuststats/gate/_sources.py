@@ -12,7 +12,7 @@ protocol is what the harness recorded (task, options, items, noise levels and se
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,9 @@ class Side:
     spec: dict[str, Any] | None
     #: the condition's name in ``spec`` (a gate result stores its baseline's)
     spec_condition: str | None = None
+    #: SHA-256 of each checkpoint this side's outcomes were evaluated from, by job
+    #: (``candidate__s0``), as its version recorded them (empty when none did)
+    models: dict[str, str] = field(default_factory=dict)
 
     @property
     def seeds(self) -> list[Any]:
@@ -146,16 +149,24 @@ def _version_side(version: Any, role: str, condition: str | None, flag: str) -> 
         rows = outcomes[outcomes["condition"] == "candidate"]
         if rows.empty:
             raise InputError(f"{where}: the gate result holds no candidate outcomes.")
+        evaluation = gate.get("evaluation") if isinstance(gate.get("evaluation"), dict) \
+            else {}
+        models = evaluation.get("checkpoint_sha256")
         return Side(role, "gate result", where, "candidate", rows.reset_index(drop=True),
                     _observed(recorded, rows), _plain_spec(manifest.get("spec"), where),
-                    spec_condition=gate.get("spec_condition"))
+                    spec_condition=gate.get("spec_condition"),
+                    models=dict(models) if isinstance(models, dict) else {})
     spec = _plain_spec(manifest.get("spec"), where)
     chosen = _pick(sorted(set(outcomes["condition"])), condition, flag, where)
     rows = outcomes[outcomes["condition"] == chosen].reset_index(drop=True)
     if spec is not None:
         protocol = _observed(Protocol.from_spec(spec, chosen, where=where), rows)
+        recorded = manifest.get("checkpoints") if isinstance(manifest.get("checkpoints"),
+                                                             dict) else {}
+        models = {k: v["sha256"] for k, v in recorded.items() if isinstance(v, dict)
+                  and k.rpartition("__s")[0] == chosen and isinstance(v.get("sha256"), str)}
         return Side(role, "study version", where, chosen, rows, protocol, spec,
-                    spec_condition=chosen)
+                    spec_condition=chosen, models=models)
     recorded = manifest.get("protocols")
     if isinstance(recorded, dict) and chosen in recorded:
         # an analysis of harness output (or any outcomes): the protocol its source recorded
@@ -187,7 +198,7 @@ def load_baseline(ref: str, *, condition: str | None = None,
                          "were recorded): run `robuststats analyze SOURCE --out DIR` again "
                          "on its outcomes' source.")
     return Baseline(side.role, side.kind, side.label, side.condition, side.outcomes,
-                    side.protocol, side.spec, side.spec_condition)
+                    side.protocol, side.spec, side.spec_condition, side.models)
 
 
 def load_candidate(source: str, *, condition: str | None = None,

@@ -260,8 +260,8 @@ class ExternalCheckpoint(TrainedModel):
             raise InputError(f"`path` must be a new or empty directory, got {str(target)!r}.")
         target.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(target / _POINTER, json.dumps(
-            {"checkpoint": str(self.checkpoint), "info": self.info}, indent=2,
-            default=str).encode())
+            {"checkpoint": str(self.checkpoint), "info": self.info,
+             "sha256": _marked_sha256(self.checkpoint)}, indent=2, default=str).encode())
         return target
 
 
@@ -287,7 +287,34 @@ def marker_problem(output: Path, fingerprint: str | None = None) -> str | None:
     changed = sorted(f for f, size in files.items() if now.get(f) != size)
     if changed:
         return f"{str(output)!r} changed since it was completed ({changed[0]} differs)"
+    if isinstance(data.get("identity"), dict):  # files rewritten at the same size
+        from robuststats.models.identity import identity_difference
+
+        problem = identity_difference(data["identity"], _identity(output) or {"sha256": None,
+                                                                             "files": {}},
+                                      what="the completed one")
+        if problem is not None:
+            return f"{str(output)!r} changed since it was completed ({problem})"
     return None
+
+
+def _marked_sha256(output: Path) -> str | None:
+    """The checkpoint identity's SHA-256 its completion marker recorded (computed when the
+    marker has none): what the checked marker vouches for, without hashing twice."""
+    try:
+        identity = json.loads((output / MARKER).read_text(encoding="utf-8"))["identity"]
+        return str(identity["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        found = _identity(output)
+        return None if found is None else str(found["sha256"])
+
+
+def _identity(output: Path) -> dict[str, Any] | None:
+    """The checkpoint identity of the command's output (None without weight files)."""
+    from robuststats.models.identity import checkpoint_identity
+    from robuststats.models.weights import weight_file
+
+    return checkpoint_identity(output, key="output") if weight_file(output) else None
 
 
 def _load_checkpoint(output: Path, info: dict[str, Any]) -> ExternalCheckpoint:
@@ -389,7 +416,8 @@ class CommandTrainer(Trainer):
         atomic_write_bytes(output / MARKER, json.dumps(
             {"fingerprint": fingerprint, "condition": condition.name, "seed": seed,
              "argv": argv, "completed": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-             "injections": summary, "files": _listing(output)}, indent=2).encode())
+             "injections": summary, "files": _listing(output),
+             "identity": _identity(output)}, indent=2).encode())
         return model
 
     def _run(self, argv: list[str], env: dict[str, str], log: Path,
@@ -459,6 +487,13 @@ def load_external(path: str | Path) -> TrainedModel:
     data = json.loads(pointer.read_text(encoding="utf-8"))
     output = Path(data["checkpoint"])
     problem = marker_problem(output)
+    if problem is None and data.get("sha256") is not None:
+        # the pointer names the checkpoint by path and by identity: a new checkpoint
+        # completed at the same path is not the model the run's cells came from (the
+        # marker's identity was just checked against the files)
+        if _marked_sha256(output) != data["sha256"]:
+            problem = (f"{str(output)!r} holds another checkpoint than the one this model was "
+                       "trained as (SHA-256 of its files differs)")
     if problem is not None:
         raise ExternalTrainingError(f"cached model {str(path)!r} points at a checkpoint that is "
                                     f"no longer complete: {problem}.")

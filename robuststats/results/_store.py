@@ -16,7 +16,6 @@ is made read-only; :func:`verify` recomputes the checksums.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import re
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from robuststats._sha256 import sha256_file
 from robuststats.errors import InputError, closest_match
 from robuststats.results._manifest import Manifest
 from robuststats.results._seal import record_in_index, with_seal
@@ -42,14 +42,6 @@ _TMP_PREFIX = ".tmp-v"
 _TMP_LOCK = ".lock"
 #: publish attempts before giving up (each lost race re-writes the version one higher)
 _MAX_PUBLISH_ATTEMPTS = 100
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 @dataclass(frozen=True)

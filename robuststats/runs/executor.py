@@ -166,9 +166,13 @@ def load_or_train(ledger: RunLedger, spec: StudySpec, job: TrainJob, *, task: An
     pattern = spec.conditions[job.condition].checkpoint
     if pattern is not None:
         from robuststats.models.checkpoints import load_checkpoint, resolve_checkpoint
+        from robuststats.runs.identities import checkpoint_seen
 
         ref = resolve_checkpoint(pattern, condition=job.condition, seed=job.seed)
+        # the run evaluates this checkpoint's files, whatever later sits at its path
+        identity = checkpoint_seen(ledger.root, job, ref.path)
         model = load_checkpoint(ref)
+        model.info["checkpoint"]["sha256"] = identity["sha256"]
         ledger.log_event({"event": "checkpoint_loaded", "job": job.key, **origin,
                           **model.info["checkpoint"]})
         return model, False

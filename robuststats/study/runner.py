@@ -127,6 +127,13 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
         items = [str(it.item_id) for it in planned_items(spec, task)]
         _warn_if_fewer_items(spec, len(items))
         with run.ledger(spec, fresh=fresh) as ledger:
+            from robuststats.runs.identities import (
+                check_recorded_checkpoints,
+                recorded_checkpoints,
+            )
+
+            # a resumed run's checkpoints are the ones its finished cells were evaluated from
+            check_recorded_checkpoints(ledger.root, spec)
             cells = plan(spec)
             done = ledger.finished(cells, items=items)
             pending = [c for c in cells if c not in done]
@@ -152,6 +159,8 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
             failures = ledger.failures()
             injections = ledger.injections(cells)
             without_counts = [c.key for c in ledger.without_injections(cells)]
+            # the checkpoints the cells were evaluated from, by path and SHA-256
+            checkpoints = recorded_checkpoints(ledger.root)
         analysis = analyze_outcomes(outcomes, hypotheses=spec.hypotheses,
                                     options=spec.analysis, expected_cells=cells)
         if spec.sweep is not None:
@@ -179,6 +188,7 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
             "cells_finished": len(cells) - len(analysis.missing), "cells_reused": len(done),
             "cells_run": report.cells_run, "cells_failed": report.cells_failed,
             "models_trained": report.models_trained, "run_dir": str(ledger.root),
+            **({"checkpoints": checkpoints} if checkpoints else {}),
             "cells_without_injection_counts": without_counts,
             "device": device(), "workers": workers, "started": run.started,
             **({"executor": getattr(executor, "name", type(executor).__name__)}

@@ -190,3 +190,100 @@ def test_diagnose_probes_the_checkpoints_without_training(workspace, tmp_path, c
     loaded = [e for e in events if e["event"] == "checkpoint_loaded"]
     assert loaded and loaded[0]["by"] == "diagnose"
     assert not list((tmp_path / "runs" / "ckpt_eval" / "models").iterdir())
+
+
+ONE = """\
+name: ckpt_identity
+version: 1
+task:
+  name: gsm8k
+  params:
+    path: {root}/test.parquet
+    prompt_template: "{{question}}\\n"
+conditions:
+  base:
+    checkpoint: {ckpt}/seed{{seed:03d}}
+evaluation:
+  n_items: 8
+  noise_levels: [0, 0.05]
+  batch_size: 8
+seeds: [0]
+"""
+
+
+def test_a_checkpoint_rewritten_in_place_is_refused_on_resume(workspace, tmp_path, capsys):
+    """The run hash covers the path; the run directory records what the path held."""
+    import torch
+
+    from robuststats.models.model import load_pretrained
+
+    ckpts = tmp_path / "ckpts"
+    shutil.copytree(workspace / "ckpts" / "base" / "seed000", ckpts / "seed000")
+    study = _write(tmp_path, ONE.format(root=workspace, ckpt=ckpts))
+    argv = ["study", str(study), "--runs", str(tmp_path / "runs"), "--out",
+            str(tmp_path / "results"), "--workers", "1", "--no-progress"]
+    assert main(argv) == 0, capsys.readouterr().err
+    run = tmp_path / "runs" / "ckpt_identity"
+    record = json.loads((run / "identities" / "base__s0.json").read_text())
+    assert record["identity"]["weights_dtype"] == "float32"
+    events = [json.loads(line) for line in (run / "events.jsonl").read_text().splitlines()]
+    loaded = [e for e in events if e["event"] == "checkpoint_loaded"]
+    assert loaded[0]["sha256"] == record["identity"]["sha256"]
+    # moved elsewhere and back, untouched: the same checkpoint, resumed
+    assert main(argv) == 0, capsys.readouterr().err
+    # re-saved in bf16 at the same path: other weights
+    model, tok = load_pretrained(ckpts / "seed000")
+    shutil.rmtree(ckpts / "seed000")
+    model.to(torch.bfloat16).save_pretrained(ckpts / "seed000")
+    tok.save_pretrained(ckpts / "seed000")
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "`conditions.base.checkpoint` (seed 0)" in err and "saved in bfloat16" in err, err
+    assert "--fresh" in err
+    # another checkpoint of the same architecture and dtype: its weights file is named
+    shutil.rmtree(ckpts / "seed000")
+    shutil.copytree(workspace / "ckpts" / "base" / "seed001", ckpts / "seed000")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "its weights file 'model.safetensors' differs" in err, err
+    # starting over records the new checkpoint
+    assert main([*argv, "--fresh"]) == 0, capsys.readouterr().err
+    assert json.loads((run / "identities" / "base__s0.json").read_text()) != record
+
+
+def test_a_version_names_its_checkpoints_by_hash_and_the_gate_reads_it(workspace, tmp_path,
+                                                                      capsys):
+    """A study version records what each checkpoint path held; a gate whose candidate is
+    that same checkpoint (a CI path never updated) says it compares a model with itself,
+    and a gate result records its candidate's hash for the next gate."""
+    from robuststats.models.identity import checkpoint_identity
+
+    ckpts = tmp_path / "ckpts"
+    shutil.copytree(workspace / "ckpts" / "base" / "seed000", ckpts / "seed000")
+    shutil.copytree(workspace / "ckpts" / "base" / "seed001", ckpts / "other")
+    study = _write(tmp_path, ONE.format(root=workspace, ckpt=ckpts))
+    assert main(["study", str(study), "--runs", str(tmp_path / "runs"), "--out",
+                 str(tmp_path / "results"), "--workers", "1", "--no-progress"]) == 0
+    version = tmp_path / "results" / "ckpt_identity" / "v1"
+    manifest = json.loads((version / "manifest.json").read_text())
+    sha = checkpoint_identity(ckpts / "seed000")["sha256"]
+    assert manifest["checkpoints"]["base__s0"]["sha256"] == sha
+    capsys.readouterr()
+    gate = ["gate", "--baseline", str(version), "--metric", "accuracy", "--max-degradation",
+            "0.5", "--format", "json", "--no-progress", "--out", str(tmp_path / "gates")]
+    code = main([gate[0], str(ckpts / "seed000"), *gate[1:]])
+    assert code in (0, 1), capsys.readouterr().err
+    data = json.loads(capsys.readouterr().out)
+    assert data["evaluation"]["checkpoint_sha256"] == {"candidate__s0": sha}
+    assert any("compares a model with itself" in n for n in data["notes"]), data["notes"]
+    # the gate result as the next baseline: another checkpoint is not flagged, the same is
+    previous = data["path"]
+    gate[2] = previous
+    assert main([gate[0], str(ckpts / "other"), *gate[1:]]) in (0, 1)
+    data = json.loads(capsys.readouterr().out)
+    assert not any("itself" in n for n in data["notes"]), data["notes"]
+    assert main([gate[0], str(ckpts / "seed000"), *gate[1:]]) in (0, 1)
+    data = json.loads(capsys.readouterr().out)
+    assert any("compares a model with itself" in n for n in data["notes"]), data["notes"]

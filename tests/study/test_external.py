@@ -266,3 +266,38 @@ def _study_path(tmp: Path) -> Path:
 def test_a_misspelt_trainer_name_is_answered(tmp_path) -> None:
     with pytest.raises(InputError, match=r"unknown trainer 'comand'.*did you mean 'command'"):
         get_trainer("comand")
+
+
+def test_a_checkpoint_rewritten_at_the_same_size_or_swapped_is_named(ext_run: Path,
+                                                                     tmp_path: Path) -> None:
+    """Identity, not sizes: the marker and the run directory's pointer hold the SHA-256."""
+    import shutil
+
+    from robuststats.models.external import load_external, marker_problem
+
+    output = tmp_path / "seed0"
+    shutil.copytree(ext_run / "ckpt" / "noisy" / "seed0", output)
+    pointer = tmp_path / "cached"
+    shutil.copytree(ext_run / "runs" / "ext" / "models" / "noisy__s0" / "model", pointer)
+    name = "external_checkpoint.json"  # the pointer the run directory caches
+    record = json.loads((pointer / name).read_text())
+    assert len(record["sha256"]) == 64
+    record["checkpoint"] = str(output)
+    (pointer / name).write_text(json.dumps(record))
+    assert marker_problem(output) is None
+    assert load_external(pointer).model is not None
+    weights = output / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF  # the same size, another weight
+    weights.write_bytes(bytes(data))
+    assert "its weights file 'model.safetensors' differs" in marker_problem(output)
+    # another checkpoint completed at the pointer's path (its marker written for it)
+    from robuststats.models.identity import checkpoint_identity
+
+    marker = json.loads((output / MARKER).read_text())
+    marker["identity"] = checkpoint_identity(output)
+    (output / MARKER).write_text(json.dumps(marker))
+    assert marker_problem(output) is None
+    with pytest.raises(ExternalTrainingError, match=r"holds another checkpoint than the one "
+                                                    r"this model was trained as"):
+        load_external(pointer)
