@@ -10,7 +10,9 @@ p ≈ 1e-16 on a true null. Every consumer of the crossed variance is fed such d
 from __future__ import annotations
 
 import math
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,14 +34,15 @@ from robuststats.stats import (
 )
 from robuststats.stats._seed_random import seed_random_evidence
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from seed_ties import (  # benchmarks/seed_ties.py: the full measurement
+    null_differences,
+    outcomes_from,
+    tie_seed_sums,
+    tied_null_pvalues,
+)
+
 P_FLOOR = 1e-6
-
-
-def _outcomes(d: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """0/1 outcomes x, y with ``x − y = d``; where d = 0 both are 1 or 0 at random."""
-    same = (rng.random(d.shape) < 0.5).astype(float)
-    x = np.where(d == 1, 1.0, np.where(d == -1, 0.0, same))
-    return x, x - d
 
 
 def _issue_example() -> tuple[np.ndarray, np.ndarray]:
@@ -48,7 +51,7 @@ def _issue_example() -> tuple[np.ndarray, np.ndarray]:
     d[0, [0, 1, 2]] = 1.0
     d[0, 3] = -1.0
     d[1, [4, 5]] = 1.0
-    return _outcomes(d, np.random.default_rng(0))
+    return outcomes_from(d, np.random.default_rng(0))
 
 
 def _check(res, *, what: str) -> None:
@@ -77,7 +80,7 @@ def test_tied_seed_sums_with_an_item_term_stay_calibrated(k: int) -> None:
     # the whole variance is the item term on n − 1 df
     d = np.zeros((k, 30))
     d[:, :2] = 1.0
-    x, y = _outcomes(d, np.random.default_rng(k))
+    x, y = outcomes_from(d, np.random.default_rng(k))
     cv = crossed_variance(x - y)
     assert cv.ms_seed == 0.0 and cv.ms_resid == 0.0 and cv.variance > 0.0
     _check(seed_random_test(x, y), what=f"k={k}")
@@ -181,38 +184,6 @@ def test_power_from_a_tied_pilot_keeps_its_seed_uncertainty() -> None:
 
 # --- the property: random small designs, ties made on purpose -------------------------------
 
-def _tie(d: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Move every seed's sum of ``d`` to a common value by changing as few entries as
-    possible (+1 → 0 → −1 to lower a sum, the reverse to raise it), at random items.
-
-    The rule is odd in ``d`` (``_tie(−d) = −_tie(d)`` for the same draws), so a null whose
-    distribution is symmetric under swapping the conditions stays one."""
-    d = d.copy()
-    sums = d.sum(axis=1)
-    target = float(np.round(np.mean(sums)))  # round half to even: odd
-    for s in range(d.shape[0]):
-        step = -1.0 if sums[s] > target else 1.0
-        for _ in range(int(abs(sums[s] - target))):
-            movable = np.flatnonzero(d[s] != step)  # entries that can move by `step`
-            # move the entries farthest from `step` first (a +1 before a 0 when lowering)
-            far = movable[np.abs(d[s, movable] - step) == np.max(np.abs(d[s, movable] - step))]
-            d[s, rng.choice(far)] += step
-    return d
-
-
-def _null_design(rng: np.random.Generator, k: int, n: int) -> np.ndarray:
-    """Per-item differences of a true null: item difficulty, seed × condition and item ×
-    condition effects of random size, seed × item noise (logistic), symmetric in a and b."""
-    item = rng.normal(0.0, 1.5, n)[None, :]
-    seed_sd, item_sd = rng.choice([0.0, 0.3, 1.0]), rng.choice([0.0, 0.5, 1.5])
-    u = rng.normal(0.0, seed_sd, k)[:, None] / 2.0
-    v = rng.normal(0.0, item_sd, n)[None, :] / 2.0
-    base = item + rng.normal(0.0, 0.5, (k, n))
-    x = rng.random((k, n)) < special.expit(base + u + v)
-    y = rng.random((k, n)) < special.expit(base - u - v)
-    return x.astype(float) - y.astype(float)
-
-
 @settings(max_examples=300, deadline=None)
 @given(k=st.integers(2, 4), n=st.integers(2, 50), seed=st.integers(0, 2**32 - 1),
        kind=st.sampled_from(["tied", "tied", "free", "constant"]))
@@ -222,9 +193,9 @@ def test_variance_is_positive_and_the_fallback_fires_only_on_constant_difference
     if kind == "constant":
         d = np.full((k, n), float(rng.integers(-1, 2)))
     else:
-        d = _null_design(rng, k, n)
-        d = _tie(d, rng) if kind == "tied" else d
-    x, y = _outcomes(d, rng)
+        d = null_differences(rng, k, n)
+        d = tie_seed_sums(d, rng) if kind == "tied" else d
+    x, y = outcomes_from(d, rng)
     varies = bool(np.ptp(d) > 0)
     assert (crossed_variance(d).variance > 0.0) == varies
     with warnings.catch_warnings(record=True) as caught:
@@ -237,29 +208,13 @@ def test_variance_is_positive_and_the_fallback_fires_only_on_constant_difference
         assert res.pvalue >= P_FLOOR, (d, res)
 
 
-def tied_null_rejections(reps: int, rng: np.random.Generator, *, level: float = 1e-3
-                         ) -> tuple[int, int]:
-    """``(rejections at level, studies)`` of ``seed_random_test`` on true nulls with tied
-    seed sums: k = 2–4 seeds, n = 2–50 items, :func:`_null_design` then :func:`_tie`
-    (studies whose differences are all 0 after the tie are drawn again)."""
-    hits = done = 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DegenerateDataWarning)
-        while done < reps:
-            k, n = int(rng.integers(2, 5)), int(rng.integers(2, 51))
-            d = _tie(_null_design(rng, k, n), rng)
-            if not np.ptp(d) > 0:
-                continue
-            x, y = _outcomes(d, rng)
-            hits += seed_random_test(x, y).pvalue < level
-            done += 1
-    return hits, done
-
-
 def test_tied_nulls_reject_at_0001_no_more_than_01_percent() -> None:
-    # 3,000 tied true nulls; measured with 40,000 (benchmarks/seed_ties.py): 0 below 0.001
-    # (docs/statistics.md §9). The code before the floor rejected 6.9 % of them at 0.001.
-    hits, reps = tied_null_rejections(3000, np.random.default_rng(39))
+    # 2,000 tied true nulls (k = 2–4, n = 2–50); benchmarks/seed_ties.py --tied measures
+    # 40,000 (docs/statistics.md §9). Before the floor MS_seed ≥ MS_resid: 38 of these 2,000
+    # (1.9 %), 8 of them below 1e-6 and the smallest p = 0; after it: 0, smallest p 0.003.
+    _, pvalues = tied_null_pvalues(2000, np.random.default_rng(39))
+    reps = pvalues.size
+    hits = int(np.sum(pvalues < 1e-3))
     rate = hits / reps
     se = math.sqrt(max(rate, 1e-3) * (1 - max(rate, 1e-3)) / reps)
     assert rate <= 1e-3 + 2.0 * se, (hits, reps)
