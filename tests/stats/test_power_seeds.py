@@ -263,8 +263,11 @@ def test_the_power_function_predicts_the_calibrated_test_as_shipped() -> None:
             assert predicted == pytest.approx(rate, abs=0.02)  # MC SE ≤ 0.009
             if delta < 1e-6:
                 assert predicted <= 0.05 + 1e-3
-    # no item component: the t on the k seed means, exact
-    assert 0.04 < formulas.seed_random_power(5, 300, 1e-12, 0.0, 0.0, 0.2, 0.05, 2) <= 0.05
+    # no item component: the t on the k seed means, exact where the seed part dominates; with
+    # no seed component V's floor MS_seed ≥ MS_resid binds in 59 % of studies with 5 seeds
+    # and the test is conservative (docs/statistics.md §9, "Tied seed sums")
+    assert 0.04 < formulas.seed_random_power(5, 300, 1e-12, 0.01, 0.0, 0.2, 0.05, 2) <= 0.05
+    assert formulas.seed_random_power(5, 300, 1e-12, 0.0, 0.0, 0.2, 0.05, 2) < 0.01
 
 
 @pytest.mark.slow
