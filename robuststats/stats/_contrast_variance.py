@@ -15,11 +15,14 @@ with ``σ_d² = Var(b_ci − b_bi)``. Each group's two-way ANOVA
 (E = σ_e,g²). The sample variance ``S_d²`` of the per-item differences of column means has
 E = σ_d² + σ_e,c²/k_c + σ_e,b²/k_b, so
 
-    V = MS_seed,c/(k_c n) + MS_seed,b/(k_b n) + max(S_d² − MS_resid,c/k_c − MS_resid,b/k_b, 0)/n
+    V = max(P_seed, F) + max(S_d² − MS_resid,c/k_c − MS_resid,b/k_b, 0)/n,
+    P_seed = MS_seed,c/(k_c n) + MS_seed,b/(k_b n),   F = MS_resid,c/(k_c n) + MS_resid,b/(k_b n),
 
-is unbiased before the truncation of the item part, which is truncated as in
-:func:`~robuststats.stats.crossed_variance` (the seed parts are never negative and kept
-whole). Its degrees of freedom are Satterthwaite's (1946) for the seed terms taken as one
+is unbiased before the truncations, which are those of
+:func:`~robuststats.stats.crossed_variance`: the item part at 0, the seed part at its floor
+``F`` (E P_seed ≥ F, since E MS_seed,g ≥ E MS_resid,g): tied seed sums on both sides give
+``P_seed = 0`` by chance, and ``V`` must not be 0 while the outcomes vary (docs/statistics.md
+§9, "Tied seed sums"). Its degrees of freedom are Satterthwaite's (1946) for the seed terms taken as one
 (on their Welch–Satterthwaite df, each ``MS_seed`` at no less than its ``MS_resid``) plus
 the item terms, bounded below by ``min(k_c, k_b) − 1``: the plug-in ν of the calibrated
 reference (docs/statistics.md §9), so the reported df is the one the bound uses. Without
@@ -31,7 +34,7 @@ that side's seed variance cannot be estimated from it. The candidate is then tak
 over seeds as the baseline does (the same recipe, another run), and the baseline's mean
 squares stand for both: with ``h = 1/k_c + 1/k_b``,
 
-    V = h·MS_seed,b/n + max(S_d² − h·MS_resid,b, 0)/n   on ν ≥ k_b − 1,
+    V = h·max(MS_seed,b, MS_resid,b)/n + max(S_d² − h·MS_resid,b, 0)/n   on ν ≥ k_b − 1,
 
 which without item components is the t interval for a new observation of the baseline's
 seed distribution (R ``predict(lm(y ~ 1), interval = "prediction")``).
@@ -108,8 +111,8 @@ def paired_variance(lc: np.ndarray, lb: np.ndarray) -> ContrastVariance:
     k, n = lc.shape
     cv = crossed_variance(lc - lb)
     design = "paired seeds" if k > 1 else "one model each"
-    return ContrastVariance(cv.variance, cv.dof, cv.ms_seed / (k * n) if k > 1 else 0.0,
-                            cv.variance - (cv.ms_seed / (k * n) if k > 1 else 0.0),
+    seed = max(cv.ms_seed, cv.ms_resid) / (k * n) if k > 1 else 0.0  # floored, as V takes it
+    return ContrastVariance(cv.variance, cv.dof, seed, cv.variance - seed,
                             cv.var_seed, cv.var_item, cv.var_resid, design, k, k, n,
                             cv.reference)
 
@@ -137,8 +140,8 @@ def unpaired_variance(lc: np.ndarray, lb: np.ndarray) -> ContrastVariance:
                                 "one model each", 1, 1, n, one)
     cvc = crossed_variance(lc) if kc > 1 else None
     cvb = crossed_variance(lb) if kb > 1 else None
-    # (coefficient, mean square, df, is a seed term) of V; seed terms are kept whole
-    seed_terms: list[tuple[float, float, float, float]] = []  # + its MS_resid for the df
+    # (coefficient, mean square, df, its MS_resid) of V's seed terms, whose sum is floored
+    seed_terms: list[tuple[float, float, float, float]] = []
     resid_terms: list[tuple[float, float, float]] = []
     if cvc is not None and cvb is not None:
         design, low_df = "independent seeds", float(min(kc, kb) - 1)
@@ -173,5 +176,8 @@ def unpaired_variance(lc: np.ndarray, lb: np.ndarray) -> ContrastVariance:
                                                   in resid_terms)) if keep_item else 0.0)
     ref = SeedReference(seed_part, max(float(seed_df), low_df), floor, floor + item_part,
                         rest_var, 1.0)
-    return ContrastVariance(seed_part + item_part, ref.dof, seed_part, item_part,
+    # the seed part at no less than its floor (E MS_seed ≥ E MS_resid in each group), as the
+    # reference's plug-in takes it: tied seed sums on both sides never give V = 0
+    seed_part = max(seed_part, floor)
+    return ContrastVariance(ref.variance, ref.dof, seed_part, item_part,
                             var_seed, var_item, var_resid, design, kc, kb, n, ref)

@@ -6,10 +6,14 @@ residual) estimated on ``n − 1`` and ``(k − 1)(n − 1)``. In mean-square un
 of the mean times ``kn``), with ``θ = E MS_seed ≥ E MS_resid = f``:
 
     true variance   θ − f + R,   R = E MS_item (with an item term), else f
-    estimate        V̂ = MS_seed − f̂ + R̂,   MS_seed ~ θ·χ²_{k−1}/(k − 1)
+    estimate        V̂ = max(MS_seed, f̂) − f̂ + R̂,   MS_seed ~ θ·χ²_{k−1}/(k − 1)
 
 (``f̂ = MS_resid``; ``R̂ = MS_item`` when it exceeds ``MS_resid``, else ``MS_resid``, and
-then ``V̂ = MS_seed``: the t on the k per-seed means, exact under normal seed effects). The
+then ``V̂ = max(MS_seed, f̂)``: the t on the k per-seed means, exact under normal seed
+effects where ``MS_seed ≥ f̂``, conservative below). ``MS_seed`` is taken at no less than
+``f̂`` because ``θ ≥ f``: seeds whose sums tie give ``MS_seed = 0`` by chance (an atom that
+discrete outcomes put where normal theory has none), and ``V̂`` must not then fall below the
+residual's share of the variance. The
 plug-in test refers ``t = (L̄ − μ₀)/√(V̂/kn)`` to Student's t on Satterthwaite's (1946)
 ``ν̂ = (max(MS_seed, f̂) − f̂ + R̂)²/(max(MS_seed, f̂)²/(k − 1) + MS_item²/(n − 1) +
 MS_resid²/((k − 1)(n − 1)))``, bounded below by ``k − 1``. With 2 or 3 seeds and an item
@@ -31,8 +35,8 @@ coefficients", JASA 82:155–162, with the supremum over the nuisance parameter 
 its estimate, as in Berger & Boos 1994, JASA 89:1012–1016, with the whole parameter space
 as the confidence set). As ``e → ∞`` the statistic is exactly Student's t on ``k − 1`` df and
 ``S(a; e) → a``: the calibrated test is exact where the seed part dominates and is never
-more liberal than the plug-in. Without an item term nothing is calibrated (the t on the k
-per-seed means is exact). One-sided tests use
+more liberal than the plug-in. Without an item term nothing is calibrated (the floored t on
+the k per-seed means has ``S(a; e) ≤ a``, with equality as ``e → ∞``). One-sided tests use
 the symmetry of the statistic: a one-sided p-value ``p`` has calibrated value
 ``sup_e S(2p; e)/2``.
 
@@ -162,15 +166,16 @@ class SeedReference:
 
 def _plug(seed_ms: np.ndarray, df: float, floor: float, rest: float, rest_var: float
           ) -> tuple[np.ndarray, np.ndarray]:
-    """Variance estimate ``seed_ms − floor + rest`` and the plug-in ν (see the module doc)."""
-    total = seed_ms - floor + rest
+    """Variance estimate ``max(seed_ms, floor) − floor + rest`` and the plug-in ν (see the
+    module doc): the seed mean square is taken at no less than its floor, in both."""
+    seed = np.maximum(seed_ms, floor)
+    total = seed - floor + rest
     if df <= 0:  # one seed: the rest alone
         dof = np.full_like(total, rest**2 / rest_var if rest_var > 0 else _DOF_MAX)
         return total, np.clip(dof, 1.0, _DOF_MAX)
-    if rest_var <= 0:  # no item term: the t on the k seed means, exactly
+    if rest_var <= 0:  # no item term: the t on the k seed means, the floor aside
         return total, np.full_like(total, df)
-    seed = np.maximum(seed_ms, floor)
-    dof = (seed - floor + rest) ** 2 / (seed**2 / df + rest_var)
+    dof = total**2 / (seed**2 / df + rest_var)
     return total, np.clip(dof, df, _DOF_MAX)
 
 

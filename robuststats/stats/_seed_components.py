@@ -13,12 +13,16 @@ Components*, §4.7). The seed component rests on k − 1 degrees of freedom, so 
 uncertainty dominates: ``(k − 1)·MS_seed / E[MS_seed]`` is χ²_{k−1} under normal seed
 effects, which gives the interval
 
-    E[MS_seed] ∈ [(k − 1)·MS_seed/χ²_{k−1, 1−α/2},  (k − 1)·MS_seed/χ²_{k−1, α/2}]
+    E[MS_seed] ∈ [(k − 1)·M/χ²_{k−1, 1−α/2},  (k − 1)·M/χ²_{k−1, α/2}],
+    M = max(MS_seed, MS_resid)
 
 and, with MS_resid (on (k − 1)(n − 1) df) taken as known, the interval
 ``σ_seed² ∈ [max(L − MS_resid, 0)/n, max(U − MS_resid, 0)/n]`` (the approach of Searle
 et al. §4.7c for a component whose mean square dominates). It is reported as an interval
-for ``seed_sd`` = σ_seed, the SD over seeds of the per-seed accuracy difference.
+for ``seed_sd`` = σ_seed, the SD over seeds of the per-seed accuracy difference. ``M`` takes
+``MS_seed`` at no less than ``MS_resid`` (``E MS_seed ≥ E MS_resid``), as the seed-random
+t's variance does: seeds whose sums of ``x − y`` tie give ``MS_seed = 0`` by chance, and the
+unfloored interval was then [0, 0], a claim that the seeds do not vary.
 """
 
 from __future__ import annotations
@@ -149,7 +153,11 @@ def estimate_seed_components(
     tail = (1.0 - level) / 2.0
     # chdtri(df, p) is the upper-tail quantile: χ²_{df, 1 − p}
     upper_q, lower_q = special.chdtri(dof, tail), special.chdtri(dof, 1.0 - tail)
-    low_ms, high_ms = dof * cv.ms_seed / upper_q, dof * cv.ms_seed / lower_q
+    # the χ² interval of E MS_seed from MS_seed at no less than MS_resid (E MS_seed ≥
+    # E MS_resid), as the test's variance takes it: tied seed sums give MS_seed = 0 by
+    # chance, and an interval [0, 0] for σ_seed would claim there is no seed variance
+    seed_ms = max(cv.ms_seed, cv.ms_resid)
+    low_ms, high_ms = dof * seed_ms / upper_q, dof * seed_ms / lower_q
     var_item = max(cv.ms_item - cv.ms_resid, 0.0) / k
     icc = var_item / (var_item + cv.ms_resid) if var_item + cv.ms_resid > 0 else 0.0
     return SeedComponents(

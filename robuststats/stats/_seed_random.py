@@ -17,29 +17,39 @@ quasi-F denominator ("The language-as-fixed-effect fallacy", J Verb Learn Verb B
 
 and ``(L̄ − μ)/√V`` is referred to Student's t on ν degrees of freedom.
 
-Truncation and degrees of freedom. ``MS_seed/(kn)`` is the unbiased estimate of the
-seed-level part ``σ_a²/k + σ_e²/(kn)`` and is never negative, so it is kept whole; only the
-item part ``σ_b²/n = (MS_item − MS_resid)/(kn)`` is truncated at 0:
+Truncation and degrees of freedom. ``MS_seed/(kn)`` estimates the seed-level part
+``σ_a²/k + σ_e²/(kn)``, which the model puts at no less than ``σ_e²/(kn)``
+(``E MS_seed = σ_e² + nσ_a² ≥ E MS_resid``); the item part ``σ_b²/n = (MS_item −
+MS_resid)/(kn)`` is at no less than 0. Both are truncated to those bounds:
 
-    V = [MS_seed + max(MS_item − MS_resid, 0)]/(kn).
+    V = [max(MS_seed, MS_resid) + max(MS_item − MS_resid, 0)]/(kn),
 
-When ``MS_item ≤ MS_resid`` this is the t test on the k per-seed means (``k − 1`` degrees of
-freedom, exact under normal seed effects). Otherwise ν is Satterthwaite's for the three mean
+the sum ``σ̂_a²/k + σ̂_b²/n + σ̂_e²/(kn)`` of the three ANOVA components each truncated at 0
+(the ANOVA estimators of Searle, Casella & McCulloch 1992, *Variance Components*, ch. 4,
+truncated to the parameter space). Tied seed sums (two
+seeds whose sums of ``x − y`` agree, 0.75 % of 2-seed studies at n = 500, more with fewer
+items) give ``MS_seed = 0`` by chance: without the floor, and with ``MS_item ≤ MS_resid``,
+``V`` was 0 and the test claimed p = 1e-16 on a true null. With it ``V = 0`` only when every
+value is the same.
+
+When ``MS_item ≤ MS_resid ≤ MS_seed`` this is the t test on the k per-seed means (``k − 1``
+degrees of freedom, exact under normal seed effects; below the floor it is conservative).
+Otherwise ν is Satterthwaite's for the three mean
 squares, bounded below by ``k − 1``: with a near-zero, noisy item term (MS_item ≈ MS_resid
 both large against the total) the unbounded ν collapses towards 0 and the interval becomes
 absurdly wide, while the seed-level term alone carries ``k − 1`` degrees of freedom.
-Truncating the seed component at 0 as well (``V = MS_item/(kn)`` on ``n − 1`` df when
+Dropping the seed term instead (``V = MS_item/(kn)`` on ``n − 1`` df when
 ``MS_seed < MS_resid``) was tried and rejected: with 3 seeds it rejects 7–8 % at a nominal
 5 %, because the small-``MS_seed`` samples are exactly those with a large t and a large ν.
 
 Round-off. A mean square below ``1e-12`` times the mean square of the values is taken as 0.
 The delta-method influence values of a retention difference sum to 0, and their seed sums
 can cancel exactly (a seed without a correct clean item); computed in floating point that
-left ``V ≈ 1e-32`` and an interval that excluded 0 on one discordant pair, where the data
-have no spread at all and get the no-spread fallback below.
+left ``V ≈ 1e-32`` and an interval that excluded 0 on one discordant pair. Cut to 0, the
+seed term is floored at the residual like any other tied seed sums.
 
-Degrees of freedom. ν is computed with ``MS_seed`` taken at no less than ``MS_resid``
-(``E MS_seed ≥ E MS_resid``). A small ``MS_seed`` beside a large item term otherwise gives a
+Degrees of freedom. ν is computed with ``MS_seed`` taken at no less than ``MS_resid``, as
+``V`` is. A small ``MS_seed`` beside a large item term otherwise gives a
 small ``V`` and a large ``ν`` together; with an item × condition component (normal theory,
 n = 1,000, 3,000 replications) the test rejected 8.4–10.9 % with 2 seeds and 6.2–6.9 % with
 3, and 2.0–5.8 % and 3.9–5.9 % with this ν.
@@ -292,9 +302,10 @@ def _t_result(estimate: float, cv: CrossedVariance, *, alternative: str, margin:
               transform=None, degenerate_half: float | None = None) -> SeedRandomResult:
     """Calibrated t test of ``estimate = margin`` and its interval (:mod:`._few_seeds`).
 
-    ``transform`` maps the scale back. No spread at all (``cv.variance = 0``) issues a
-    warning and uses the normal-shaped fallback with half-width ``degenerate_half`` at
-    ``level``.
+    ``transform`` maps the scale back. No spread at all (``cv.variance = 0``, which the
+    floors of :func:`crossed_variance` and ``unpaired_variance`` leave only when every value
+    of the statistic is the same) issues a warning and uses the normal-shaped fallback with
+    half-width ``degenerate_half`` at ``level``.
     """
     se = math.sqrt(cv.variance)
     ref: SeedReference | None = cv.reference
@@ -305,7 +316,8 @@ def _t_result(estimate: float, cv: CrossedVariance, *, alternative: str, margin:
                 else ref.critical_one_sided(level))
     else:
         warnings.warn(
-            f"the {k} seeds × {n} items show no spread (every pair of outcomes alike); "
+            f"the {k} seeds × {n} items show no spread (every seed and item gives the same "
+            "value); "
             f"returning a score-type interval for {n} items instead.",
             DegenerateDataWarning,
             stacklevel=3,

@@ -99,8 +99,13 @@ def test_avalanche_interval_is_calibrated_when_drops_add_up(k: int) -> None:
     hits = [_simulate(rng, k=k, n=200, boost=1.0) for _ in range(reps)]
     reject = np.mean([h["ci_low"] > 0 or h["ci_high"] < 0 for h in hits])
     # nominal 5 %; binomial SE over 400 replications ≈ 1.1 % (1,000 replications gave
-    # 4.2 % with 1 seed, 3.4 % with 3, 5.1 % with 5)
-    assert 0.01 <= reject <= 0.085, reject
+    # 4.2 % with 1 seed, 3.4 % with 3, 5.1 % with 5, before the crossed variance took MS_seed
+    # at no less than MS_resid). The seeds' robustness cancels in the contrast, so with 3
+    # seeds that floor binds in most studies and the interval is conservative: 0 of 400
+    # (docs/statistics.md §9, "Tied seed sums")
+    assert reject <= 0.085, reject
+    if k == 1:
+        assert reject >= 0.01, reject
 
 
 @pytest.mark.parametrize(("k", "least"), [(1, 0.9), (3, 0.6), (5, 0.9)])

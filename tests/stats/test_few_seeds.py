@@ -75,7 +75,9 @@ def test_two_seeds_with_an_item_component_hold_the_level() -> None:
         cv = crossed_variance(values)
         t = values.mean() / math.sqrt(cv.variance)
         rejected += cv.reference.pvalue(t) < 0.05
-        plug_in += 2.0 * special.stdtr(cv.dof, -abs(t)) < 0.05
+        # the plug-in without the calibration and without the floor MS_seed ≥ MS_resid in V
+        raw = (cv.ms_seed + max(cv.ms_item - cv.ms_resid, 0.0)) / (2 * 1000)
+        plug_in += 2.0 * special.stdtr(cv.dof, -abs(values.mean()) / math.sqrt(raw)) < 0.05
     assert rejected / reps <= 0.05 + 0.01
     assert plug_in / reps > 0.065  # the uncalibrated test fails here: the check has teeth
 

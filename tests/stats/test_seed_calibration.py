@@ -44,7 +44,13 @@ def test_seed_random_t_coverage_and_size(preset, k, n):
         print(f"{preset} k={k} n={n} {quantity}: coverage {cov:.3f} (MC SE {cov_se:.4f}), "
               f"size {row['size']:.3f} (MC SE {size_se:.4f}), width {row['mean_width']:.4f}, "
               f"power {row['power']:.3f}")
-        assert 0.94 - 2.5 * cov_se <= cov <= 0.96 + 2.5 * cov_se, (quantity, cov)
+        assert cov >= 0.94 - 2.5 * cov_se, (quantity, cov)
+        if preset in ("moderate", "large") and k >= 5:
+            # with little seed spread, or 3 seeds, the floor MS_seed ≥ MS_resid binds in many
+            # studies and the test is conservative by design (docs/statistics.md §9, "Tied
+            # seed sums"): large seed effects, 3 seeds × 300 items covered 0.982 (1,500
+            # replications; 0.947 before the floor)
+            assert cov <= 0.96 + 2.5 * cov_se, (quantity, cov)
         assert row["size"] <= ALPHA + 0.01 + 2.5 * size_se, (quantity, row["size"])
 
 

@@ -107,19 +107,37 @@ def test_one_seed_is_the_paired_t_over_items():
 
 
 def test_without_item_term_it_is_the_t_test_on_per_seed_means():
-    # MS_item ≤ MS_resid: V = MS_seed/(kn) on k − 1 df, the t test on the k seed means
+    # MS_item ≤ MS_resid ≤ MS_seed: V = MS_seed/(kn) on k − 1 df, the t test on the k seed
+    # means
     rng = np.random.default_rng(4)
     while True:  # independent outcomes: MS_item ≤ MS_resid about half the time
         x = (rng.random((5, 60)) < 0.6).astype(float)
         y = (rng.random((5, 60)) < 0.55).astype(float)
         cv = crossed_variance(x - y)
-        if cv.ms_item <= cv.ms_resid:
+        if cv.ms_item <= cv.ms_resid <= cv.ms_seed:
             break
     res = seed_random_test(x, y)
     ref = stats.ttest_1samp((x - y).mean(axis=1), 0.0)
     assert res.dof == 4
     assert res.statistic == pytest.approx(ref.statistic)
     assert res.pvalue == pytest.approx(ref.pvalue)
+
+
+def test_a_seed_mean_square_below_the_residual_is_floored_there():
+    # E MS_seed = σ_e² + nσ_a² ≥ E MS_resid: V = max(MS_seed, MS_resid)/(kn) without an item
+    # term, so seed means that agree by chance do not shrink the variance below σ_e²/(kn)
+    rng = np.random.default_rng(5)
+    while True:
+        x = (rng.random((5, 60)) < 0.6).astype(float)
+        y = (rng.random((5, 60)) < 0.55).astype(float)
+        cv = crossed_variance(x - y)
+        if max(cv.ms_item, cv.ms_seed) < cv.ms_resid:
+            break
+    assert cv.variance == pytest.approx(cv.ms_resid / 300.0, rel=1e-12)
+    res = seed_random_test(x, y)
+    assert res.dof == 4
+    assert res.statistic == pytest.approx((x - y).mean() / math.sqrt(cv.ms_resid / 300.0))
+    assert res.pvalue == pytest.approx(2.0 * stats.t.sf(abs(res.statistic), 4))
 
 
 def test_degrees_of_freedom_never_below_seeds_minus_one():

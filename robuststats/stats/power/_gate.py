@@ -11,7 +11,7 @@ sides, as for another run of the same recipe), the contrast has
 
 and the gate's variance estimate (:func:`robuststats.gate.unpaired_variance`) is built from
 scaled χ² mean squares. With ``k_eff = 1/h`` it has exactly the form of the seed-random t's
-``V = [MS_seed + max(MS_item − MS_resid, 0)]/(k_eff·n)``, with E MS_seed = nσ_s² + σ_e²,
+``V = [max(MS_seed, MS_resid) + max(MS_item − MS_resid, 0)]/(k_eff·n)``, with E MS_seed = nσ_s² + σ_e²,
 E MS_item = k_eff·σ_d² + σ_e², E MS_resid = σ_e², but other degrees of freedom:
 
 * one candidate model (``k_c = 1``): MS_seed and MS_resid are the baseline's, on
@@ -149,9 +149,9 @@ def gate_power_at(n: int, kb: int, kc: int, effect: float, seed_sd: float, item_
     s_, i_, e_ = s[:, None, None], i[None, :, None], e[None, None, :]
     weight = ws[:, None, None] * wi[None, :, None] * we[None, None, :]
     keep = i_ > e_
-    total = s_ + np.where(keep, i_ - e_, 0.0)
-    seed_ms = np.maximum(s_, e_)  # the df use MS_seed ≥ MS_resid, as the gate does
-    num = seed_ms + np.where(keep, i_ - e_, 0.0)
+    seed_ms = np.maximum(s_, e_)  # V and its df take MS_seed ≥ MS_resid, as the gate does
+    total = seed_ms + np.where(keep, i_ - e_, 0.0)
+    num = total
     denom = seed_ms**2 / df_s + np.where(keep, i_**2 / df_i + e_**2 / df_e, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         dof = np.where(denom > 0, num**2 / denom, np.inf)

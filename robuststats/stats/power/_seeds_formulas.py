@@ -14,7 +14,7 @@ The test estimates it from the two-way ANOVA mean squares, with expectations
     E MS_item = k·σ_item² + σ_resid²   (n − 1 df)
     E MS_resid = σ_resid²              ((k − 1)(n − 1) df)
 
-as ``V = [MS_seed + max(MS_item − MS_resid, 0)]/(kn)`` on Satterthwaite's (1946) degrees of
+as ``V = [max(MS_seed, MS_resid) + max(MS_item − MS_resid, 0)]/(kn)`` on Satterthwaite's (1946) degrees of
 freedom, bounded below by k − 1, and refers ``d̄/√V`` to Student's t at the nominal level
 calibrated for few seeds (:mod:`robuststats.stats._few_seeds`; :func:`calibrated_alpha`
 computes that level at the expected item and residual mean squares).
@@ -207,10 +207,10 @@ def seed_random_power(
     s_, i_, e_ = s[:, None, None], i[None, :, None], e[None, None, :]
     weight = ws[:, None, None] * wi[None, :, None] * we[None, None, :]
     keep = i_ > e_  # the test keeps the item term only when MS_item > MS_resid
-    total = s_ + np.where(keep, i_ - e_, 0.0)
-    # ν as the test forms it: MS_seed taken at no less than MS_resid
+    # V and ν as the test forms them: MS_seed taken at no less than MS_resid
     s_floor = np.maximum(s_, e_)
-    num = s_floor + np.where(keep, i_ - e_, 0.0)
+    total = s_floor + np.where(keep, i_ - e_, 0.0)
+    num = total
     denom = s_floor**2 / df_s + np.where(keep, i_**2 / df_i + e_**2 / df_e, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         dof = np.where(denom > 0, num**2 / denom, np.inf)
