@@ -293,7 +293,9 @@ def compare_dumps(reference: str | Path, candidate: str | Path, *,
         sites.setdefault(x.site, Site(x.site, layer, mtype))
     chosen = list(sites.values())
     if modules:
-        chosen = _select(chosen, modules, "modules")
+        # named as the command line names it when the dumps came from there
+        chosen = _select(chosen, modules, "--modules" if names[1].startswith("--")
+                         else "modules")
     keep = {s.name for s in chosen}
     rows: list[dict[str, Any]] = []
     batch = None
