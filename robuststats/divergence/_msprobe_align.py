@@ -267,7 +267,7 @@ def align(a: Any, b: Any, name: str) -> tuple[list[tuple[Entry, Entry]], list[En
         notes.append(f"{len(classes)} module(s) of another class on each side, compared by "
                      f"path: {', '.join(sorted(classes)[:3])}")
     only_a = [x for x in ea if x.key not in common]
-    only_b = [y for y in eb if y.key not in {x.key for x, _ in pairs}]
+    only_b = [y for y in eb if y.key not in common]
     return pairs, only_a, only_b, notes
 
 
