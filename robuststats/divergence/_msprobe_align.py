@@ -266,6 +266,10 @@ def align(a: Any, b: Any, name: str) -> tuple[list[tuple[Entry, Entry]], list[En
     if classes:
         notes.append(f"{len(classes)} module(s) of another class on each side, compared by "
                      f"path: {', '.join(sorted(classes)[:3])}")
+    pa, pb = (1 + max((e.k for e in es if e.layer >= 0), default=0) for es in (ea, eb))
+    if pa != pb:
+        notes.append(f"the reference dump holds {pa} forward pass(es), the candidate {pb}: "
+                     f"the first {min(pa, pb)} are compared, the others listed as one side's")
     only_a = [x for x in ea if x.key not in common]
     only_b = [y for y in eb if y.key not in common]
     return pairs, only_a, only_b, notes

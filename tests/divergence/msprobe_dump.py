@@ -1,4 +1,4 @@
-"""Write an msprobe dump of a tiny Qwen2 or Llama (built from a transformers config) on the
+"""Write an msprobe dump of a tiny Qwen2, Llama or GPT-2 (built from a transformers config) on the
 CPU.
 
 Run as a script, one dump per process (msprobe's debugger is a process-wide singleton):
@@ -23,7 +23,7 @@ def main() -> None:
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--items-seed", type=int, default=0)
     p.add_argument("--passes", type=int, default=1)
-    p.add_argument("--model", default="qwen2", choices=("qwen2", "llama"))
+    p.add_argument("--model", default="qwen2", choices=("qwen2", "llama", "gpt2"))
     p.add_argument("--attn", default="sdpa", choices=("sdpa", "eager"))
     p.add_argument("--level", default="L0", choices=("L0", "L1", "mix"))
     p.add_argument("--steps", type=int, default=1, help="steps dumped (step0, step1, ...)")
@@ -31,14 +31,25 @@ def main() -> None:
 
     import torch
     from msprobe.pytorch import PrecisionDebugger
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+    from transformers import (
+        GPT2Config,
+        GPT2LMHeadModel,
+        LlamaConfig,
+        LlamaForCausalLM,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+    )
 
     torch.manual_seed(0)
     shape = {"vocab_size": 64, "hidden_size": a.hidden, "intermediate_size": 2 * a.hidden,
              "num_hidden_layers": a.layers, "num_attention_heads": 4,
              "num_key_value_heads": 2, "max_position_embeddings": 64,
              "tie_word_embeddings": False}
-    if a.model == "llama":
+    if a.model == "gpt2":  # Conv1D projections, decoder blocks in ``h``
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_embd=a.hidden, n_layer=a.layers,
+                                           n_head=4, n_positions=64,
+                                           attn_implementation=a.attn))
+    elif a.model == "llama":
         model = LlamaForCausalLM(LlamaConfig(**shape, attn_implementation=a.attn))
     else:
         model = Qwen2ForCausalLM(Qwen2Config(**shape, attn_implementation=a.attn))

@@ -32,6 +32,11 @@ DUMPS = {  # name: flags of msprobe_dump.py
     **{f"deep_{attn}": [*_LLAMA, "--task", "statistics", "--level", "L1", "--attn", attn,
                         "--layers", "24", "--passes", "2"] for attn in ("sdpa", "eager")},
     "l1_stats": [*_LLAMA, "--task", "statistics", "--level", "L1", "--passes", "2"],
+    "qwen_3passes": ["--task", "statistics", "--level", "L1", "--passes", "3"],
+    "qwen_2passes": ["--task", "statistics", "--level", "L1", "--passes", "2", "--attn",
+                     "eager"],
+    **{f"gpt2_{attn}": ["--model", "gpt2", "--task", "statistics", "--level", "L1",
+                        "--layers", "3", "--attn", attn] for attn in ("sdpa", "eager")},
     "narrow": [*_LLAMA, "--task", "statistics", "--steps", "2"],
     "wide": [*_LLAMA, "--task", "statistics", "--hidden", "64"],
 }
@@ -127,6 +132,19 @@ def test_24_layers_and_module_subsets(dumps, tmp_path, capsys):
     assert code == 2 and "\n" not in err and "`--modules`: 'layers.30' matches no" in err
     with pytest.raises(InputError, match=r"the dumps differ in their layer count: 24 against 2"):
         compare_dumps(dumps["deep_sdpa"], dumps["l1_stats"])
+
+
+def test_l1_layers_of_other_architectures_and_pass_counts(dumps):
+    """GPT-2 (Conv1D projections, blocks in ``h``, loop ``block(``) has its 3 layers found;
+    a Qwen2 dump with 3 forward passes against one with 2 compares the first 2."""
+    div = compare_dumps(dumps["gpt2_sdpa"], dumps["gpt2_eager"])
+    assert div.n_layers == 3 and list(div.depth["layer"]) == [0, 1, 2]
+    assert sorted(div.one_side.loc[div.one_side["side"] == "reference", "layer"]) == [0, 1, 2]
+    div = compare_dumps(dumps["qwen_3passes"], dumps["qwen_2passes"])
+    assert div.n_layers == 2 and (div.depth["n_items"] == 2).all()
+    assert any("holds 3 forward pass(es), the candidate 2" in n for n in div.notes)
+    sdpa = div.one_side[div.one_side["call"] == "Functional.scaled_dot_product_attention"]
+    assert list(sdpa["n_calls"]) == [3, 3]  # both layers, every pass
 
 
 @pytest.mark.parametrize("ref, cand, message", [
