@@ -332,7 +332,7 @@ def check_pair(a: Any, b: Any, name: str) -> tuple[list[Any], pd.DataFrame, list
             break
     one_side = one_side_table({"reference": (a, only_a), "candidate": (b, only_b)})
     if len(one_side):
-        notes.append(f"{int(one_side['n_calls'].sum())} call(s) at {len(one_side)} site(s) "
+        notes.append(f"{int(one_side['n_calls'].sum())} call(s) in {len(one_side)} row(s) "
                      "are in one dump only (fused or functional calls of one stack, or "
                      "another level): listed in the one_side table, not compared")
     return pairs, one_side, notes

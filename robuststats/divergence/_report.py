@@ -268,11 +268,13 @@ def markdown(div: Any, data: dict[str, Any], exceed: pd.DataFrame, label: str) -
     one_side = getattr(div, "one_side", None)
     if one_side is not None:
         rows = [[r.side, r.site, str(r.layer), r.call, r.caller, str(r.n_calls), r.shape,
-                 r.dtype] for r in one_side.itertuples()]
+                 r.dtype] for r in one_side.head(60).itertuples()]
         lines += ["", "## Calls in one dump only (not compared)", "",
                   _md_table(["side", "in", "layer", "call", "caller", "calls", "shape",
                              "dtype"], rows)
                   if rows else "Every call is in both dumps."]
+        if len(one_side) > 60:
+            lines.append(f"\n... {len(one_side) - 60} more rows in one_side.csv")
     if div.notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in div.notes]
     return "\n".join(lines) + "\n"
