@@ -246,9 +246,6 @@ def align(a: Any, b: Any, name: str) -> tuple[list[tuple[Entry, Entry]], list[En
     classes = set()
     for x, y in pairs:
         ca, cb = a.calls[x.index], b.calls[y.index]
-        if ca.output.get("shape") != cb.output.get("shape"):
-            raise _differ(name, f"the output shape of {ca.name!r}: {ca.output.get('shape')} "
-                                f"against {cb.output.get('shape')}")
         for pname in sorted(set(ca.parameters) | set(cb.parameters)):
             pa, pb = ca.parameters.get(pname), cb.parameters.get(pname)
             sa = pa.get("shape") if isinstance(pa, dict) else None
@@ -263,6 +260,9 @@ def align(a: Any, b: Any, name: str) -> tuple[list[tuple[Entry, Entry]], list[En
                                     f"shapes {sa} against {sb}")
         elif x.call != y.call:
             classes.add(f"{x.site} ({x.call} against {y.call})")
+        if ca.output.get("shape") != cb.output.get("shape"):
+            raise _differ(name, f"the output shape of {ca.name!r}: {ca.output.get('shape')} "
+                                f"against {cb.output.get('shape')}")
     if classes:
         notes.append(f"{len(classes)} module(s) of another class on each side, compared by "
                      f"path: {', '.join(sorted(classes)[:3])}")

@@ -21,6 +21,7 @@ def main() -> None:
     p.add_argument("--dtype", default="float32")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=32)
+    p.add_argument("--intermediate", type=int, default=None, help="default 2 * hidden")
     p.add_argument("--items-seed", type=int, default=0)
     p.add_argument("--passes", type=int, default=1)
     p.add_argument("--model", default="qwen2", choices=("qwen2", "llama", "gpt2"))
@@ -41,7 +42,8 @@ def main() -> None:
     )
 
     torch.manual_seed(0)
-    shape = {"vocab_size": 64, "hidden_size": a.hidden, "intermediate_size": 2 * a.hidden,
+    shape = {"vocab_size": 64, "hidden_size": a.hidden,
+             "intermediate_size": a.intermediate or 2 * a.hidden,
              "num_hidden_layers": a.layers, "num_attention_heads": 4,
              "num_key_value_heads": 2, "max_position_embeddings": 64,
              "tie_word_embeddings": False}

@@ -39,6 +39,8 @@ DUMPS = {  # name: flags of msprobe_dump.py
                         "--layers", "3", "--attn", attn] for attn in ("sdpa", "eager")},
     "narrow": [*_LLAMA, "--task", "statistics", "--steps", "2"],
     "wide": [*_LLAMA, "--task", "statistics", "--hidden", "64"],
+    **{f"mlp48_{lv}": [*_LLAMA, "--task", "statistics", "--level", lv, "--intermediate", "48",
+                       "--passes", "2"] for lv in ("L0", "L1")},
 }
 
 
@@ -151,6 +153,12 @@ def test_l1_layers_of_other_architectures_and_pass_counts(dumps):
     ("narrow", "wide", r"the dumps differ in their hidden size: 32 against 64"),
     ("L0_sdpa", "L1_eager", r"the dumps hold no call in common \(levels L0 and L1"),
     ("l1_stats", "deep_eager", r"their layer count: 2 against 24"),
+    # same layers and width, another MLP: a parameter's shape (L0), a linear's weight (L1)
+    ("narrow", "mlp48_L0", r"the model: parameter 'weight' of 'model.layers.0.mlp.gate_proj' "
+                           r"has shape \[64, 32\] against \[48, 32\]"),
+    ("l1_stats", "mlp48_L1", r"the model: the inputs of 'Functional.linear.4.forward' "
+                             r"\(layers.0.Functional.linear.4\) have shapes \[\[6, 7, 32\], "
+                             r"\[64, 32\]\] against \[\[6, 7, 32\], \[48, 32\]\]"),
 ])
 def test_other_models_and_nothing_in_common_are_refused(dumps, ref, cand, message, capsys,
                                                         tmp_path):
