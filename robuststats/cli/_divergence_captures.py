@@ -125,6 +125,7 @@ def compare_two_dumps(args: argparse.Namespace) -> int:
     if args.fit_noise is not None:
         raise _flag_error("--fit-noise", "a dump holds no texts to simulate on: fit from two "
                           "captures, or in process (SOURCE a model directory or study file)")
+    check_fit_flags(args)
     if not is_dump(args.candidate):
         raise _flag_error("--candidate", f"SOURCE is an msprobe dump, so --candidate must be "
                           f"another; {args.candidate!r} holds no dump.json")

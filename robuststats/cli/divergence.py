@@ -58,6 +58,9 @@ def _modules(text: str) -> list[str]:
 #: a sketch size (robuststats.divergence._capture.MAX_SKETCH, without importing numpy)
 _sketch_size = int_in(2, 1 << 20)
 
+#: --fit-ops: the engine's ops (NoiseSpec.ops, fit_noise's ops=) of each choice
+_FIT_OPS = {"matmul_only": "matmul_only", "linear_only": "linear", "all": "all_ops"}
+
 #: the sketch of a capture (its options apply to --capture only): option, type, metavar,
 #: default, what it sets
 _SKETCH = (
@@ -131,6 +134,11 @@ _OPTIONS = [
     opts.option("--fit-places", choices=("layer", "module"),
                 help="--fit-noise: one scale per decoder layer, or per linear module of each "
                      "layer and one for its other products (default layer)"),
+    opts.option("--fit-ops", choices=tuple(_FIT_OPS),
+                help="--fit-noise: the ops the fitted noise is on: every matrix product "
+                     "(matmul_only: linear modules and attention's two products), the linear "
+                     "modules only (linear_only: a device whose attention products are exact) "
+                     "or every op the engine reaches (all) (default matmul_only)"),
     opts.option("--fit-tolerance", type=positive_float, metavar="X",
                 help="--fit-noise: a site whose interval of measured / simulated lies outside "
                      "1 +- X misfits (default 0.1)"),
@@ -170,11 +178,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 # flags that belong to one form only; a flag given where it does nothing is an error
 _SOURCE_ONLY = ("items", "texts", "condition", "seed", "batch_size", "max_length", "runs")
 _COMPARE_ONLY = ("max_mape", "sensitivity", "eps", "interval", "confidence_level", "name",
-                 "out", "fit_noise", "fit_places", "fit_tolerance", "device")
+                 "out", "fit_noise", "fit_places", "fit_ops", "fit_tolerance", "device")
 _CAPTURE_ONLY = tuple(dest for dest, *_ in _SKETCH)
 _DEFAULTS = {"reference": "fp32", "max_mape": 0.05, "eps": 0.01, "batch_size": 8,
              "interval": "t", "confidence_level": 0.95, "out": "results", "runs": "runs",
-             "fit_places": "layer", "fit_tolerance": 0.1,
+             "fit_places": "layer", "fit_ops": "matmul_only", "fit_tolerance": 0.1,
              **{dest: default for dest, _, _, default, _ in _SKETCH}}
 
 
@@ -238,12 +246,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def check_fit_flags(args: argparse.Namespace) -> None:
-    """``--fit-places``/``--fit-tolerance`` need ``--fit-noise``, whose file must be a
-    .yaml/.yml/.json path in an existing directory."""
+    """``--fit-places``/``--fit-ops``/``--fit-tolerance`` need ``--fit-noise``, whose file
+    must be a .yaml/.yml/.json path in an existing directory."""
     from pathlib import Path
 
     if args.fit_noise is None:
-        _refuse(args, ("fit_places", "fit_tolerance", "device"), "applies to --fit-noise FILE")
+        _refuse(args, ("fit_places", "fit_ops", "fit_tolerance", "device"),
+                "applies to --fit-noise FILE")
         return
     target = Path(args.fit_noise)
     if target.suffix.lower() not in (".yaml", ".yml", ".json") or target.is_dir() \
@@ -268,7 +277,8 @@ def fit_and_write(args: argparse.Namespace, div: Any, src: Any, reference: Any) 
 
         fit = fit_noise(src.model, src.tokenizer, src.texts, div, item_ids=src.item_ids,
                         reference=reference, places=args.fit_places,
-                        tolerance=args.fit_tolerance, confidence_level=args.confidence_level,
+                        ops=_FIT_OPS[args.fit_ops], tolerance=args.fit_tolerance,
+                        confidence_level=args.confidence_level,
                         batch_size=args.batch_size if isinstance(args.batch_size, int) else 8,
                         max_length=args.max_length, device=args.device, progress=step)
     from pathlib import Path
@@ -406,4 +416,11 @@ def _text(div: Any, data: dict[str, Any]) -> str:
             lines.append(f"... {len(ex) - 15} more in exceeding.csv")
     else:
         lines.append("  none: every module's MAPE interval lies at or below the bound")
+    one = data.get("one_side")
+    if one:  # msprobe dumps of two stacks: what one of them calls and the other does not
+        lines += ["", f"calls in one dump only, not compared ({len(one)} rows; one_side.csv):",
+                  render_table(one[:15], ["side", "site", "call", "caller", "n_calls",
+                                          "shape"])]
+        if len(one) > 15:
+            lines.append(f"... {len(one) - 15} more in one_side.csv")
     return "\n".join(lines)

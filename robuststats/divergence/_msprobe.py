@@ -13,13 +13,18 @@ each entry holds ``input_args``, ``input_kwargs``, ``output`` and (modules) ``pa
 every tensor as ``{type, dtype, shape, Max, Min, Mean, Norm}``, plus, for ``task: tensor``, a
 ``data_name`` whose file under ``dump_tensor_data/`` is the tensor (``torch.save``).
 
-Two dumps, one per device, are aligned call by call by name and order (the forward calls'
-first output tensor). With tensors, every row of a call's output (dimension 0, the batch)
+Two dumps, one per device or software stack, are aligned by what each forward call computes
+(module path and call index; for API calls their scope, API, caller and ordinal:
+:mod:`._msprobe_align`), and the calls both hold are compared (their first output tensor);
+the calls only one holds (a fused kernel, eager attention's matmuls) are listed per side in
+``Divergence.one_side``. In an L1 dump the API calls are mapped to their decoder layer from
+the recorded call stacks, and each layer's last call is its residual stream. With tensors, every row of a call's output (dimension 0, the batch)
 is an item and the per-item metrics are those of :func:`item_metrics`; with statistics only,
 each call is one observation of the differences of its statistics (below), and the interval
-of a module is over its calls (several forward passes in one step). Dumps of different
-models (calls, classes, parameter shapes), steps or item sets (the model input's shape or
-statistics) are refused with one line naming the first difference.
+of a module is over its calls (several forward passes in one step). Dumps with no call in
+common, of different models (layer count, hidden size, parameter or input shapes), steps or
+item sets (the model input's shape or statistics) are refused with one line naming the first
+difference.
 
 Statistics-only metrics (``a`` the reference's output, ``b`` the candidate's, ``n`` elements,
 RMS(a) = Norm_a/√n): ``norm_rel_diff`` = \\|Norm_b − Norm_a\\| / Norm_a, a lower bound of the
@@ -48,6 +53,7 @@ import pandas as pd
 
 from robuststats.divergence._conditions import Condition
 from robuststats.divergence._metrics import DEFAULT_EPS, METRICS
+from robuststats.divergence._msprobe_align import LAYER, check_pair
 from robuststats.divergence._sites import RESIDUAL
 from robuststats.errors import InputError
 
@@ -58,7 +64,6 @@ STAT_METRICS = ("norm_rel_diff", "mean_diff", "max_diff", "min_diff")
 _MODULE = re.compile(r"^Module\.(?P<path>.+)\.(?P<cls>[^.]+)\.(?P<dir>forward|backward)"
                      r"\.(?P<k>\d+)$")
 _API = re.compile(r"^(?P<path>[A-Za-z_]\w*\.\w+\.\d+)\.(?P<dir>forward|backward)$")
-_LAYER = re.compile(r"^(?P<prefix>.*?\b(?:layers|h|blocks|layer)\.(?P<i>\d+))(?:\.(?P<rest>.+))?$")
 _STEP = re.compile(r"^step(\d+)$")
 _MAX_JSON = 1 << 30
 
@@ -91,6 +96,8 @@ class Dump:
     tensor_dir: Path | None
     n_backward: int = 0
     notes: list[str] = field(default_factory=list)
+    construct: dict[str, Any] = field(default_factory=dict)
+    stacks: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def has_tensors(self) -> bool:
@@ -134,6 +141,33 @@ def _tensor_record(value: Any) -> dict[str, Any] | None:
     return None
 
 
+def _read_json(file: Path, name: str) -> Any:
+    if file.stat().st_size > _MAX_JSON:
+        raise InputError(f"`{name}`: {str(file)!r} is larger than 1 GiB.")
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"`{name}`: {str(file)!r} is not complete JSON (truncated or "
+                         f"damaged: {exc.msg} at line {exc.lineno}).") from None
+
+
+def _beside(file: Path, name: str) -> tuple[dict[str, Any], dict[str, tuple[str, ...]]]:
+    """``construct.json`` (each call's parent module) and ``stack.json`` (groups of calls
+    with their call stack) beside a dump.json; empty when absent."""
+    construct: dict[str, Any] = {}
+    stacks: dict[str, tuple[str, ...]] = {}
+    if (file.parent / "construct.json").is_file():
+        data = _read_json(file.parent / "construct.json", name)
+        construct = data if isinstance(data, dict) else {}
+    if (file.parent / "stack.json").is_file():
+        data = _read_json(file.parent / "stack.json", name)
+        for group in (data.values() if isinstance(data, dict) else []):
+            if isinstance(group, list) and len(group) == 2 and isinstance(group[0], list):
+                frames = tuple(str(f) for f in group[1] or [])
+                stacks.update(dict.fromkeys((str(n) for n in group[0]), frames))
+    return construct, stacks
+
+
 def read_dump(path: str | Path, *, name: str = "SOURCE") -> Dump:
     """Read the dump at ``path`` (a dump.json, its directory, or a dump root with one step
     and rank); a missing, truncated or foreign file is an :class:`InputError` naming
@@ -142,13 +176,7 @@ def read_dump(path: str | Path, *, name: str = "SOURCE") -> Dump:
     if not p.exists():
         raise InputError(f"`{name}`: {str(path)!r} does not exist.")
     file = _find_json(p, name)
-    if file.stat().st_size > _MAX_JSON:
-        raise InputError(f"`{name}`: {str(file)!r} is larger than 1 GiB.")
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"`{name}`: {str(file)!r} is not complete JSON (truncated or "
-                         f"damaged: {exc.msg} at line {exc.lineno}).") from None
+    data = _read_json(file, name)
     if not isinstance(data, dict) or not isinstance(data.get("data"), dict) \
             or data.get("task") not in ("statistics", "tensor"):
         raise InputError(f"`{name}`: {str(file)!r} is not an msprobe dump of task "
@@ -186,71 +214,16 @@ def read_dump(path: str | Path, *, name: str = "SOURCE") -> Dump:
     if tensor_dir is not None and not tensor_dir.is_dir():
         raise InputError(f"`{name}`: the tensor dump {str(file)!r} has no dump_tensor_data "
                          "directory beside it.")
+    construct, stacks = _beside(file, name)
     return Dump(file, data["task"], str(data.get("level")), step, rank, calls, tensor_dir,
-                n_backward)
+                n_backward, construct=construct, stacks=stacks)
 
 
-def _differ(name: str, what: str) -> InputError:
-    return InputError(f"`{name}`: the dumps differ in {what}; they cannot be compared.")
-
-
-def _check_pair(a: Dump, b: Dump, name: str) -> list[str]:
-    """Refuse dumps of different models, steps or items; notes for what may differ."""
-    # a dump's step is its directory's name (step<N>); a copied rank directory has none
-    if a.step is not None and b.step is not None and a.step != b.step:
-        raise _differ(name, f"their step: {a.step} against {b.step}")
-    if a.task != b.task:
-        raise _differ(name, f"their task: {a.task!r} against {b.task!r}")
-    names_a, names_b = [c.name for c in a.calls], [c.name for c in b.calls]
-    if names_a != names_b:
-        set_b, set_a = set(names_b), set(names_a)
-        only = next((n for n in names_a if n not in set_b), None) or \
-            next((n for n in names_b if n not in set_a), None)
-        what = (f"their calls: {only!r} is in one dump only (another model or level)"
-                if only else "the order of their calls")
-        raise _differ(name, what)
-    notes = [] if a.step is not None and b.step is not None else [
-        "the step of a dump is unknown (its path has no step<N> directory); not checked"]
-    for ca, cb in zip(a.calls, b.calls, strict=True):
-        if ca.output.get("shape") != cb.output.get("shape"):
-            raise _differ(name, f"the output shape of {ca.name!r}: {ca.output.get('shape')} "
-                                f"against {cb.output.get('shape')}")
-        for pname in sorted(set(ca.parameters) | set(cb.parameters)):
-            pa, pb = ca.parameters.get(pname), cb.parameters.get(pname)
-            sa = pa.get("shape") if isinstance(pa, dict) else None
-            sb = pb.get("shape") if isinstance(pb, dict) else None
-            if sa != sb:
-                raise _differ(name, f"the model: parameter {pname!r} of {ca.site!r} has "
-                                    f"shape {sa} against {sb}")
-    # the items: the model's first input (token ids) must be the same tensor
-    first_a = next((c for c in a.calls if c.inputs), None)
-    first_b = next((c for c in b.calls if c.name == (first_a.name if first_a else None)), None)
-    if first_a is not None and first_b is not None and first_b.inputs:
-        ia, ib = first_a.inputs[0], first_b.inputs[0]
-        if ia.get("shape") != ib.get("shape"):
-            raise _differ(name, f"their items: the input of {first_a.name!r} has shape "
-                                f"{ia.get('shape')} against {ib.get('shape')}")
-        if not str(ia.get("dtype", "")).startswith(("torch.int", "torch.long")):
-            pass  # a floating first input differs between devices; its shape was checked
-        elif any(ia.get(k) != ib.get(k) for k in ("Max", "Min", "Mean", "Norm")):
-            raise _differ(name, f"their items: the token ids given to {first_a.name!r} "
-                                "differ (their Max/Min/Mean/Norm)")
-    for ca, cb in zip(a.calls, b.calls, strict=True):
-        wa = (ca.parameters.get("weight") or {}).get("Norm")
-        wb = (cb.parameters.get("weight") or {}).get("Norm")
-        if isinstance(wa, (int, float)) and isinstance(wb, (int, float)) and wa > 0 \
-                and abs(wb - wa) / wa > 1e-2:
-            notes.append(f"the weights differ (norm of {ca.site}.weight {wa:.6g} against "
-                         f"{wb:.6g}): two checkpoints, or a conversion")
-            break
-    return notes
-
-
-def _site(call: Call) -> tuple[int, str]:
-    """(layer, module type) of a call's site: ``residual`` for a decoder layer's output."""
-    m = _LAYER.match(call.site)
+def _site(site: str) -> tuple[int, str]:
+    """(layer, module type) of a site: ``residual`` for a decoder layer's output."""
+    m = LAYER.match(site)
     if m is None:
-        return -1, call.site
+        return -1, site
     rest = m.group("rest")
     return int(m.group("i")), RESIDUAL if rest is None else rest
 
@@ -313,25 +286,27 @@ def compare_dumps(reference: str | Path, candidate: str | Path, *,
     _compare_iv(["x"], None, 1, eps, confidence_level, interval, n_resamples, None)
     t0 = time.perf_counter()
     a, b = read_dump(reference, name=names[0]), read_dump(candidate, name=names[1])
-    notes = _check_pair(a, b, names[1])
+    pairs, one_side, notes = check_pair(a, b, names[1])
     sites = {}
-    for call in a.calls:
-        layer, mtype = _site(call)
-        sites.setdefault(call.site, Site(call.site, layer, mtype))
+    for x, _ in pairs:
+        layer, mtype = _site(x.site)
+        sites.setdefault(x.site, Site(x.site, layer, mtype))
     chosen = list(sites.values())
     if modules:
-        chosen = _select(chosen, modules, "modules")
+        # named as the command line names it when the dumps came from there
+        chosen = _select(chosen, modules, "--modules" if names[1].startswith("--")
+                         else "modules")
     keep = {s.name for s in chosen}
     rows: list[dict[str, Any]] = []
     batch = None
-    for ca, cb in zip(a.calls, b.calls, strict=True):
-        if ca.site not in keep:
+    for x, y in pairs:
+        if x.site not in keep:
             continue
-        site = sites[ca.site]
+        ca, cb, site = a.calls[x.index], b.calls[y.index], sites[x.site]
         base = {"mode": "accumulated", "site": site.name, "layer": site.layer,
                 "module_type": site.module_type}
         if not a.has_tensors:
-            rows.append({**base, "item_id": f"call{ca.k}",
+            rows.append({**base, "item_id": f"call{x.k}",
                          **dict.fromkeys(METRICS, math.nan), "err_norm": math.nan,
                          "ref_norm": float(ca.output.get("Norm") or 0.0),
                          **_stat_row(ca.output, cb.output)})
@@ -348,7 +323,7 @@ def compare_dumps(reference: str | Path, candidate: str | Path, *,
         values = item_metrics(ta, tb, None, eps=eps)
         cpu = {k: v.tolist() for k, v in values.items()}
         for i in range(batch):
-            rows.append({**base, "item_id": f"{ca.k}:{i}",
+            rows.append({**base, "item_id": f"{x.k}:{i}",
                          **{k: cpu[k][i] for k in (*METRICS, "err_norm", "ref_norm")}})
     # a statistics dump's tables keep the metric columns (NaN) so every table has them
     metrics = METRICS if a.has_tensors else (*METRICS, *STAT_METRICS)
@@ -392,9 +367,12 @@ def compare_dumps(reference: str | Path, candidate: str | Path, *,
                 "max_length": None, "local": False,
                 "modules": None if modules is None else list(modules),
                 "dumps": {key: {"path": str(d.path), "task": d.task, "level": d.level,
-                                "step": d.step, "rank": d.rank, "calls": len(d.calls)}
+                                "step": d.step, "rank": d.rank, "calls": len(d.calls),
+                                "compared_calls": len(pairs),
+                                "one_side_calls": int(one_side.loc[one_side["side"] == key,
+                                                                   "n_calls"].sum())}
                           for key, d in (("reference", a), ("candidate", b))}}
     injections = pd.DataFrame(columns=["pass", "batch", "injections", "rms_noise_ratio"])
     return Divergence(_condition(a, "reference"), _condition(b, "candidate"), items, table,
                       depth, fit, injections, {}, n_layers, n_items, settings, tuple(notes),
-                      time.perf_counter() - t0)
+                      time.perf_counter() - t0, one_side=one_side)

@@ -56,7 +56,9 @@ def summary(div: Any, *, max_mape: float,
             "depth": _records(div.depth), "exceeding": _records(exceed),
             "injections": {"passes": len(div.injections),
                            "total": int(div.injections["injections"].sum())
-                           if len(div.injections) else 0}}
+                           if len(div.injections) else 0},
+            **({"one_side": _records(div.one_side)}
+               if getattr(div, "one_side", None) is not None else {})}
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -263,6 +265,16 @@ def markdown(div: Any, data: dict[str, Any], exceed: pd.DataFrame, label: str) -
                            for m in STAT_METRICS)] for r in acc.itertuples()]
         lines += ["", "## Differences of the dumps' statistics (per call; / RMS of the "
                   "reference)", "", _md_table(["module", *STAT_METRICS], rows)]
+    one_side = getattr(div, "one_side", None)
+    if one_side is not None:
+        rows = [[r.side, r.site, str(r.layer), r.call, r.caller, str(r.n_calls), r.shape,
+                 r.dtype] for r in one_side.head(60).itertuples()]
+        lines += ["", "## Calls in one dump only (not compared)", "",
+                  _md_table(["side", "in", "layer", "call", "caller", "calls", "shape",
+                             "dtype"], rows)
+                  if rows else "Every call is in both dumps."]
+        if len(one_side) > 60:
+            lines.append(f"\n... {len(one_side) - 60} more rows in one_side.csv")
     if div.notes:
         lines += ["", "## Notes", ""] + [f"- {n}" for n in div.notes]
     return "\n".join(lines) + "\n"
@@ -291,6 +303,8 @@ def write_divergence(div: Any, *, out: str | Path = "results", name: str = "mode
     exceed = exceeding_table(div.modules, max_mape, sensitivity=sensitivity)
     tables = {"items": div.items, "modules": div.modules, "depth": div.depth,
               "exceeding": exceed, "injections": div.injections}
+    if getattr(div, "one_side", None) is not None:
+        tables["one_side"] = div.one_side  # msprobe dumps: the calls of one stack only
 
     def writer(path: Path, number: int) -> None:
         for key, df in tables.items():

@@ -54,7 +54,9 @@ class Divergence:
     ``depth``: per decoder layer, the residual stream's accumulated and local divergence and
     the additive, quadrature and compounding predictions; ``fit``: the per-layer growth
     rate and the accumulation verdict (:class:`GrowthFit`; its notes are among ``notes``);
-    ``injections``: the engine's counts per pass.
+    ``injections``: the engine's counts per pass; ``one_side``: for two msprobe dumps, the
+    calls only one of them holds (``side``, ``site``, ``layer``, ``call``, ``n_calls``,
+    ``shape``, ``dtype``), None for other sources.
     """
 
     reference: Condition
@@ -70,6 +72,7 @@ class Divergence:
     settings: dict[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     seconds: float = 0.0
+    one_side: pd.DataFrame | None = field(default=None, repr=False)
 
 
 def _compare_iv(texts: Any, item_ids: Any, batch_size: Any, eps: Any, confidence_level: Any,

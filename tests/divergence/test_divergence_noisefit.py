@@ -154,3 +154,49 @@ def test_cli_fits_two_captures_made_under_the_engine(qwen, tmp_path, capsys):
     code = main(["divergence", str(ref), "--candidate", str(cand), "--fit-noise",
                  str(tmp_path / "nodir" / "x.yaml"), "--no-progress"])
     assert code == 2 and "`--fit-noise`" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_fit_ops_fits_a_device_whose_attention_products_are_exact(qwen, tmp_path, capsys):
+    """Noise planted on the linear modules only (attention's products exact): --fit-ops
+    linear_only writes a spec on the linear modules that fits; the default matmul_only
+    also puts noise on attention's two products, which the candidate does not have."""
+    model, tok, _, _ = qwen
+    model_dir = tmp_path / "tiny"
+    model.save_pretrained(model_dir)
+    tok.save_pretrained(model_dir)
+    planted = tmp_path / "linear.yaml"
+    plan = _planted(91)
+    plan["noise"]["ops"] = "linear"
+    planted.write_text(json.dumps(plan))
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(qwen[2]) + "\n")
+    found = {}
+    for ops in ("linear_only", "matmul_only"):
+        out = tmp_path / f"fit_{ops}.yaml"
+        argv = ["divergence", str(model_dir), "--candidate", str(planted), "--texts",
+                str(texts), "--no-local", "--fit-noise", str(out), "--out",
+                str(tmp_path / "res"), "--format", "json", "--no-progress"]
+        code = main(argv + (["--fit-ops", ops] if ops != "matmul_only" else []))
+        assert code == 0
+        found[ops] = json.loads(capsys.readouterr().out)["noise_fit"]
+        assert NoiseSpec.from_file(out).ops == (("linear",) if ops == "linear_only"
+                                                else "matmul_only")
+    assert found["linear_only"]["verdict"] == "fits", found["linear_only"]
+    for row in found["linear_only"]["scales"]:
+        assert row["scale_ci_low"] <= TRUTH[row["layer"]] <= row["scale_ci_high"], row
+    # measured: scales 0.0198 and 0.0393 (planted 0.02, 0.04). Under matmul_only the layer's
+    # scale is shared with attention's products, so its linear modules get too little:
+    # 0.0174 and 0.0341, and layer 0's q/k/v projections misfit
+    assert found["matmul_only"]["verdict"] == "lack of fit"
+    assert "model.layers.0.self_attn.q_proj" in found["matmul_only"]["misfit_sites"]
+    # refused before compute: the flag needs --fit-noise, and takes one of three names
+    code = main(["divergence", str(model_dir), "--candidate", "bf16", "--fit-ops", "all",
+                 "--no-progress"])
+    assert code == 2
+    assert "`--fit-ops`: applies to --fit-noise FILE" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main(["divergence", str(model_dir), "--candidate", "bf16", "--fit-noise",
+              str(tmp_path / "x.yaml"), "--fit-ops", "linear"])
+    assert info.value.code == 2
+    assert "--fit-ops" in capsys.readouterr().err
