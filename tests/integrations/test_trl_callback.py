@@ -81,7 +81,7 @@ def test_update_noise_is_counted_logged_and_proved_and_evaluation_stays_clean(tm
                      if "eval_loss" in h and h["step"] == 2)
     from transformers import AutoModelForCausalLM
 
-    model, tok = tiny()
+    _, tok = tiny()
     clean = Trainer(model=AutoModelForCausalLM.from_pretrained(out / "checkpoint-2"),
                     args=trainer_args(tmp_path / "clean_eval", per_device_eval_batch_size=8))
     assert clean.evaluate(lm_dataset(tok).select(range(16)))["eval_loss"] == eval_at_2
@@ -110,7 +110,7 @@ def test_resumed_run_equals_uninterrupted_run_bit_for_bit(tmp_path):
 
 
 def test_parts_are_named_and_evaluation_needs_a_bound_trainer(tmp_path):
-    with pytest.raises(InputError, match="`during`.*'rolout'.*did you mean 'rollout'"):
+    with pytest.raises(InputError, match=r"`during`.*'rolout'.*did you mean 'rollout'"):
         NoiseCallback(BOTH, during=["rolout"])
     model, tok = tiny()
     trainer = Trainer(model=model, args=trainer_args(tmp_path / "x", max_steps=1),
@@ -215,10 +215,9 @@ def _grpo(tmp_path, name, during, *, reward=None, spec=GRPO_SPEC, bind=True, **c
 
 
 def test_grpo_rollout_stays_clean_unless_named_and_parts_are_counted(tmp_path):
-    cold: dict = {}
-    clean, clean_seen = _grpo(tmp_path, "clean", None, **cold)
+    clean, clean_seen = _grpo(tmp_path, "clean", None)
     clean.train()
-    update, update_seen = _grpo(tmp_path, "update", ["update"], **cold)
+    update, update_seen = _grpo(tmp_path, "update", ["update"])
     update.train()
     proof = verify_noise_proof(tmp_path / "update")
     assert {p for p, _, _ in proof.counts} == {"update"}
@@ -226,7 +225,7 @@ def test_grpo_rollout_stays_clean_unless_named_and_parts_are_counted(tmp_path):
     # the first rollout comes before any update: with a clean rollout it is the clean run's
     assert update_seen[0] == clean_seen[0]
     assert torch.equal(update.first_rollout_logits[0], clean.first_rollout_logits[0])
-    every, every_seen = _grpo(tmp_path, "every", ["rollout", "logprob", "update"], **cold)
+    every, _ = _grpo(tmp_path, "every", ["rollout", "logprob", "update"])
     every.train()
     proof = verify_noise_proof(tmp_path / "every")
     for part in ("rollout", "logprob", "update"):
@@ -238,7 +237,7 @@ def test_grpo_rollout_stays_clean_unless_named_and_parts_are_counted(tmp_path):
     # a proof that is asked for a part the run never noised fails
     with pytest.raises(NoiseProofError, match="part 'evaluation' never ran"):
         verify_noise_proof(tmp_path / "update", during=["update", "evaluation"])
-    with pytest.raises(NoiseProofError, match="part 'rollout' got .* injections"):
+    with pytest.raises(NoiseProofError, match=r"part 'rollout' got \d+ injections"):
         verify_noise_proof(tmp_path / "every", during=["update", "logprob"])
 
 
