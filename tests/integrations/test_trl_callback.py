@@ -273,3 +273,40 @@ def test_empty_completions_train_and_verify(tmp_path):
     trainer.train()
     assert all(c == "" for batch in seen for c in batch)
     verify_noise_proof(tmp_path / "empty")
+
+
+@pytest.mark.slow
+def test_two_processes_each_inject_and_prove(tmp_path):
+    """Two ranks under torch's launcher (what ``accelerate launch`` runs for several
+    processes; on one CPU machine accelerate itself needs mpirun), DDP with gloo."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(here.parents[1]), str(here)])}
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                    "--master_port", "29547", str(here / "ddp_worker.py"), str(tmp_path / "ddp")],
+                   env=env, check=True, timeout=600)
+    for where in (tmp_path / "ddp", tmp_path / "ddp" / "checkpoint-2"):
+        proof = verify_noise_proof(where, world_size=2)
+        assert sorted(r["rank"] for r in proof.records) == [0, 1]
+        assert all(r["parts"]["update"]["forward_calls"] > 0 for r in proof.records)
+
+
+def test_a_compiled_model_injects_and_trains_as_the_plain_one(tmp_path):
+    runs = {}
+    for name, options in (("plain", {}),
+                          ("compiled", {"torch_compile": True, "torch_compile_backend": "eager"})):
+        model, tok = tiny()
+        trainer = Trainer(model=model, args=trainer_args(tmp_path / name, max_steps=2, **options),
+                          train_dataset=lm_dataset(tok))
+        add_noise(trainer, BOTH)
+        trainer.train()
+        runs[name] = (verify_noise_proof(tmp_path / name).counts, trainer.model.state_dict())
+    assert type(trainer.model_wrapped).__name__ == "OptimizedModule"
+    assert runs["plain"][0] == runs["compiled"][0]
+    for k, v in runs["plain"][1].items():
+        assert torch.equal(v, runs["compiled"][1][k]), k
