@@ -296,6 +296,7 @@ def test_two_processes_each_inject_and_prove(tmp_path):
         assert all(r["parts"]["update"]["forward_calls"] > 0 for r in proof.records)
 
 
+@pytest.mark.slow
 def test_a_compiled_model_injects_and_trains_as_the_plain_one(tmp_path):
     runs = {}
     for name, options in (("plain", {}),
