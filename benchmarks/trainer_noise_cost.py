@@ -133,16 +133,22 @@ def main() -> None:
         for r in range(a.repeats):
             for key, run in variants.items():
                 times[key] += run(Path(tmp) / f"{key[0]}-{r}-{len(times[key])}")
-    load_after = os.getloadavg()
-    print(f"hidden {a.hidden}, {a.layers} layers, {a.steps} steps × {a.repeats} rounds, "
-          f"threads {torch.get_num_threads()}; load average {load_before[0]:.1f} → "
-          f"{load_after[0]:.1f}")
+            # the table so far after every round: a run cut short still reports
+            _table(times, a, r + 1, load_before, os.getloadavg())
+
+
+def _table(times: dict[tuple[str, str], list[float]], a: argparse.Namespace, rounds: int,
+           load_before: tuple[float, ...], load_after: tuple[float, ...]) -> None:
+    print(f"hidden {a.hidden}, {a.layers} layers, {a.steps} steps × {rounds} of {a.repeats} "
+          f"rounds, threads {torch.get_num_threads()}; load average {load_before[0]:.1f} → "
+          f"{load_after[0]:.1f}", flush=True)
     print("| trainer | variant | median step (ms) | ratio to clean |")
     print("| --- | --- | --- | --- |")
     for (trainer, variant), ts in times.items():
         median = statistics.median(ts)
         clean = statistics.median(times[(trainer, "clean")])
-        print(f"| {trainer} | {variant} | {1000 * median:.0f} | {median / clean:.3f} |")
+        print(f"| {trainer} | {variant} | {1000 * median:.0f} | {median / clean:.3f} |",
+              flush=True)
 
 
 if __name__ == "__main__":
