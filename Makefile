@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.robuststats-installed
 PYTEST_ARGS ?= -m "not slow" -n 2
 # optional extras the test suite exercises (tests needing a missing one skip)
-EXTRAS ?= dev,test,lmeval,ray,inspect,dashboard,msprobe
+EXTRAS ?= dev,test,lmeval,ray,inspect,dashboard,msprobe,trl
 
 .PHONY: install demo test test-slow lint bench clean-venv
 

@@ -291,3 +291,6 @@ class CheckpointTrainer(Trainer):
 
 # the ``command`` trainer (a user's training command per condition × seed) registers itself
 from robuststats.models import external as _external  # noqa: E402, F401
+
+# the ``grpo`` trainer (TRL's GRPOTrainer after a supervised warm start) registers itself
+from robuststats.models import grpo as _grpo  # noqa: E402, F401
