@@ -168,13 +168,14 @@ def read_harness_runs(source: str | Path, **options: Any) -> pd.DataFrame:
     """The outcomes of a mapping file of any harness, by its ``format``
     (``lm-eval-samples``: :func:`~robuststats.outcomes.read_lmeval_runs`, ``inspect-logs``:
     :func:`~robuststats.outcomes.read_inspect_runs`). ``options`` are that reader's
-    overrides (``filter``/``metric``, ``scorer``/``threshold``); one the format does not
+    overrides (``filter``/``metric``, ``scorer``/``threshold``/``condition_from``); one the
+    format does not
     take is an error naming it."""
     from robuststats.outcomes._inspect import INSPECT_FORMAT, read_inspect_runs
     from robuststats.outcomes._lmeval import LMEVAL_FORMAT, read_lmeval_runs
 
     readers = {LMEVAL_FORMAT: (read_lmeval_runs, ("filter", "metric")),
-               INSPECT_FORMAT: (read_inspect_runs, ("scorer", "threshold"))}
+               INSPECT_FORMAT: (read_inspect_runs, ("scorer", "threshold", "condition_from"))}
     data, _, name = mapping_file(source, "runs file")
     fmt = data.get("format")
     if fmt not in readers:
@@ -184,7 +185,8 @@ def read_harness_runs(source: str | Path, **options: Any) -> pd.DataFrame:
     given = {k: v for k, v in options.items() if v is not None}
     for key in given:
         if key not in takes:
-            raise InputError(f"`{key}` (--{key}) does not apply to {fmt} runs ({name}); "
+            raise InputError(f"`{key}` (--{key.replace('_', '-')}) does not apply to {fmt} "
+                             f"runs ({name}); "
                              f"they take {' and '.join(f'`{t}`' for t in takes)}.")
     return reader(source, **given)
 
