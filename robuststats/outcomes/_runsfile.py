@@ -202,7 +202,8 @@ def outcomes_protocol(outcomes: pd.DataFrame, condition: str) -> dict[str, Any]:
     The task, the harness options (filter, metric, scorer, threshold, dataset) and the items'
     digest come from ``outcomes.attrs["harness"]`` (:func:`harness_record`, set by the
     harness readers); a plain file leaves the task ``"unrecorded"`` and digests its item
-    ids. The noise levels and the noise seeds of the noisy levels are those present;
+    ids. The noise levels and the noise seeds of the noisy levels are those present (with
+    no noisy level, those of the clean one: an Inspect log's epochs are its noise seeds);
     ``n_items`` counts the condition's items. Split, error model and op scope are
     ``"unrecorded"``: a harness run does not say how noise was injected.
     """
@@ -219,8 +220,9 @@ def outcomes_protocol(outcomes: pd.DataFrame, condition: str) -> dict[str, Any]:
         params = {"items_sha256": harness_record("-", None, {}, (
             (item, "") for item in rows["item_id"]))["items_sha256"]}
     noisy = rows[rows["eval_noise"] > 0]
+    drawn = noisy if len(noisy) else rows  # clean only: the repeated evaluations (epochs)
     return {"task": task, "task_params": params, "split": UNRECORDED, "kind": UNRECORDED,
             "ops": UNRECORDED,
             "noise_levels": sorted({float(v) for v in rows["eval_noise"]}),
-            "noise_seeds": sorted({int(v) for v in noisy["noise_seed"]}),
+            "noise_seeds": sorted({int(v) for v in drawn["noise_seed"]}),
             "n_items": int(rows["item_id"].nunique()), "batch_size": None}

@@ -201,3 +201,28 @@ def test_a_directory_without_logs_is_named(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "holds neither outcomes.parquet" in err and "Inspect logs" in err
     assert not err.split("error: ", 1)[1].startswith("--scorer")
+
+
+@pytest.mark.slow
+def test_a_gate_on_clean_logs_records_the_epochs_and_says_how(logs, tmp_path, capsys):
+    """Harness logs of clean evaluations: the protocol's noise seeds are the epochs, and the
+    gate's default (retention at the noisy levels) says which flags gate clean accuracy."""
+    assert main(["analyze", str(logs["dir"]), "--condition-from", "metadata.prompt",
+                 "--out", str(tmp_path / "results"), "--format", "json",
+                 "--n-resamples", "200"]) == 0
+    capsys.readouterr()
+    (version,) = (tmp_path / "results" / "analysis").iterdir()
+    manifest = json.loads((version / "manifest.json").read_text())
+    assert manifest["protocols"]["cot"]["noise_seeds"] == [0, 1]  # 2 epochs
+    cand = tmp_path / "cand.yaml"
+    cand.write_text(yaml.safe_dump({"format": "inspect-logs", "condition_from": "metadata.prompt",
+                                    "runs": [{"path": str(logs["cot"])}]}))
+    args = ["gate", str(cand), "--baseline", str(version), "--baseline-condition", "direct",
+            "--no-progress", "--max-degradation", "0.1", "--margin-type", "absolute"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "has no noisy level" in err and "pass --metric accuracy --eval-noise 0" in err
+    # 8 items, one model each: +25 points but underpowered, so not shown within 0.1 (exit 1)
+    assert main([*args, "--metric", "accuracy", "--eval-noise", "0"]) == 1
+    out = capsys.readouterr().out
+    assert "noise seeds 0, 1" in out
