@@ -104,12 +104,52 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                "0 decided, 3 undecided at --timeout, 130 interrupted.")
 
 
+#: kinds of result version other than a study's -> the command that re-runs one
+_RERUN = {"gate": "robuststats gate", "divergence": "robuststats divergence",
+          "search": "robuststats search", "diagnose": "robuststats diagnose"}
+
+
+def _version_kind(source: Path) -> str | None:
+    """The ``kind`` a result version's manifest names when it is not a study's (a gate,
+    divergence, search or diagnose version), else None. A version that holds no item
+    outcomes is refused here, naming its kind and the command that re-runs it."""
+    import json
+
+    from robuststats.errors import InputError
+
+    manifest = source / "manifest.json"
+    if not source.is_dir() or not manifest.is_file():
+        return None
+    try:
+        kind = json.loads(manifest.read_text(encoding="utf-8")).get("kind")
+    except (ValueError, OSError, AttributeError):
+        return None  # stored_study names what is wrong with it
+    if not isinstance(kind, str) or kind in ("", "study"):
+        return None
+    rerun = _RERUN.get(kind, f"robuststats {kind}")
+    if not (source / "outcomes.parquet").is_file():
+        raise InputError(f"{str(source)!r} is a {kind} version: it holds no item outcomes to "
+                         f"analyse; `robuststats results show` prints it and `{rerun}` re-runs "
+                         "it.")
+    return kind
+
+
 def _spec(args: argparse.Namespace, source: Path) -> Any:
-    """The study of --study, else the one stored with SOURCE, else None."""
+    """The study of --study, else the one stored with SOURCE (a study's version or run
+    directory), else None."""
     from robuststats.errors import InputError
     from robuststats.runs.spec import StudySpec
     from robuststats.study.reanalysis import stored_study
 
+    kind = _version_kind(source)
+    if kind is not None and not args.study:
+        # the stored study is the one the version's models came from; its hypotheses name
+        # that study's conditions, not this version's (a gate's candidate and baseline)
+        print(f"robuststats analyze: note: {str(source)!r} is a {kind} version: its item "
+              f"outcomes are analysed without the hypotheses of the study it came from; "
+              f"`robuststats results show` prints its own result and `{_RERUN.get(kind)}` "
+              "re-runs it.", file=sys.stderr)
+        return None
     stored = stored_study(source) if source.is_dir() else None
     if not args.study:
         return stored

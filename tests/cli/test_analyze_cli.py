@@ -231,3 +231,23 @@ def test_analyze_of_a_sweep_refits_its_dose_response_tables(
             else:
                 assert got[col].astype(str).tolist() == stored[col].astype(str).tolist(), \
                     (name, col)
+
+
+def test_every_kind_of_committed_version_is_analysed_or_named(capsys):
+    """A gate version's outcomes (conditions candidate and baseline) are analysed without
+    the hypotheses of the study its models came from; a version without item outcomes is
+    refused naming its kind and the command that re-runs it."""
+    results = ROOT / "results"
+    assert main(["analyze", str(results / "e8_migration.gate" / "v1"), "--format", "json",
+                 "--n-resamples", "100"]) == 0
+    captured = capsys.readouterr()
+    assert "is a gate version: its item outcomes are analysed without the hypotheses" \
+        in captured.err and "`robuststats gate` re-runs it" in captured.err
+    data = json.loads(captured.out)
+    assert {r["condition"] for r in data["summary"]} == {"baseline", "candidate"}
+    assert data["hypotheses"] == []
+    assert main(["analyze", str(results / "migration_npu.divergence" / "v1")]) == 2
+    err = capsys.readouterr().err
+    assert "is a divergence version: it holds no item outcomes to analyse; `robuststats " \
+           "results show` prints it and `robuststats divergence` re-runs it." in err
+    assert err.count("\n") == 1
