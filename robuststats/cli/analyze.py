@@ -122,7 +122,7 @@ def _version_kind(source: Path) -> str | None:
         return None
     try:
         kind = json.loads(manifest.read_text(encoding="utf-8")).get("kind")
-    except (ValueError, OSError, AttributeError):
+    except (ValueError, OSError, AttributeError, RecursionError):
         return None  # stored_study names what is wrong with it
     if not isinstance(kind, str) or kind in ("", "study"):
         return None

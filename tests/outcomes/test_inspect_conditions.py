@@ -96,6 +96,9 @@ def test_a_directory_of_logs_with_the_condition_in_a_field(logs, field, capsys):
     # cot right where direct is wrong on q3, q4, q5 in both epochs; the reverse on q2
     assert (test["a"], test["b"]) == ("cot", "direct")
     assert (test["n_a_only"], test["n_b_only"]) == (3 * EPOCHS, 1 * EPOCHS)
+    # the pooled test's two epochs, each with its own paired counts
+    assert [(r["noise_seed"], r["n_a_only"], r["n_b_only"]) for r in data["strata"]] == [
+        (0, 3, 1), (1, 3, 1)]
 
 
 @pytest.mark.slow
