@@ -174,12 +174,14 @@ def _planned(path: Path, items: list[str], filter: str) -> list[str]:
     if isinstance(planned, bool) or not isinstance(planned, int) or planned < len(items):
         return items
     expected = [str(i) for i in range(planned)]
-    if planned > len(items) and not set(items) <= set(expected):
-        raise InputError(f"{path}: {results.name} records {planned} documents of task "
-                         f"{match.group(1)!r}, the file holds {len(items)} for filter "
-                         f"{filter!r}, and its doc_ids are not 0..{planned - 1}: the samples "
-                         "file is incomplete and its missing documents cannot be named.")
-    return expected
+    if set(items) <= set(expected):
+        return expected
+    if planned == len(items):  # every document is there, under ids of the task's own
+        return items
+    raise InputError(f"{path}: {results.name} records {planned} documents of task "
+                     f"{match.group(1)!r}, the file holds {len(items)} for filter {filter!r}, "
+                     f"and its doc_ids are not 0..{planned - 1}: the samples file is "
+                     "incomplete and its missing documents cannot be named.")
 
 
 def _records(path: Path) -> dict[int, dict[str, Any]]:

@@ -292,6 +292,9 @@ def test_a_document_the_results_file_counts_but_the_samples_lack_is_a_named_hole
     with pytest.raises(InputError, match=r"results_.*\.json records 3 documents of task "
                                          r"'gsm8k', the file holds 2"):
         read_lmeval_samples(odd, condition="c")
+    # as many lines as documents, under ids of the task's own: complete
+    whole = _lmeval_run(tmp_path / "e", "gsm8k", {10: 1, 11: 0}, planned=2)
+    assert read_lmeval_samples(whole, condition="e").attrs["expected_items"] == ["10", "11"]
     # without a results file the samples are the plan
     bare = _lmeval_run(tmp_path / "d", "gsm8k", {0: 1, 2: 1})
     assert read_lmeval_samples(bare, condition="d").attrs["expected_items"] == ["0", "2"]
