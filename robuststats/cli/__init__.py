@@ -11,7 +11,9 @@ Every invalid input ends the same way: exit code 2 and one line on stderr,
 argparse's own errors (no usage block), the library's :class:`InputError` and a path the
 system refuses (:class:`OSError`: too long, not readable, not a directory). A file with
 several problems says so on that line and lists the others below it, one indented
-``  also: <key> (line N): <what is wrong>`` line each.
+``  also: <key> (line N): <what is wrong>`` line each. A warning of the package's own
+(:class:`~robuststats.errors.RobuststatsWarning`: holes dropped, an item order that trends)
+prints as one line too, ``robuststats COMMAND: warning: <what happened, what to do>``.
 """
 
 from __future__ import annotations
