@@ -13,8 +13,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from robuststats._quiet import quiet_import_chatter
 from robuststats._version import __version__
 from robuststats.errors import InputError, RobuststatsError
+
+# the import boundary: torchao's failed extension loads and torch's register_constant
+# deprecation, logged when transformers imports torchao, are not shown to a user of the
+# package (robuststats._quiet); nothing else of any logger is touched
+quiet_import_chatter()
 
 __all__ = ["InputError", "RobuststatsError", "__version__", "engine", "results", "stats", "study"]
 

@@ -215,6 +215,9 @@ REGISTRY: tuple[Table, ...] = (
         "n_b_only", "accuracy_a", "accuracy_b", "estimate", "ci_low", "ci_high", "ci_level",
         "ci_method", "question", "test", "statistic", "dof", "pvalue", "pvalue_adjusted",
         "multiplicity", "alpha", "reject")),
+    Table("strata", "analysis", analyze=True, optional=True, columns=(
+        "eval_noise", "a", "b", "seed", "noise_seed", "n_items", "n_a_only", "n_b_only",
+        "accuracy_a", "accuracy_b", "estimate", "test", "statistic", "pvalue")),
     Table("hypotheses", "analysis", analyze=True, show=True, levels="adjusted",
           read_first=True, columns=(
               "id", "statement", "metric", "a", "b", "eval_noise", "relation", "margin",

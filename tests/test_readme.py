@@ -6,6 +6,7 @@ import contextlib
 import io
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -53,8 +54,10 @@ def test_every_command_of_the_tour_parses() -> None:
 def test_the_demo_section_matches_the_makefile() -> None:
     makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
     demo = re.search(r"^demo:.*\n\t(.+)$", makefile, flags=re.MULTILINE).group(1)
-    assert "robuststats study studies/e8_matrix.yaml --seeds 5" in demo
+    assert "robuststats study studies/e8_matrix.yaml --seeds $(SEEDS)" in demo
+    assert re.search(r"^SEEDS \?= 5$", makefile, flags=re.MULTILINE)
     assert "`robuststats study studies/e8_matrix.yaml --seeds 5`" in README
+    assert "`make demo SEEDS=1`" in README  # the variable is documented where users look
     assert "-c requirements/constraints-cpu.txt torch" in makefile  # the pin, everywhere
 
 
@@ -73,9 +76,23 @@ def test_the_sample_output_is_what_the_command_prints(capsys) -> None:
         assert line in printed, line
 
 
+def _committed_versions(study: str) -> list[int]:
+    """The versions of ``results/<study>/`` the repository holds: those git tracks, so a
+    ``make demo`` run before the tests (the README's order) does not count its own new
+    version as a committed one; every version on disk outside a git checkout."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        listed = subprocess.run(["git", "-C", str(root), "ls-files", f"results/{study}"],
+                                capture_output=True, text=True, timeout=60, check=True)
+        names = {Path(line).parts[2] for line in listed.stdout.splitlines()
+                 if len(Path(line).parts) > 3}
+    except (OSError, subprocess.SubprocessError):
+        names = {p.name for p in (root / "results" / study).glob("v*")}
+    return sorted(int(n[1:]) for n in names if n.startswith("v") and n[1:].isdigit())
+
+
 def test_the_demo_writes_the_next_version_after_the_committed_ones() -> None:
-    root = Path(__file__).resolve().parents[1] / "results" / "e8_matrix"
-    committed = sorted(int(p.name[1:]) for p in root.glob("v*") if p.name[1:].isdigit())
+    committed = _committed_versions("e8_matrix")
     nxt = f"results/e8_matrix/v{committed[-1] + 1}/"
     assert f"`{nxt}` on a fresh clone" in README
     assert f"e8_matrix/v{committed[-1]} e8_matrix/v{committed[-1] + 1}" in README

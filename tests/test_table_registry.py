@@ -66,16 +66,17 @@ def test_each_consumer_list_is_the_registry_view_in_the_order_users_see() -> Non
     from robuststats.results import TABLES
 
     assert _run.TABLES == table_names("analysis") == (
-        "summary", "retention", "seeds", "omnibus", "tests", "hypotheses", "missing",
-        "dropped")
+        "summary", "retention", "seeds", "omnibus", "tests", "strata", "hypotheses",
+        "missing", "dropped")
     assert TABLES == table_names("analysis", order="reading") == (
-        "hypotheses", "summary", "retention", "seeds", "omnibus", "tests", "missing",
-        "dropped")
+        "hypotheses", "summary", "retention", "seeds", "omnibus", "tests", "strata",
+        "missing", "dropped")
     assert _dose.DOSE_TABLES == table_names("dose") == (
         "thresholds", "dose_fits", "dose_models", "dose_curves")
     assert analyze.SHOWN == table_names("analysis", analyze=True) == (
-        "summary", "retention", "omnibus", "tests", "hypotheses", "missing", "dropped")
-    assert set(analyze._OPTIONAL) == {"omnibus", "missing", "dropped"}
+        "summary", "retention", "omnibus", "tests", "strata", "hypotheses", "missing",
+        "dropped")
+    assert set(analyze._OPTIONAL) == {"omnibus", "strata", "missing", "dropped"}
     assert results._SHOWN == table_names("analysis", order="reading", show=True) == (
         "hypotheses", "summary", "retention", "omnibus", "missing", "dropped")
     assert table_names(levels="analysis") == ("summary", "retention", "tests")

@@ -36,7 +36,9 @@ class Analysis:
     """All tables of one analysis (glossary names and column order); ``options`` made them.
 
     ``missing`` lists absent cells (failed or never run); ``dropped`` records every seed or
-    item the hole policy removed, with the reason.
+    item the hole policy removed, with the reason. ``strata`` holds the paired counts of
+    each ``(seed, noise_seed)`` evaluation behind a pooled test (an Inspect log's epochs, a
+    study's noise seeds; :mod:`._strata`).
     """
 
     summary: pd.DataFrame
@@ -44,6 +46,7 @@ class Analysis:
     seeds: pd.DataFrame
     omnibus: pd.DataFrame
     tests: pd.DataFrame
+    strata: pd.DataFrame
     hypotheses: pd.DataFrame
     missing: pd.DataFrame
     dropped: pd.DataFrame
@@ -80,6 +83,7 @@ def analyze_outcomes(outcomes: pd.DataFrame, *,
     and records them in ``dropped``; ``"raise"`` stops with the cell and item named.
     """
     from robuststats._validation import check_choice
+    from robuststats.analysis._strata import strata_table
     from robuststats.analysis._tables import retention_table, summary_tables
     from robuststats.analysis._tests import omnibus_table, pairwise_tests
     from robuststats.analysis._verdicts import as_hypotheses, hypotheses_table
@@ -99,9 +103,10 @@ def analyze_outcomes(outcomes: pd.DataFrame, *,
     retention = retention_table(out, seeds, opts, drops)
     omnibus = omnibus_table(out, opts, drops)
     tests = pairwise_tests(out, opts, drops)
+    strata = strata_table(out, opts, drops)
     verdicts = hypotheses_table(out, hs, done.missing, opts)
     dropped = _merge_drops(drops)
-    return Analysis(summary, retention, seeds, omnibus, tests, verdicts, done.missing,
+    return Analysis(summary, retention, seeds, omnibus, tests, strata, verdicts, done.missing,
                     dropped, opts, holes, settings(opts, holes))
 
 

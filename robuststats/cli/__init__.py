@@ -11,21 +11,25 @@ Every invalid input ends the same way: exit code 2 and one line on stderr,
 argparse's own errors (no usage block), the library's :class:`InputError` and a path the
 system refuses (:class:`OSError`: too long, not readable, not a directory). A file with
 several problems says so on that line and lists the others below it, one indented
-``  also: <key> (line N): <what is wrong>`` line each.
+``  also: <key> (line N): <what is wrong>`` line each. A warning of the package's own
+(:class:`~robuststats.errors.RobuststatsWarning`: holes dropped, an item order that trends)
+prints as one line too, ``robuststats COMMAND: warning: <what happened, what to do>``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import re
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 from robuststats._quiet import quiet_dependencies
 from robuststats._version import __version__
-from robuststats.errors import InputError, did_you_mean
+from robuststats.errors import InputError, RobuststatsWarning, did_you_mean
 
 __all__ = ["COMMANDS", "main", "one_line"]
 
@@ -128,7 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return int(args.run(args) or 0)
+        with _own_warnings(args.command):
+            return int(args.run(args) or 0)
     except InputError as exc:
         print(f"robuststats {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         for detail in exc.details:  # the other problems of the same file, one line each
@@ -146,6 +151,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         # input, answered like any other bad input
         print(f"robuststats {args.command}: error: {_os_message(exc)}", file=sys.stderr)
         return 2
+
+
+@contextlib.contextmanager
+def _own_warnings(command: str) -> Iterator[None]:
+    """Print the package's own warnings as one line each,
+    ``robuststats COMMAND: warning: <what happened and what to do>``, not as Python's
+    two-line ``path:line: Category: ...`` with the source line below it. Only the printed
+    form changes: a warning is still a warning (filters and recorders see it as before)."""
+    original = warnings.formatwarning
+
+    def form(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             line: str | None = None) -> str:
+        if issubclass(category, RobuststatsWarning):
+            return f"robuststats {command}: warning: {one_line(str(message))}\n"
+        return original(message, category, filename, lineno, line)
+
+    warnings.formatwarning = form
+    try:
+        yield
+    finally:
+        warnings.formatwarning = original
 
 
 def _os_message(exc: OSError) -> str:

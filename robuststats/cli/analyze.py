@@ -65,14 +65,19 @@ _OPTIONS = [
     opts.Group(
         "Inspect AI logs",
         "SOURCE may be Inspect AI logs (the extra `inspect`): a mapping file with format: "
-        "inspect-logs (runs by path or glob; conditions maps each model to a condition) or "
-        "one .eval/.json log (its condition: --condition, default the model). Sample id is "
-        "the item; epochs are repeated evaluations (noise seeds 0..E-1).", [
+        "inspect-logs (runs by path or glob; conditions maps each value of condition_from "
+        "to a condition), a directory of logs, or one .eval/.json log (its condition: "
+        "--condition, default the value of --condition-from). Sample id is the item; "
+        "epochs are repeated evaluations (noise seeds 0..E-1); the header's sample ids "
+        "× epochs are the items every cell must hold.", [
             opts.option("--scorer", metavar="NAME",
                         help="Inspect scorer whose value is `correct` (required when the "
                              "logs hold several)"),
             opts.option("--threshold", type=float, metavar="X",
                         help="count a score >= X as correct (for scores other than 0/1)"),
+            opts.option("--condition-from", metavar="FIELD",
+                        help="where a log's condition comes from: model (default), "
+                             "metadata.KEY, task_args.KEY, tag:PREFIX, file or directory"),
         ]),
     _anytime.OPTIONS,
     opts.FORMAT,
@@ -99,12 +104,52 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                "0 decided, 3 undecided at --timeout, 130 interrupted.")
 
 
+#: kinds of result version other than a study's -> the command that re-runs one
+_RERUN = {"gate": "robuststats gate", "divergence": "robuststats divergence",
+          "search": "robuststats search", "diagnose": "robuststats diagnose"}
+
+
+def _version_kind(source: Path) -> str | None:
+    """The ``kind`` a result version's manifest names when it is not a study's (a gate,
+    divergence, search or diagnose version), else None. A version that holds no item
+    outcomes is refused here, naming its kind and the command that re-runs it."""
+    import json
+
+    from robuststats.errors import InputError
+
+    manifest = source / "manifest.json"
+    if not source.is_dir() or not manifest.is_file():
+        return None
+    try:
+        kind = json.loads(manifest.read_text(encoding="utf-8")).get("kind")
+    except (ValueError, OSError, AttributeError, RecursionError):
+        return None  # stored_study names what is wrong with it
+    if not isinstance(kind, str) or kind in ("", "study"):
+        return None
+    rerun = _RERUN.get(kind, f"robuststats {kind}")
+    if not (source / "outcomes.parquet").is_file():
+        raise InputError(f"{str(source)!r} is a {kind} version: it holds no item outcomes to "
+                         f"analyse; `robuststats results show` prints it and `{rerun}` re-runs "
+                         "it.")
+    return kind
+
+
 def _spec(args: argparse.Namespace, source: Path) -> Any:
-    """The study of --study, else the one stored with SOURCE, else None."""
+    """The study of --study, else the one stored with SOURCE (a study's version or run
+    directory), else None."""
     from robuststats.errors import InputError
     from robuststats.runs.spec import StudySpec
     from robuststats.study.reanalysis import stored_study
 
+    kind = _version_kind(source)
+    if kind is not None and not args.study:
+        # the stored study is the one the version's models came from; its hypotheses name
+        # that study's conditions, not this version's (a gate's candidate and baseline)
+        print(f"robuststats analyze: note: {str(source)!r} is a {kind} version: its item "
+              f"outcomes are analysed without the hypotheses of the study it came from; "
+              f"`robuststats results show` prints its own result and `{_RERUN.get(kind)}` "
+              "re-runs it.", file=sys.stderr)
+        return None
     stored = stored_study(source) if source.is_dir() else None
     if not args.study:
         return stored
@@ -178,7 +223,8 @@ _CELL_FLAGS = ("condition", "seed", "eval_noise", "noise_seed")
 
 
 def _harness_flags(args: argparse.Namespace) -> list[str]:
-    return [name for name in ("filter", "metric", "scorer", "threshold", *_CELL_FLAGS)
+    return [name for name in ("filter", "metric", "scorer", "threshold", "condition_from",
+                              *_CELL_FLAGS)
             if getattr(args, name, None) is not None]
 
 
@@ -186,7 +232,18 @@ def _is_harness(source: Path) -> bool:
     from robuststats.outcomes import is_lmeval_samples
 
     return source.suffix.lower() in (".yaml", ".yml", ".json", ".eval") \
-        or is_lmeval_samples(source)
+        or is_lmeval_samples(source) or bool(_log_directory(source))
+
+
+def _log_directory(source: Path) -> list[Path]:
+    """The Inspect logs directly in ``source`` when it is a directory that is neither a
+    result version nor a run directory; else empty."""
+    from robuststats.outcomes import is_inspect_log
+
+    if not source.is_dir() or (source / "outcomes.parquet").is_file() \
+            or (source / "cells").is_dir():
+        return []
+    return [p for p in sorted(source.iterdir()) if is_inspect_log(p)]
 
 
 def _read(args: argparse.Namespace, source: Path) -> Any:
@@ -205,21 +262,39 @@ def _read(args: argparse.Namespace, source: Path) -> Any:
     if is_inspect_log(source):
         _refuse(args, ("filter", "metric"), f"{str(source)!r} is an Inspect log")
         frame = read_inspect_log(
-            source, condition=args.condition, seed=args.seed or 0,
-            eval_noise=args.eval_noise or 0.0, noise_seed=args.noise_seed,
-            scorer=args.scorer, threshold=args.threshold)
+            source, condition=args.condition, condition_from=args.condition_from,
+            seed=args.seed or 0, eval_noise=args.eval_noise or 0.0,
+            noise_seed=args.noise_seed, scorer=args.scorer, threshold=args.threshold)
         return validate_outcomes(frame, source=str(source))
+    logs = _log_directory(source)
+    if logs:
+        from robuststats.outcomes import read_inspect_runs
+
+        _refuse(args, ("filter", "metric"), f"{str(source)!r} is a directory of Inspect logs")
+        _refuse(args, _CELL_FLAGS, f"{str(source)!r} holds {len(logs)} Inspect logs, each its "
+                                   "own cell (--condition-from names where the condition "
+                                   "comes from); list them in a mapping file to give each "
+                                   "run its cell")
+        return read_inspect_runs({"format": "inspect-logs",
+                                  "runs": [{"path": str(p)} for p in logs]},
+                                 scorer=args.scorer, threshold=args.threshold,
+                                 condition_from=args.condition_from)
+    if source.is_dir():
+        raise InputError(f"{str(source)!r} holds neither outcomes.parquet (a result version), "
+                         "cells/*.parquet (a run directory) nor Inspect logs (.eval, .json).")
     if source.suffix.lower() in (".yaml", ".yml", ".json"):
         _refuse(args, _CELL_FLAGS, "a mapping file gives each run its cell; these flags "
                                    "apply to a single samples file or log")
         return read_harness_runs(source, filter=args.filter, metric=args.metric,
-                                 scorer=args.scorer, threshold=args.threshold)
+                                 scorer=args.scorer, threshold=args.threshold,
+                                 condition_from=args.condition_from)
     if not is_lmeval_samples(source):
         raise InputError(f"{', '.join(opts.flag(n) for n in _harness_flags(args))}: "
                          f"{str(source)!r} is not an lm-eval samples file (a .jsonl whose "
                          "lines have doc_id, doc_hash and filter), an Inspect log or a "
                          "mapping file of runs.")
-    _refuse(args, ("scorer", "threshold"), f"{str(source)!r} is an lm-eval samples file")
+    _refuse(args, ("scorer", "threshold", "condition_from"),
+            f"{str(source)!r} is an lm-eval samples file")
     if args.condition is None:
         raise InputError(f"--condition: {str(source)!r} is an lm-eval samples file; name its "
                          "condition (and --seed, --eval-noise, --noise-seed when not 0), or "

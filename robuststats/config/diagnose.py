@@ -61,7 +61,8 @@ class DiagnoseSpec(Strict):
     window: int = Field(default=3, ge=2, le=MAX_WINDOW)
     stride: int = Field(default=1, ge=1, le=MAX_WINDOW)
     noise_seeds: int | list[int] | None = None
-    n_items: int | None = Field(default=None, gt=0, le=MAX_ITEMS)
+    # a probe's paired tests need two items (as --n-items): refused when the file is read
+    n_items: int | None = Field(default=None, ge=2, le=MAX_ITEMS)
     modules: list[str] = Field(default_factory=lambda: list(DEFAULT_MODULES), min_length=1,
                                max_length=100)
     calibration_items: int = Field(default=64, gt=0, le=MAX_CALIBRATION_ITEMS)

@@ -101,6 +101,11 @@ def resolve_plan(spec: StudySpec, *, levels: Sequence[str] | None = None,
         ns = ns[:1]  # a number format's error does not depend on the draw: one suffices
     if n_items is not None:
         check_whole(n_items, "n_items", low=2, high=MAX_ITEMS)
+    elif d.n_items is None and spec.evaluation.n_items is not None \
+            and spec.evaluation.n_items < 2:
+        raise InputError(f"`evaluation.n_items` is {spec.evaluation.n_items}: a diagnosis "
+                         "needs at least 2 items; set `diagnose.n_items` (--n-items) to 2 or "
+                         "more.")
     plan = DiagnosisPlan(
         study=spec.name, condition=cond, seeds=tuple(study_seeds), noise_seeds=tuple(ns),
         levels=tuple(d.levels), scale=float(d.scale),

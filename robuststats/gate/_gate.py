@@ -106,7 +106,9 @@ def _levels(base: Baseline, metric: str, eval_noise: Sequence[float] | None) -> 
     if eval_noise is None:
         levels = [lv for lv in have if lv > 0]
         if not levels:
-            raise InputError(f"the baseline {base.label} has no noisy level: nothing to gate.")
+            raise InputError(f"the baseline {base.label} has no noisy level (only eval_noise 0, "
+                             "as harness logs of clean evaluations): to gate the clean "
+                             "accuracy, pass --metric accuracy --eval-noise 0.")
         return levels
     out = []
     for value in eval_noise:

@@ -113,7 +113,8 @@ def _observed(protocol: Protocol, outcomes: pd.DataFrame) -> Protocol:
     """The protocol with the levels and noise seeds actually present in ``outcomes``."""
     levels = tuple(sorted({float(v) for v in outcomes["eval_noise"]}))
     noisy = outcomes[outcomes["eval_noise"] > 0]
-    seeds = tuple(sorted({int(v) for v in noisy["noise_seed"]})) or protocol.noise_seeds
+    drawn = noisy if len(noisy) else outcomes  # clean only: the repeated evaluations (epochs)
+    seeds = tuple(sorted({int(v) for v in drawn["noise_seed"]})) or protocol.noise_seeds
     return replace(protocol, noise_levels=levels, noise_seeds=seeds)
 
 

@@ -62,8 +62,14 @@ class Completed:
 
 
 def complete(outcomes: pd.DataFrame, *, holes: str = "drop",
-             expected: Iterable[Any] | None = None) -> Completed:
+             expected: Iterable[Any] | None = None,
+             items: Iterable[Any] | None = None) -> Completed:
     """Find the missing cells and the missing items of a validated table.
+
+    ``items`` are the items every cell should hold as the source itself lists them (an
+    Inspect log's header: its sample ids); default ``outcomes.attrs["expected_items"]``
+    (set by the harness readers). An item listed there that a cell lacks is a hole like any
+    other, even when no cell holds it: a record missing from a log is never a silent drop.
 
     The paired design needs the same items everywhere, so an item missing from any
     present cell is, with ``holes="drop"``, removed from the whole table and recorded;
@@ -77,6 +83,8 @@ def complete(outcomes: pd.DataFrame, *, holes: str = "drop",
     import pandas as pd
 
     check_choice(holes, "holes", HOLE_POLICIES)
+    if items is None:
+        items = outcomes.attrs.get("expected_items")
     missing = missing_cells(outcomes, expected)
     records: list[dict[str, Any]] = []
     if holes == "drop":
@@ -86,7 +94,7 @@ def complete(outcomes: pd.DataFrame, *, holes: str = "drop",
             cells = pd.DataFrame([{k: r[k] for k in CELL_KEY} for r in partial])
             missing = pd.concat([missing, cells.astype({c: DTYPES[c] for c in CELL_KEY})],
                                 ignore_index=True)
-    universe = sorted(set(outcomes["item_id"]))
+    universe = sorted(set(outcomes["item_id"]) | {str(i) for i in (items or ())})
     counts = outcomes.groupby(list(CELL_KEY), sort=True)["item_id"].nunique()
     short = counts[counts < len(universe)]
     item_holes: list[dict[str, Any]] = []
@@ -100,7 +108,7 @@ def complete(outcomes: pd.DataFrame, *, holes: str = "drop",
         raise InputError(
             f"item {first['item_id']!r} is missing under condition {first['condition']!r}, "
             f"seed {_plain(first['seed'])}, eval_noise {_plain(first['eval_noise']):g}, "
-            f"noise_seed {_plain(first['noise_seed'])} ({len(records)} missing item row(s) "
+            f"noise_seed {_plain(first['noise_seed'])} ({len(item_holes)} missing item row(s) "
             "in all); the paired design needs every item in every cell. Use holes='drop' "
             "(--holes drop) to drop such items from every table.")
     records += [{**r, "reason": "item missing in this cell; dropped from every table"}

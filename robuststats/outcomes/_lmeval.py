@@ -19,7 +19,16 @@ seed come from a mapping file or from command-line flags, never from file names:
       - {path: lmeval/base_s0_n05/samples_gsm8k.jsonl, condition: base, seed: 0,
          eval_noise: 0.05, noise_seed: 0}
 
-Relative paths are relative to the mapping file; a glob must match exactly one file.
+Relative paths are relative to the mapping file; a glob must match exactly one file. A
+``task`` in the mapping file must be the task the file names name (``samples_<task>_<date>``):
+runs of two tasks, or a ``task`` that the file names contradict, are refused.
+
+Completeness: lm-eval writes ``results_<date>.json`` beside the samples of one evaluation,
+whose ``n-samples`` records, per task, how many documents it evaluated (``effective``, the
+``--limit`` applied: documents 0..effective − 1). When that file is there, a document of
+that range without a line in the samples file is a missing item of the run's cell
+(``attrs["expected_items"]``, under the holes policy), never a silent drop; a count the
+document ids cannot name is refused.
 ``doc_hash`` proves pairing: a ``doc_id`` whose documents differ between runs (another data
 file, another task version) is an error that names both runs, not a silent comparison of
 different items. Torch-free.
@@ -134,6 +143,7 @@ def read_lmeval_samples(
                      "noise_seed": noise_seed, "item_id": item, "correct": int(value),
                      "score": float(value), "doc_hash": str(record["doc_hash"])})
     out = pd.DataFrame(rows)
+    out.attrs["expected_items"] = _planned(path, sorted(seen), filter)
     out.attrs["harness"] = harness_record("lm-eval", _task_of(path),
                                           {"filter": filter, "metric": metric},
                                           zip(out["item_id"], out["doc_hash"]))
@@ -143,6 +153,35 @@ def read_lmeval_samples(
 #: keys of an lm-eval sample that are not metrics (for "did you mean" on the metric)
 _SAMPLE_FIELDS = frozenset({"doc_id", "doc", "target", "arguments", "resps", "filtered_resps",
                             "filter", "metrics", "doc_hash", "prompt_hash", "target_hash"})
+
+
+#: lm-eval's aggregated results beside the samples: results_<date id>.json
+_RESULTS_NAME = "results_{date}.json"
+
+
+def _planned(path: Path, items: list[str], filter: str) -> list[str]:
+    """The documents the evaluation planned, from ``n-samples`` of the ``results_<date>.json``
+    written with the samples file (module docstring); the items present when there is none."""
+    match = _SAMPLES_NAME.match(path.name)
+    results = path.with_name(_RESULTS_NAME.format(date=match.group(2))) if match else None
+    if results is None or not results.is_file():
+        return items
+    try:
+        count = json.loads(results.read_text(encoding="utf-8"))["n-samples"][match.group(1)]
+        planned = count["effective"]
+    except (ValueError, KeyError, TypeError, OSError):
+        return items  # an older lm-eval that did not record it
+    if isinstance(planned, bool) or not isinstance(planned, int) or planned < len(items):
+        return items
+    expected = [str(i) for i in range(planned)]
+    if set(items) <= set(expected):
+        return expected
+    if planned == len(items):  # every document is there, under ids of the task's own
+        return items
+    raise InputError(f"{path}: {results.name} records {planned} documents of task "
+                     f"{match.group(1)!r}, the file holds {len(items)} for filter {filter!r}, "
+                     f"and its doc_ids are not 0..{planned - 1}: the samples file is "
+                     "incomplete and its missing documents cannot be named.")
 
 
 def _records(path: Path) -> dict[int, dict[str, Any]]:
@@ -180,7 +219,7 @@ def read_lmeval_runs(
     metric = metric if metric is not None else \
         (text_value(data.get("metric"), "metric", name, True) or "exact_match")
     task = text_value(data.get("task"), "task", name, True)
-    frames, origin, tasks = [], [], {}
+    frames, origin, tasks, planned = [], [], {}, set()
     for i, entry in enumerate(runs):
         where = f"{name}: runs.{i}"
         cell = run_cell(entry, RUN_KEYS, where)
@@ -193,13 +232,19 @@ def read_lmeval_runs(
         except InputError as exc:
             raise InputError(f"{where}: {exc}") from None
         frames.append(frame)
+        planned |= set(frame.attrs["expected_items"])
         origin.append(f"runs.{i} ({path.name}: {cell['condition']}, seed {cell['seed']}, "
                       f"eval_noise {cell['eval_noise']:g}, noise_seed {cell['noise_seed']})")
         tasks[origin[-1]] = _task_of(path)
     _check_pairing(frames, origin, name)
-    if task is None:
-        task = _one_task(tasks, name)
+    named = _one_task(tasks, name)
+    if task is not None and named is not None and task != named:
+        where = next(w for w, t in tasks.items() if t == named)
+        raise InputError(f"{name}: `task` is {task!r}, and the runs' file names name the task "
+                         f"{named!r} ({where}): name the task they hold, or leave `task` out.")
+    task = task or named
     out = validate_outcomes(pd.concat(frames, ignore_index=True), source=name)
+    out.attrs["expected_items"] = sorted(planned)
     out.attrs["lmeval"] = {"filter": filter, "metric": metric, "runs": len(frames)}
     out.attrs["harness"] = harness_record(
         "lm-eval", task, {"filter": filter, "metric": metric},
@@ -208,23 +253,22 @@ def read_lmeval_runs(
 
 
 #: lm-eval's samples file name: samples_<task>_<date id>.jsonl
-_SAMPLES_NAME = re.compile(r"^samples_(.+)_\d{4}-\d{2}-\d{2}T[0-9.\-:]+\.jsonl$")
+_SAMPLES_NAME = re.compile(r"^samples_(.+)_(\d{4}-\d{2}-\d{2}T[0-9.\-:]+)\.jsonl$")
 
 
 def _one_task(tasks: dict[str, str | None], name: str) -> str | None:
-    """The task every run's file name names, None when a name does not say; runs of two
-    tasks are refused, naming a run of each."""
+    """The task the runs' file names name (those that say), None when none says; runs of
+    two tasks are refused, naming a run of each."""
     first: dict[str, str] = {}
     for where, task in tasks.items():
-        if task is None:
-            return None
-        first.setdefault(task, where)
+        if task is not None:
+            first.setdefault(task, where)
     if len(first) > 1:
         (ta, a), (tb, b) = list(first.items())[:2]
         raise InputError(f"{name}: the runs are of different tasks: {ta!r} in {a} and {tb!r} "
                          f"in {b} (lm-eval's samples_<task>_<date>.jsonl names); list the runs "
-                         "of one task, or name it with `task`.")
-    return next(iter(first))
+                         "of one task.")
+    return next(iter(first), None)
 
 
 def _task_of(path: Path) -> str | None:

@@ -168,13 +168,14 @@ def read_harness_runs(source: str | Path, **options: Any) -> pd.DataFrame:
     """The outcomes of a mapping file of any harness, by its ``format``
     (``lm-eval-samples``: :func:`~robuststats.outcomes.read_lmeval_runs`, ``inspect-logs``:
     :func:`~robuststats.outcomes.read_inspect_runs`). ``options`` are that reader's
-    overrides (``filter``/``metric``, ``scorer``/``threshold``); one the format does not
+    overrides (``filter``/``metric``, ``scorer``/``threshold``/``condition_from``); one the
+    format does not
     take is an error naming it."""
     from robuststats.outcomes._inspect import INSPECT_FORMAT, read_inspect_runs
     from robuststats.outcomes._lmeval import LMEVAL_FORMAT, read_lmeval_runs
 
     readers = {LMEVAL_FORMAT: (read_lmeval_runs, ("filter", "metric")),
-               INSPECT_FORMAT: (read_inspect_runs, ("scorer", "threshold"))}
+               INSPECT_FORMAT: (read_inspect_runs, ("scorer", "threshold", "condition_from"))}
     data, _, name = mapping_file(source, "runs file")
     fmt = data.get("format")
     if fmt not in readers:
@@ -184,7 +185,8 @@ def read_harness_runs(source: str | Path, **options: Any) -> pd.DataFrame:
     given = {k: v for k, v in options.items() if v is not None}
     for key in given:
         if key not in takes:
-            raise InputError(f"`{key}` (--{key}) does not apply to {fmt} runs ({name}); "
+            raise InputError(f"`{key}` (--{key.replace('_', '-')}) does not apply to {fmt} "
+                             f"runs ({name}); "
                              f"they take {' and '.join(f'`{t}`' for t in takes)}.")
     return reader(source, **given)
 
@@ -200,7 +202,8 @@ def outcomes_protocol(outcomes: pd.DataFrame, condition: str) -> dict[str, Any]:
     The task, the harness options (filter, metric, scorer, threshold, dataset) and the items'
     digest come from ``outcomes.attrs["harness"]`` (:func:`harness_record`, set by the
     harness readers); a plain file leaves the task ``"unrecorded"`` and digests its item
-    ids. The noise levels and the noise seeds of the noisy levels are those present;
+    ids. The noise levels and the noise seeds of the noisy levels are those present (with
+    no noisy level, those of the clean one: an Inspect log's epochs are its noise seeds);
     ``n_items`` counts the condition's items. Split, error model and op scope are
     ``"unrecorded"``: a harness run does not say how noise was injected.
     """
@@ -217,8 +220,9 @@ def outcomes_protocol(outcomes: pd.DataFrame, condition: str) -> dict[str, Any]:
         params = {"items_sha256": harness_record("-", None, {}, (
             (item, "") for item in rows["item_id"]))["items_sha256"]}
     noisy = rows[rows["eval_noise"] > 0]
+    drawn = noisy if len(noisy) else rows  # clean only: the repeated evaluations (epochs)
     return {"task": task, "task_params": params, "split": UNRECORDED, "kind": UNRECORDED,
             "ops": UNRECORDED,
             "noise_levels": sorted({float(v) for v in rows["eval_noise"]}),
-            "noise_seeds": sorted({int(v) for v in noisy["noise_seed"]}),
+            "noise_seeds": sorted({int(v) for v in drawn["noise_seed"]}),
             "n_items": int(rows["item_id"].nunique()), "batch_size": None}

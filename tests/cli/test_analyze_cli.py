@@ -231,3 +231,56 @@ def test_analyze_of_a_sweep_refits_its_dose_response_tables(
             else:
                 assert got[col].astype(str).tolist() == stored[col].astype(str).tolist(), \
                     (name, col)
+
+
+def test_every_kind_of_committed_version_is_analysed_or_named(capsys):
+    """A gate version's outcomes (conditions candidate and baseline) are analysed without
+    the hypotheses of the study its models came from; a version without item outcomes is
+    refused naming its kind and the command that re-runs it."""
+    results = ROOT / "results"
+    assert main(["analyze", str(results / "e8_migration.gate" / "v1"), "--format", "json",
+                 "--n-resamples", "100"]) == 0
+    captured = capsys.readouterr()
+    assert "is a gate version: its item outcomes are analysed without the hypotheses" \
+        in captured.err and "`robuststats gate` re-runs it" in captured.err
+    data = json.loads(captured.out)
+    assert {r["condition"] for r in data["summary"]} == {"baseline", "candidate"}
+    assert data["hypotheses"] == []
+    assert main(["analyze", str(results / "migration_npu.divergence" / "v1")]) == 2
+    err = capsys.readouterr().err
+    assert "is a divergence version: it holds no item outcomes to analyse; `robuststats " \
+           "results show` prints it and `robuststats divergence` re-runs it." in err
+    assert err.count("\n") == 1
+
+
+def test_the_strata_table_shows_each_noise_seed_beside_the_pooled_test(tmp_path, capsys):
+    """Two noise seeds (two epochs of a harness, two noise draws of a study): the pooled
+    stratified McNemar test decides, and `strata` shows each evaluation's paired counts
+    with its own exact McNemar test (descriptive, unadjusted)."""
+    # noise seed 0: 9 items only A right, 3 only B right; noise seed 1: 2 and 5
+    counts = {0: (20, 9, 3, 8), 1: (22, 2, 5, 11)}
+    rows = []
+    for ns, (both, a_only, b_only, neither) in counts.items():
+        a = [1] * both + [1] * a_only + [0] * b_only + [0] * neither
+        b = [1] * both + [0] * a_only + [1] * b_only + [0] * neither
+        rows += [{"condition": c, "noise_seed": ns, "item_id": f"q{i}", "correct": v}
+                 for c, vals in (("A", a), ("B", b)) for i, v in enumerate(vals)]
+    path = tmp_path / "o.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    assert main(["analyze", str(path), "--format", "json", "--n-resamples", "100"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (test,) = data["tests"]
+    assert test["n_strata"] == 2 and (test["n_a_only"], test["n_b_only"]) == (11, 8)
+    strata = pd.DataFrame(data["strata"])
+    assert strata[["noise_seed", "n_items", "n_a_only", "n_b_only"]].values.tolist() == [
+        [0, 40, 9, 3], [1, 40, 2, 5]]
+    assert strata["estimate"].tolist() == pytest.approx([6 / 40, -3 / 40])
+    # R: binom.test(9, 12)$p.value = 0.1459961; binom.test(2, 7)$p.value = 0.453125
+    assert strata["pvalue"].tolist() == pytest.approx([0.1459961, 0.453125], abs=1e-7)
+    assert main(["analyze", str(path), "--n-resamples", "100"]) == 0
+    assert "== strata ==" in capsys.readouterr().out
+    # one noise seed: the tests row is that evaluation's test, and no strata table is printed
+    one = pd.DataFrame(rows)
+    one[one["noise_seed"] == 0].to_csv(path, index=False)
+    assert main(["analyze", str(path), "--n-resamples", "100"]) == 0
+    assert "== strata ==" not in capsys.readouterr().out

@@ -99,12 +99,26 @@ def test_flag_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: 
     ("diagnose:\n  modules: []\n", "diagnose.modules (line 21)"),
     ("diagnose:\n  channel_threshold: 1\n", "diagnose.channel_threshold (line 21)"),
     ("diagnose:\n  noise_seeds: [1, 1]\n", "seeds must be distinct"),
+    # refused when the file is read, not after announcing a new version
+    ("diagnose:\n  n_items: 1\n", "diagnose.n_items (line 21): Input should be greater than "
+                                   "or equal to 2"),
 ])
 def test_section_errors_name_key_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                           section: str, message: str) -> None:
     err = _err(capsys, ["diagnose", str(_write(tmp_path, section)), "--runs",
                         str(tmp_path / "runs")])
     assert message in err
+
+
+def test_one_evaluation_item_is_refused_before_any_work(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _write(tmp_path)
+    path.write_text(path.read_text().replace("  n_items: 12\n  batch_size", "  n_items: 1\n"
+                                                                           "  batch_size"))
+    err = _err(capsys, ["diagnose", str(path), "--runs", str(tmp_path / "runs"), "--out",
+                        str(tmp_path / "o")])
+    assert "`evaluation.n_items` is 1: a diagnosis needs at least 2 items" in err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "o").exists()
 
 
 def test_window_beyond_the_model_fails_before_training(

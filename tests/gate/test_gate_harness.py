@@ -127,14 +127,16 @@ def test_an_lmeval_only_baseline_gates_lmeval_candidates(harness, tmp_path, caps
                            "--max-degradation", "0.25")
     assert code == 2 and out == ""
     assert "protocol mismatch" in err and "the items' documents differ" in err
-    # another filter is another protocol
+    # a `task:` is the task the files hold, never an override of it: a mapping file that
+    # calls tiny_gsm8k's samples gsm8k is refused before the protocols are compared
     other = yaml.safe_load(harness["cand"].read_text())
     other["metric"] = "exact_match"
     other["task"] = "gsm8k"
     path = tmp_path / "other.yaml"
     path.write_text(yaml.safe_dump(other))
     code, _, err = _gate(capsys, path, "--baseline", version, "--max-degradation", "0.25")
-    assert code == 2 and "task 'tiny_gsm8k' vs 'gsm8k'" in err
+    assert code == 2 and "`task` is 'gsm8k', and the runs' file names name the task " \
+                         "'tiny_gsm8k'" in err
 
 
 def test_a_clean_only_gate_names_the_clean_metric_and_agrees_on_noise_seeds(harness, tmp_path,

@@ -257,3 +257,58 @@ def test_sample_errors_name_file_and_line(tmp_path):
     with pytest.raises(InputError, match=r"no line has filter 'strict'; the file holds "
                                          r"\['none'\]"):
         read_lmeval_samples(path, condition="a", filter="strict")
+
+
+def _lmeval_run(folder: Path, task: str, correct: dict[int, int], *, planned: int | None = None,
+                date: str = "2026-01-02T03-04-05.678901") -> Path:
+    """A samples file as lm-eval 0.4 names and writes it, with the results file it writes
+    beside it (``n-samples``: the documents the evaluation planned)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"samples_{task}_{date}.jsonl"
+    path.write_text("".join(json.dumps({"doc_id": i, "doc_hash": f"h{i}", "filter": "none",
+                                        "exact_match": float(c)}) + "\n"
+                            for i, c in correct.items()))
+    if planned is not None:
+        (folder / f"results_{date}.json").write_text(json.dumps(
+            {"results": {task: {}}, "n-samples": {task: {"original": 1319,
+                                                          "effective": planned}}}))
+    return path
+
+
+def test_a_document_the_results_file_counts_but_the_samples_lack_is_a_named_hole(tmp_path):
+    full = _lmeval_run(tmp_path / "a", "gsm8k", {i: i % 2 for i in range(6)}, planned=6)
+    short = _lmeval_run(tmp_path / "b", "gsm8k", {i: 1 for i in range(6) if i != 4}, planned=6)
+    alone = read_lmeval_samples(short, condition="b")
+    assert alone.attrs["expected_items"] == [str(i) for i in range(6)]
+    from robuststats.outcomes import complete
+
+    assert complete(alone).dropped["item_id"].tolist() == ["4"]
+    runs = {"format": "lm-eval-samples", "runs": [{"path": str(full), "condition": "a"},
+                                                  {"path": str(short), "condition": "b"}]}
+    with pytest.raises(InputError, match=r"item '4' is missing under condition 'b'"):
+        complete(read_lmeval_runs(runs), holes="raise")
+    # doc_ids that are not 0..n-1 cannot name what is missing: refused with the counts
+    odd = _lmeval_run(tmp_path / "c", "gsm8k", {10: 1, 11: 0}, planned=3)
+    with pytest.raises(InputError, match=r"results_.*\.json records 3 documents of task "
+                                         r"'gsm8k', the file holds 2"):
+        read_lmeval_samples(odd, condition="c")
+    # as many lines as documents, under ids of the task's own: complete
+    whole = _lmeval_run(tmp_path / "e", "gsm8k", {10: 1, 11: 0}, planned=2)
+    assert read_lmeval_samples(whole, condition="e").attrs["expected_items"] == ["10", "11"]
+    # without a results file the samples are the plan
+    bare = _lmeval_run(tmp_path / "d", "gsm8k", {0: 1, 2: 1})
+    assert read_lmeval_samples(bare, condition="d").attrs["expected_items"] == ["0", "2"]
+
+
+def test_task_must_be_the_one_the_file_names_name(tmp_path):
+    gsm = _lmeval_run(tmp_path / "a", "gsm8k", {0: 1, 1: 0})
+    arc = _lmeval_run(tmp_path / "b", "arc_easy", {0: 1, 1: 0})
+    runs = {"format": "lm-eval-samples", "runs": [{"path": str(gsm), "condition": "a"}]}
+    with pytest.raises(InputError, match=r"`task` is 'arc_easy', and the runs' file names name "
+                                         r"the task 'gsm8k'"):
+        read_lmeval_runs({**runs, "task": "arc_easy"})
+    assert read_lmeval_runs({**runs, "task": "gsm8k"}).attrs["harness"]["task"] == "gsm8k"
+    two = {"format": "lm-eval-samples", "task": "gsm8k",
+           "runs": [{"path": str(gsm), "condition": "a"}, {"path": str(arc), "condition": "b"}]}
+    with pytest.raises(InputError, match=r"the runs are of different tasks: 'gsm8k' in runs.0"):
+        read_lmeval_runs(two)

@@ -280,7 +280,7 @@ def test_a_graded_score_needs_a_threshold(logs):
 @pytest.mark.parametrize(("change", "message"), [
     ({"format": "inspect"}, r"`format` must be 'inspect-logs'"),
     ({"scorers": "x"}, r"unknown key 'scorers' \(did you mean 'scorer'\?\)"),
-    ({"conditions": ["a"]}, r"`conditions` must map model names to condition names"),
+    ({"conditions": ["a"]}, r"`conditions` must map values of model to condition names"),
     ({"runs": [{"path": "x.eval", "modle": "a"}]}, r"runs.0.modle: unknown key"),
     ({"runs": [{"path": "nowhere/*.eval"}]},
      r"runs.0.path: 'nowhere/\*.eval' must match at least one file, matches 0"),

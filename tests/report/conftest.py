@@ -78,8 +78,14 @@ def synthetic_tables() -> dict[str, pd.DataFrame]:
     missing = [{"condition": "bwd", "seed": 2, "eval_noise": 0.1, "noise_seed": 1}]
     dropped = [{"condition": "fwd", "seed": 1, "eval_noise": 0.05, "noise_seed": 0,
                 "item_id": f"item{i}", "reason": "absent under base"} for i in range(3)]
+    strata = [{"eval_noise": 0.05, "a": "fwd", "b": "base", "seed": s, "noise_seed": ns,
+               "n_items": 40, "n_a_only": 4, "n_b_only": 2, "accuracy_a": 0.6,
+               "accuracy_b": 0.55, "estimate": 0.05,
+               "test": "McNemar exact (one stratum, unadjusted, descriptive)",
+               "statistic": 4.0, "pvalue": 0.6875} for s in range(3) for ns in range(2)]
     raw = {"summary": summary, "retention": retention, "seeds": seeds, "omnibus": omnibus,
-           "tests": tests, "hypotheses": hypotheses, "missing": missing, "dropped": dropped}
+           "tests": tests, "strata": strata, "hypotheses": hypotheses, "missing": missing,
+           "dropped": dropped}
     return {name: ordered(pd.DataFrame(rows), name) for name, rows in raw.items()}
 
 

@@ -399,3 +399,28 @@ def test_a_study_file_takes_hsd_spending_and_names_a_bad_one(tmp_path, value, ma
     with pytest.raises(InputError, match=match) as err:
         StudySpec.from_file(path)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("metric", ["accuracy", "retention"])
+def test_an_accuracy_difference_interval_is_cut_to_what_it_can_take(metric) -> None:
+    """A first look on 3 seeds can give a t interval far wider than ±1 (the committed
+    sequential study's read [-126, 142] pp): cut to [-1, 1] and said so, as every other
+    interval of an accuracy difference; a retention difference is not a share and keeps its
+    interval."""
+    from robuststats.stats import Hypothesis
+    from robuststats.stats._evidence import normal_evidence
+    from robuststats.stats.sequential import SequentialOptions, decide_look
+
+    h = Hypothesis("H", metric, "A", "B", 0.05, "greater", 0.0)
+    opts = SequentialOptions((3, 5), spending="obf")
+    ev = normal_evidence(0.08, 1.3, 0.95, "seed-random t", "")
+    first = decide_look(h, ev, 1, opts)
+    full = ev.interval(first.ci_level)
+    assert full.low < -1.0 and full.high > 1.0  # the O'Brien-Fleming look-1 interval
+    if metric == "accuracy":
+        assert (first.ci_low, first.ci_high) == (-1.0, 1.0)
+        assert first.ci_method.endswith(", cut to [-1, 1]")
+    else:
+        assert (first.ci_low, first.ci_high) == (pytest.approx(full.low), pytest.approx(full.high))
+        assert "cut" not in first.ci_method
+    assert first.decision == "CONTINUE"

@@ -51,6 +51,7 @@ from scipy import special
 
 from robuststats._validation import check_confidence_level
 from robuststats.errors import InputError
+from robuststats.stats._estimability import clip_interval
 from robuststats.stats._evidence import Evidence
 from robuststats.stats._hypotheses import Hypothesis, _decide
 from robuststats.stats.sequential._design import GroupSequentialDesign, group_sequential_design
@@ -255,6 +256,11 @@ def _decision(h, ev, look, n_k, fraction, upper, lower, level, ci, *, last):  # 
     else:
         z_verify = min(_signed_z(*ev.tails(-m)), _signed_z(*ev.tails(m)[::-1]))
     verdict, why = _decide(h, ci)
+    method = f"repeated CI: {ev.method} at nominal level {level:.4g}"
+    if h.metric == "accuracy":  # a difference of shares: never outside [-1, 1], as elsewhere
+        ci, cut = clip_interval(ci, "accuracy_difference")
+        if cut:  # the verdict is the full interval's (the same for margins in ±1)
+            method += ", cut to [-1, 1]"
     if h.relation != "equivalent" and z_verify >= upper and verdict != "VERIFIED":
         verdict, why = "VERIFIED", f"z {z_verify:.3g} ≥ binding-design bound {upper:.3g}"
     if verdict == "VERIFIED" and h.relation != "equivalent" and z_verify < upper:
@@ -269,4 +275,4 @@ def _decision(h, ev, look, n_k, fraction, upper, lower, level, ci, *, last):  # 
         decision = "CONTINUE"
     return LookDecision(h.id, look, n_k, fraction, float(ev.estimate), z_verify, upper, lower,
                         float(special.ndtr(-upper)), float(ci.low), float(ci.high), level,
-                        f"repeated CI: {ev.method} at nominal level {level:.4g}", decision, why)
+                        method, decision, why)
