@@ -48,7 +48,7 @@ from scipy import special
 from robuststats._validation import check_int, check_number
 from robuststats.errors import InputError
 from robuststats.stats.sequential._looks import SequentialOptions, look_designs
-from robuststats.stats.sequential._recursion import crossing
+from robuststats.stats.sequential._recursion import crossing, crossing_at, next_density
 
 __all__ = ["SequentialPowerResult", "power_sequential", "size_sequential", "spaced_looks"]
 
@@ -66,8 +66,10 @@ class SequentialPowerResult:
     power : float
         Probability of deciding for the planned effect (crossing an efficacy bound).
     type1_error : float
-        Probability of crossing an efficacy bound when ``δ = 0`` (normal design, futility
-        obeyed).
+        Probability of a wrong decision when ``δ = 0`` (normal design, futility obeyed):
+        crossing the efficacy bound, plus for a two-sided plan the falsifying tail (the
+        study's FALSIFIED when ``z ≤ −c_k``, the symmetric bound; with a futility bound it
+        is checked before the futility stop, so both tails count).
     stop_null, stop_effect : numpy.ndarray
         Probability of stopping at each look under ``δ = 0`` and the planned effect.
     expected_seeds_null, expected_seeds_effect : float
@@ -162,6 +164,10 @@ def power_sequential(effect: float, looks, n_items: int, *, discordance: float |
                                                np.full(len(ks), -np.inf))
     # the null: the normal design itself
     null = crossing(np.asarray(chosen.fractions), upper, lower, 0.0)
+    falsify = 0.0
+    if sides == 2:
+        falsify = float(null.lower.sum()) if futility == "none" else _below(
+            np.asarray(chosen.fractions), upper, lower, -rci.upper)
 
     def effective(i: int, bound: float) -> float:
         # the normal-scale bound whose marginal crossing probability at look i is the
@@ -192,11 +198,25 @@ def power_sequential(effect: float, looks, n_items: int, *, discordance: float |
     return SequentialPowerResult(
         ks, int(n_items), float(effect), float(alpha), alternative, spending, futility,
         upper, np.where(np.isfinite(lower_out), lower_out, np.nan), power,
-        float(null.upper.sum() + (null.lower.sum() if sides == 2 and futility == "none"
-                                  else 0.0)),
+        float(null.upper.sum() + falsify),
         stop_null, stop_alt, float(stop_null @ k_arr), float(stop_alt @ k_arr), int(fixed_k),
         float(fixed_power), cost_per_seed,
         drift=None if futility == "none" else max(eta_eff, 0.0))
+
+
+def _below(fractions: np.ndarray, upper: np.ndarray, lower: np.ndarray,
+           falsify: np.ndarray) -> float:
+    """``P_0`` of ``Z_k ≤ falsify_k`` at some look on the paths still inside the region
+    ``(lower_j, upper_j)`` before it: the falsifying tail of a two-sided plan whose region is
+    cut by a futility bound (the study decides FALSIFIED before it looks at futility)."""
+    total, grid, t_prev = 0.0, None, 0.0
+    for k, t in enumerate(fractions):
+        total += crossing_at(grid, t_prev, float(t), 0.0, float(falsify[k]), False)
+        grid = next_density(grid, t_prev, float(t), 0.0, float(lower[k]), float(upper[k]))
+        t_prev = float(t)
+        if grid is None:
+            break
+    return total
 
 
 def _stops(c) -> np.ndarray:  # type: ignore[no-untyped-def]
