@@ -28,6 +28,7 @@ from robuststats.stats.sequential._looks import (
 )
 from robuststats.stats.sequential._power import (
     SequentialPowerResult,
+    nested_t_paths,
     power_sequential,
     size_sequential,
     spaced_looks,
@@ -49,6 +50,7 @@ __all__ = [
     "decide_look",
     "group_sequential_design",
     "look_designs",
+    "nested_t_paths",
     "power_sequential",
     "retention_confidence_sequence",
     "size_sequential",
