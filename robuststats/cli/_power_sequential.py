@@ -145,8 +145,8 @@ def sequential_mode(args: argparse.Namespace, discordance: float | None, pilot: 
               f": {r.fixed_seeds} seeds (power {r.fixed_power:.3f}); the sequential design "
               f"saves {r.saving:.1%} of its seeds on average under the effect, "
               f"{1 - r.expected_seeds_null / r.fixed_seeds:.1%} under δ = 0{cost}",
-              "few-df approximation: each look's bound is moved so that the look alone has the "
-              "seed-random t's power (docs/power.md, sequential designs)."]
+              "few-df approximation: each look alone has the seed-random t's power and the looks "
+              "the joint law of nested few-df t's (docs/power.md, sequential designs)."]
     if r.drift is not None and args.alternative == "two-sided":
         lines.append(f"futility bounds fixed before the data: put `drift: {r.drift:.4g}` in the "
                      "study's `sequential:` section (its β is spent under this z at the last "

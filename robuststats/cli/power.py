@@ -79,6 +79,17 @@ def _number(text: str) -> float:
     return value
 
 
+def _n_looks(text: str) -> int | str:
+    """``--looks``: a number of looks, or ``every`` (a look after every seed)."""
+    if text == "every":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a number of looks or 'every': {text!r}") from None
+
+
 def _looks(text: str) -> list[int]:
     from robuststats.cli._power_sequential import parse_looks
 
@@ -195,13 +206,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     seq.add_argument("--sequential", type=_looks, metavar="K1,K2,...",
                      help="seeds per condition at each look, e.g. 3,5,8: power and expected "
                           "seeds beside the fixed design of equal power (needs --effect, --n)")
-    seq.add_argument("--looks", type=int, default=None, metavar="L",
-                     help="size a sequential design instead: L looks in equal steps and the "
-                          "fewest maximum seeds reaching --power, beside the fixed design "
-                          "sized to it (needs --effect, --n)")
+    seq.add_argument("--looks", type=_n_looks, default=None, metavar="L",
+                     help="size a sequential design instead: L looks in equal steps (or "
+                          "'every': a look after every seed) and the fewest maximum seeds "
+                          "reaching --power, beside the fixed design sized to it (needs "
+                          "--effect, --n)")
     seq.add_argument("--first-look", type=int, default=None, metavar="K",
                      help="with --looks: seeds at the first look (default: the first of L "
-                          "equal steps)")
+                          "equal steps; 2 with --looks every)")
     seq.add_argument("--spending", type=_spending, default="obf", metavar="F",
                      help="Lan–DeMets alpha spending: obf, pocock or hsd(γ), the "
                           "Hwang–Shih–DeCani family with γ in [-10, 5] (default: obf)")

@@ -28,6 +28,7 @@ from robuststats.stats.sequential._looks import (
 )
 from robuststats.stats.sequential._power import (
     SequentialPowerResult,
+    every_look,
     nested_t_paths,
     power_sequential,
     size_sequential,
@@ -48,6 +49,7 @@ __all__ = [
     "betting_confidence_sequence",
     "check_spending",
     "decide_look",
+    "every_look",
     "group_sequential_design",
     "look_designs",
     "nested_t_paths",

@@ -43,7 +43,12 @@ power (:func:`~robuststats.stats.power_seeds` solving for ``n_seeds``).
 Sizing (:func:`size_sequential`). A user plans for a target power ``1 − β``: the fixed
 design takes the fewest seeds ``n_fix`` reaching it; the sequential design with ``L`` looks
 takes the smallest maximum ``K`` whose looks (:func:`spaced_looks`: from the first look to
-``K`` in equal steps, rounded) reach it by the computation above. ``K/n_fix`` is the
+``K`` in equal steps, rounded) reach it by the computation above. ``L = "every"`` looks after
+every seed from the first look (default 2, the first count the seed-random t analyses) to
+``K``: seeds arrive one at a time and an analysis costs seconds, so every seed is a look.
+The spending is by the seed fraction ``n_k/K`` as for any list of looks; each look's few
+df enter only through its marginal probabilities and the nested t's (above), never through
+the bounds, which are the normal design's at nominal level ``Φ̄(b_k)``. ``K/n_fix`` is the
 seed-count analogue of the inflation factor of rpact's ``getDesignCharacteristics``
 (Jennison & Turnbull 2000, §2.7 and ch. 7); the fixed design reported beside it is the one
 sized to the same target, ``n_fix``, so the saving ``1 − E[seeds | effect]/n_fix`` compares
@@ -65,7 +70,8 @@ from robuststats.errors import InputError
 from robuststats.stats.sequential._looks import SequentialOptions, look_designs
 from robuststats.stats.sequential._recursion import crossing, crossing_at, next_density
 
-__all__ = ["N_PATHS", "SequentialPowerResult", "nested_t_paths", "power_sequential", "size_sequential", "spaced_looks"]
+__all__ = ["N_PATHS", "SequentialPowerResult", "every_look", "nested_t_paths",
+           "power_sequential", "size_sequential", "spaced_looks"]
 
 
 @dataclass(frozen=True)
@@ -308,11 +314,24 @@ def spaced_looks(n_looks: int, max_seeds: int, first: int | None = None) -> tupl
     return looks
 
 
-def size_sequential(effect: float, n_items: int, power: float = 0.8, *, n_looks: int = 3,
-                    first_look: int | None = None, max_seeds: int | None = None,
+def every_look(max_seeds: int, first: int | None = None) -> tuple[int, ...]:
+    """Looks after every seed from ``first`` (default 2) to ``max_seeds``.
+
+    >>> every_look(6), every_look(6, first=4)
+    ((2, 3, 4, 5, 6), (4, 5, 6))
+    """
+    start = 2 if first is None else check_int(first, "first_look", low=2)
+    max_seeds = check_int(max_seeds, "max_seeds", low=start + 1)
+    return tuple(range(start, max_seeds + 1))
+
+
+def size_sequential(effect: float, n_items: int, power: float = 0.8, *,
+                    n_looks: int | str = 3, first_look: int | None = None,
+                    max_seeds: int | None = None,
                     **design) -> SequentialPowerResult:  # type: ignore[no-untyped-def]
-    """The sequential design with ``n_looks`` looks (:func:`spaced_looks`) and the smallest
-    maximum number of seeds whose power reaches ``power`` (module doc, sizing).
+    """The sequential design with ``n_looks`` looks (:func:`spaced_looks`; ``"every"``: a
+    look after every seed, :func:`every_look`) and the smallest maximum number of seeds
+    whose power reaches ``power`` (module doc, sizing).
 
     ``design``: the other arguments of :func:`power_sequential` (``discordance``,
     ``seed_sd``, ``icc``, ``alpha``, ``alternative``, ``spending``, ``futility``, ...).
@@ -328,7 +347,9 @@ def size_sequential(effect: float, n_items: int, power: float = 0.8, *, n_looks:
     from robuststats.stats import power_seeds
 
     target = check_number(power, "power", low=0.0, high=1.0, low_open=True, high_open=True)
-    n_looks = check_int(n_looks, "n_looks", low=2)
+    every = n_looks == "every"
+    if not every:
+        n_looks = check_int(n_looks, "n_looks", low=2)
     if first_look is not None:
         first_look = check_int(first_look, "first_look", low=2)
     fixed_keys = ("discordance", "seed_sd", "icc", "baseline", "correlation", "alpha",
@@ -337,11 +358,15 @@ def size_sequential(effect: float, n_items: int, power: float = 0.8, *, n_looks:
     fixed = power_seeds(effect, n_items, None, target, **fixed_args)
     if max_seeds is None:
         max_seeds = 3 * fixed.n_seeds + 10
-    lowest = max(fixed.n_seeds - 2, n_looks + 1, 2 * n_looks if first_look is None else
-                 first_look + n_looks - 1)
+    if every:
+        lowest = max(fixed.n_seeds - 2, (first_look or 2) + 1)
+    else:
+        lowest = max(fixed.n_seeds - 2, n_looks + 1, 2 * n_looks if first_look is None else
+                     first_look + n_looks - 1)
     for k_max in range(lowest, max_seeds + 1):
         try:
-            looks = spaced_looks(n_looks, k_max, first_look)
+            looks = every_look(k_max, first_look) if every else \
+                spaced_looks(n_looks, k_max, first_look)
         except InputError:
             continue
         r = power_sequential(effect, looks, n_items, **design)
