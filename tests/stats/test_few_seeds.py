@@ -209,10 +209,10 @@ def test_bootstrap_functions_return_the_seed_random_interval_with_several_seeds(
 
 
 def test_the_default_bootstrap_interval_covers_with_5_seeds_and_seed_effects() -> None:
-    # the design where the seeds × items bootstrap covered 82 % (docs/statistics.md §9):
-    # moderate seed effects, an item × condition component, 5 seeds, 300 items
+    # large seed effects, an item × condition component, 5 seeds, 300 items: the seeds ×
+    # items bootstrap covered 89.7 % here (300 replications), the seed-random t 94.0 %
     rng = np.random.default_rng(36)
-    params = dict(seed_effects="moderate", item_condition_sd=0.3, accuracy_effect=0.2)
+    params = dict(seed_effects="large", item_condition_sd=0.3, accuracy_effect=0.2)
     model = seed_model(**params)
     truth = float(true_effects(**params)["estimate"].iloc[0])
     reps, covered = 400, 0
