@@ -32,7 +32,8 @@ def _study(*, seeds: int = 5, looks=(3, 4, 5), margin: float = 0.0, delay: float
     d = fake_study(seeds=seeds, delay=delay, n=400, noise_seeds=1)
     d["evaluation"]["noise_levels"] = [0, 0.1]
     d["hypotheses"][0]["margin"] = margin
-    d["sequential"] = {"looks": list(looks), "spending": "obf", "drive": ["H1"], **section}
+    d["sequential"] = {"looks": looks if isinstance(looks, str) else list(looks),
+                       "spending": "obf", "drive": ["H1"], **section}
     return d
 
 
@@ -61,6 +62,18 @@ def test_bad_sequential_sections_are_one_line_errors(tmp_path: Path, change, mat
     with pytest.raises(InputError, match=match) as err:
         StudySpec.from_file(_write(tmp_path, data))
     assert "\n" not in str(err.value)
+
+
+def test_looks_every_seed(tmp_path: Path) -> None:
+    # `every` writes out a look after every seed (from 2, or from K), up to `seeds`
+    for looks, want in (("every", [2, 3, 4, 5, 6, 7]), ("every from 3", [3, 4, 5, 6, 7])):
+        data = _study(seeds=7, looks=looks)
+        spec = StudySpec.from_file(_write(tmp_path, data))
+        assert spec.sequential.looks == want
+    with pytest.raises(InputError, match=r"sequential\.looks"):
+        StudySpec.from_file(_write(tmp_path, _study(seeds=7, looks="every from 7")))
+    with pytest.raises(InputError, match=r"sequential\.looks"):
+        StudySpec.from_file(_write(tmp_path, _study(seeds=7, looks="sometimes")))
 
 
 def test_futility_needs_directional_hypotheses(tmp_path: Path) -> None:
