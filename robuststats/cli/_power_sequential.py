@@ -86,8 +86,11 @@ def sequential_mode(args: argparse.Namespace, discordance: float | None, pilot: 
         raise InputError(f"`--seeds` {args.seeds} must equal the last look of --sequential "
                          f"({args.sequential[-1]}), or be left out.")
     comps = None if pilot is None else pilot[2]
+    from robuststats.cli._power_modes import pilot_seed_sd
+
+    notes: list[str] = []
     seed_sd = args.seed_sd if args.seed_sd is not None else (
-        0.0 if comps is None else comps.seed_sd)
+        0.0 if comps is None else pilot_seed_sd(args, comps, notes))
     icc = args.icc if args.icc is not None else (0.0 if comps is None else comps.icc)
     design = dict(discordance=discordance, seed_sd=seed_sd, icc=icc, baseline=args.baseline,
                   correlation=args.correlation, alpha=args.alpha,
@@ -156,4 +159,7 @@ def sequential_mode(args: argparse.Namespace, discordance: float | None, pilot: 
     elif r.drift is not None:
         lines.append("a study decides its hypotheses two-sided at its alpha: plan with "
                      "--alternative two-sided for the `drift:` of its `sequential:` section")
+    if notes:
+        payload["summary"]["seed_sd"] = seed_sd
+        lines += notes
     return payload, lines

@@ -152,6 +152,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                            "say so (default), or stop with an error naming it")
     disc.add_argument("--confidence-level", type=_number, default=None, metavar="CL",
                       help="of the pilot's intervals for π_D and the seed SD (default: 0.95)")
+    disc.add_argument("--pilot-bound", type=_number, default=None, metavar="Q",
+                      help="plan with the pilot's one-sided Q upper confidence bound of the "
+                           "seed SD (e.g. 0.8) instead of its estimate: a few pilot seeds "
+                           "estimate the seed variance far too low half the time"),
     test = parser.add_argument_group("test and design")
     test.add_argument("--baseline", type=_number, metavar="P",
                       help="accuracy of the baseline B (checks the design; used by "
@@ -248,11 +252,17 @@ def _check_options(args: argparse.Namespace) -> None:
     if args.pilot is None:
         for flag, value in (("--conditions", args.conditions), ("--eval-noise", args.eval_noise),
                             ("--holes", args.holes),
-                            ("--confidence-level", args.confidence_level)):
+                            ("--confidence-level", args.confidence_level),
+                            ("--pilot-bound", args.pilot_bound)):
             if value is not None:
                 raise InputError(f"`{flag}` applies to pilot outcomes; pass --pilot PATH.")
     if args.seeds is not None and args.seeds < 1:
         raise InputError(f"`--seeds` must be a positive integer, got {args.seeds}.")
+    if args.pilot_bound is not None and not 0.5 <= args.pilot_bound < 1.0:
+        raise InputError(f"`--pilot-bound` must be in [0.5, 1), got {args.pilot_bound:g}.")
+    if args.pilot_bound is not None and args.seed_sd is not None:
+        raise InputError("`--pilot-bound` bounds the pilot's seed SD; --seed-sd sets it: pass "
+                         "one of them.")
     if args.seeds == 1 and args.seed_sd is not None:
         raise InputError("`--seed-sd` needs --seeds K ≥ 2: one seed cannot tell procedures "
                          "from trained models.")
