@@ -62,6 +62,10 @@ FAMILIES = (("obf", 3, "none", None), ("pocock", 3, "none", None), ("obf", 4, "n
             ("pocock", 4, "none", None), ("hsd(-1)", 4, "none", None),
             ("hsd(-1)", 3, "none", 5), ("obf", 3, "non_binding", None),
             ("obf", 4, "non_binding", None), ("hsd(-1)", 4, "non_binding", None))
+#: looks after every seed from the third (``--every``; ``size_sequential(n_looks="every")``)
+EVERY_FAMILIES = tuple((spending, "every", futility, 3)
+                       for futility in ("none", "non_binding")
+                       for spending in ("obf", "hsd(-2)", "hsd(-1)", "pocock"))
 H = Hypothesis("H", "accuracy", "A", "B", LEVEL, "greater", 0.0)
 
 
@@ -82,11 +86,12 @@ def _name(target: float, spending: str, n_looks: int, futility: str, first: int 
           ) -> str:
     fut = " + non-binding futility" if futility == "non_binding" else ""
     start = "" if first is None else f" from {first}"
-    return f"{target:.0%}: {spending}, {n_looks} looks{start}{fut}"
+    looks = "every seed" if n_looks == "every" else f"{n_looks} looks"
+    return f"{target:.0%}: {spending}, {looks}{start}{fut}"
 
 
-def normal_theory(spending: str, n_looks: int, futility: str, target: float
-                  ) -> tuple[float, float]:
+def normal_theory(spending: str, n_looks: int, futility: str, target: float,
+                  fractions: np.ndarray | None = None) -> tuple[float, float]:
     """E[information | effect] and E[information | 0] over the fixed design's, for the same
     spending at equal information steps with a z statistic (known variance, continuous
     information: the convention of rpact's ``getDesignCharacteristics``): the saving the
@@ -98,7 +103,7 @@ def normal_theory(spending: str, n_looks: int, futility: str, target: float
 
     from robuststats.stats.sequential import group_sequential_design
 
-    t = np.arange(1, n_looks + 1) / n_looks
+    t = np.arange(1, n_looks + 1) / n_looks if fractions is None else fractions
     kw = dict(spending=spending) if futility == "none" else dict(
         spending=spending, sides=1, alpha=0.025, futility=futility, beta=1.0 - target)
 
@@ -113,7 +118,8 @@ def normal_theory(spending: str, n_looks: int, futility: str, target: float
             d.operating(0.0).expected_fraction * ratio)
 
 
-def plan(p: dict[str, float], targets: tuple[float, ...] = TARGETS) -> dict[str, dict]:
+def plan(p: dict[str, float], targets: tuple[float, ...] = TARGETS,
+         families: tuple = FAMILIES) -> dict[str, dict]:
     """Every design sized to its target power (``size_sequential``), and the fixed designs."""
     comps = dict(discordance=p["discordance"], seed_sd=p["seed_sd"], icc=p["icc"])
     out: dict[str, dict] = {}
@@ -121,7 +127,7 @@ def plan(p: dict[str, float], targets: tuple[float, ...] = TARGETS) -> dict[str,
         fixed = power_seeds(p["effect"], N_ITEMS, None, target, **comps)
         out[f"{target:.0%}: fixed"] = {"fixed": fixed.n_seeds, "target": target,
                                        "power": fixed.achieved_power, "result": None}
-        for spending, n_looks, futility, first in FAMILIES:
+        for spending, n_looks, futility, first in families:
             beta = round(1.0 - target, 6)
             r = size_sequential(p["effect"], N_ITEMS, target, n_looks=n_looks,
                                 first_look=first, spending=spending, futility=futility,
@@ -133,7 +139,9 @@ def plan(p: dict[str, float], targets: tuple[float, ...] = TARGETS) -> dict[str,
             out[_name(target, spending, n_looks, futility, first)] = {
                 "options": opts, "fixed": r.fixed_seeds, "target": target,
                 "power": r.power, "result": r,
-                "normal": normal_theory(spending, n_looks, futility, target)}
+                "normal": normal_theory(spending, len(r.looks), futility, target,
+                                        np.asarray(r.looks, float) / r.looks[-1]
+                                        if n_looks == "every" else None)}
     return out
 
 
@@ -168,13 +176,13 @@ def _replicate(job: tuple[int, str, float, dict[str, SequentialOptions], dict[st
 
 
 def run(reps: int, workers: int, shift: float = SHIFT,
-        targets: tuple[float, ...] = TARGETS, true_shift: float | None = None
-        ) -> tuple[pd.DataFrame, dict, dict]:
+        targets: tuple[float, ...] = TARGETS, true_shift: float | None = None,
+        families: tuple = FAMILIES) -> tuple[pd.DataFrame, dict, dict]:
     """Raw outcomes of ``reps`` replications per scenario, the plan inputs and the designs
     (the null and the planned effect at logit ``shift``; with ``true_shift``, only an effect
     at that logit shift, the designs still planned for ``shift``)."""
     p = plan_inputs(shift)
-    designs = plan(p, targets)
+    designs = plan(p, targets, families)
     seq = {k: v["options"] for k, v in designs.items() if v["result"] is not None}
     fixed = {k: v["fixed"] for k, v in designs.items() if v["result"] is None}
     scenarios = {"null": 0.0, "effect": shift} if true_shift is None else \
@@ -295,6 +303,8 @@ def main() -> None:
     ap.add_argument("--true-shift", type=float, default=None, metavar="X",
                     help="simulate only an effect at logit shift X, the designs planned for "
                          "--shift (an effect larger or smaller than planned)")
+    ap.add_argument("--every", action="store_true",
+                    help="the designs with a look after every seed (EVERY_FAMILIES)")
     ap.add_argument("--futility-check", type=int, default=0, metavar="REPS",
                     help="only the check of the futility bound's marginals (futility_check)")
     args = ap.parse_args()
@@ -304,7 +314,8 @@ def main() -> None:
     t0 = time.time()
     load = os.getloadavg()[0]
     targets = tuple(float(x) for x in args.targets.split(","))
-    raw, p, designs = run(args.reps, args.workers, args.shift, targets, args.true_shift)
+    raw, p, designs = run(args.reps, args.workers, args.shift, targets, args.true_shift,
+                          EVERY_FAMILIES if args.every else FAMILIES)
     tab = table(raw, designs)
     truth = "" if args.true_shift is None else (
         f"; simulated at logit shift {args.true_shift} (true δ "

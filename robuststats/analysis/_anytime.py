@@ -16,6 +16,7 @@ training procedures (the seed-random t of a study answers that).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -164,11 +165,20 @@ def decision(low: float, high: float, null: float) -> str:
 
 def _row(kind: str, a: Model, b: Model | str, cell: tuple[float, int], cs: Any,
          null: float) -> dict[str, Any]:
-    direction = decision(float(cs.low[-1]), float(cs.high[-1]), null)
+    # a decision stands from the first item count that reaches it; a set that empties
+    # later (a stream in no random order) has NaN bounds, which must not undo it: the
+    # bounds shown are the last non-empty ones
+    empty = np.flatnonzero(np.isnan(cs.low) | np.isnan(cs.high))
+    last = int(empty[0]) - 1 if len(empty) else len(cs.low) - 1
+    at = np.flatnonzero((cs.low > null) | (cs.high < null))
+    direction = decision(float(cs.low[at[0]]), float(cs.high[at[0]]), null) if len(at) \
+        else ""
+    low, high = (float(cs.low[last]), float(cs.high[last])) if last >= 0 else \
+        (math.nan, math.nan)
     return {"comparison": kind, "model_a": str(a), "model_b": str(b),
             "eval_noise": cell[0], "noise_seed": cell[1], "items": int(cs.n[-1]),
-            "estimate": float(cs.estimate[-1]), "cs_low": float(cs.low[-1]),
-            "cs_high": float(cs.high[-1]), "null": null, "decided": bool(direction),
+            "estimate": float(cs.estimate[-1]), "cs_low": low,
+            "cs_high": high, "null": null, "decided": bool(direction),
             "direction": direction, "decided_at": cs.first_excluding(null),
             "alpha": cs.alpha}
 

@@ -3,7 +3,8 @@ on the candidate's stream of items (:func:`robuststats.gate.run_anytime_gate`), 
 watching the candidate's outcomes file grow (``--watch``).
 
 Exit status: 0 PASS, 1 FAIL, 3 UNDECIDED (keep evaluating; with ``--watch``, at
-``--timeout``), 130 interrupted, 2 bad input.
+``--timeout``), 4 BROKEN (a confidence sequence emptied before deciding: the stream broke
+its assumption), 130 interrupted, 2 bad input.
 """
 
 from __future__ import annotations
@@ -90,7 +91,18 @@ def _show(args: argparse.Namespace, result: Any, *, watching: bool) -> None:
 
 
 def _say(result: Any) -> None:
-    if result.decision == "UNDECIDED":
+    for lv in result.levels:
+        if lv.empty_at is not None:
+            print(f"robuststats gate: eval_noise {lv.eval_noise:g}: the confidence sequence "
+                  f"became empty at item {lv.empty_at} (broken assumption: items not in a "
+                  f"random order?); "
+                  + (f"the {lv.decision} at item {lv.decided_at} stands."
+                     if lv.decided_at is not None else "nothing was decided."),
+                  file=sys.stderr)
+    if result.decision == "BROKEN":
+        print(f"robuststats gate: BROKEN (exit {result.exit_code}): a confidence sequence "
+              "emptied before deciding; check the item order.", file=sys.stderr)
+    elif result.decision == "UNDECIDED":
         print(f"robuststats gate: UNDECIDED (exit {result.exit_code}): keep evaluating.",
               file=sys.stderr)
     elif result.decision == "FAIL":

@@ -207,6 +207,19 @@ def neighbours(pi_d: float, effect: float) -> list[float]:
 
 
 # ------------------------------------------------------------------------------ seeds
+def pilot_seed_sd(args: argparse.Namespace, comps: Any, notes: list[str]) -> float:
+    """The seed SD a plan from a pilot uses: its estimate, or with ``--pilot-bound Q`` its
+    one-sided ``Q`` upper confidence bound (``SeedComponents.upper_seed_sd``), said in
+    ``notes``."""
+    if args.pilot_bound is None:
+        return float(comps.seed_sd)
+    bound = float(comps.upper_seed_sd(args.pilot_bound))
+    notes.append(f"seed SD planned at the pilot's one-sided {args.pilot_bound:g} upper "
+                 f"confidence bound {bound:.3g} (estimate {comps.seed_sd:.3g}, χ² on "
+                 f"{comps.dof_seed} df), not at its estimate: --pilot-bound.")
+    return bound
+
+
 def seeds_mode(args: argparse.Namespace, discordance: float | None,
                 pilot: Any) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """Several training seeds: the seed-random t test (``power_seeds``)."""
@@ -227,7 +240,7 @@ def seeds_mode(args: argparse.Namespace, discordance: float | None,
     notes: list[str] = []
     seed_sd = args.seed_sd
     if seed_sd is None:
-        seed_sd = 0.0 if comps is None else comps.seed_sd
+        seed_sd = 0.0 if comps is None else pilot_seed_sd(args, comps, notes)
         if comps is None:
             notes.append("seed SD of the difference not given: assuming seeds shift A and B "
                          "alike (--seed-sd 0); pass --seed-sd S or --pilot with seeds.")

@@ -86,8 +86,11 @@ def sequential_mode(args: argparse.Namespace, discordance: float | None, pilot: 
         raise InputError(f"`--seeds` {args.seeds} must equal the last look of --sequential "
                          f"({args.sequential[-1]}), or be left out.")
     comps = None if pilot is None else pilot[2]
+    from robuststats.cli._power_modes import pilot_seed_sd
+
+    notes: list[str] = []
     seed_sd = args.seed_sd if args.seed_sd is not None else (
-        0.0 if comps is None else comps.seed_sd)
+        0.0 if comps is None else pilot_seed_sd(args, comps, notes))
     icc = args.icc if args.icc is not None else (0.0 if comps is None else comps.icc)
     design = dict(discordance=discordance, seed_sd=seed_sd, icc=icc, baseline=args.baseline,
                   correlation=args.correlation, alpha=args.alpha,
@@ -145,8 +148,8 @@ def sequential_mode(args: argparse.Namespace, discordance: float | None, pilot: 
               f": {r.fixed_seeds} seeds (power {r.fixed_power:.3f}); the sequential design "
               f"saves {r.saving:.1%} of its seeds on average under the effect, "
               f"{1 - r.expected_seeds_null / r.fixed_seeds:.1%} under δ = 0{cost}",
-              "few-df approximation: each look's bound is moved so that the look alone has the "
-              "seed-random t's power (docs/power.md, sequential designs)."]
+              "few-df approximation: each look alone has the seed-random t's power and the looks "
+              "the joint law of nested few-df t's (docs/power.md, sequential designs)."]
     if r.drift is not None and args.alternative == "two-sided":
         lines.append(f"futility bounds fixed before the data: put `drift: {r.drift:.4g}` in the "
                      "study's `sequential:` section (its β is spent under this z at the last "
@@ -156,4 +159,7 @@ def sequential_mode(args: argparse.Namespace, discordance: float | None, pilot: 
     elif r.drift is not None:
         lines.append("a study decides its hypotheses two-sided at its alpha: plan with "
                      "--alternative two-sided for the `drift:` of its `sequential:` section")
+    if notes:
+        payload["summary"]["seed_sd"] = seed_sd
+        lines += notes
     return payload, lines

@@ -79,6 +79,17 @@ def _number(text: str) -> float:
     return value
 
 
+def _n_looks(text: str) -> int | str:
+    """``--looks``: a number of looks, or ``every`` (a look after every seed)."""
+    if text == "every":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a number of looks or 'every': {text!r}") from None
+
+
 def _looks(text: str) -> list[int]:
     from robuststats.cli._power_sequential import parse_looks
 
@@ -141,6 +152,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                            "say so (default), or stop with an error naming it")
     disc.add_argument("--confidence-level", type=_number, default=None, metavar="CL",
                       help="of the pilot's intervals for π_D and the seed SD (default: 0.95)")
+    disc.add_argument("--pilot-bound", type=_number, default=None, metavar="Q",
+                      help="plan with the pilot's one-sided Q upper confidence bound of the "
+                           "seed SD (e.g. 0.8) instead of its estimate: a few pilot seeds "
+                           "estimate the seed variance far too low half the time"),
     test = parser.add_argument_group("test and design")
     test.add_argument("--baseline", type=_number, metavar="P",
                       help="accuracy of the baseline B (checks the design; used by "
@@ -195,13 +210,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     seq.add_argument("--sequential", type=_looks, metavar="K1,K2,...",
                      help="seeds per condition at each look, e.g. 3,5,8: power and expected "
                           "seeds beside the fixed design of equal power (needs --effect, --n)")
-    seq.add_argument("--looks", type=int, default=None, metavar="L",
-                     help="size a sequential design instead: L looks in equal steps and the "
-                          "fewest maximum seeds reaching --power, beside the fixed design "
-                          "sized to it (needs --effect, --n)")
+    seq.add_argument("--looks", type=_n_looks, default=None, metavar="L",
+                     help="size a sequential design instead: L looks in equal steps (or "
+                          "'every': a look after every seed) and the fewest maximum seeds "
+                          "reaching --power, beside the fixed design sized to it (needs "
+                          "--effect, --n)")
     seq.add_argument("--first-look", type=int, default=None, metavar="K",
                      help="with --looks: seeds at the first look (default: the first of L "
-                          "equal steps)")
+                          "equal steps; 2 with --looks every)")
     seq.add_argument("--spending", type=_spending, default="obf", metavar="F",
                      help="Lan–DeMets alpha spending: obf, pocock or hsd(γ), the "
                           "Hwang–Shih–DeCani family with γ in [-10, 5] (default: obf)")
@@ -236,11 +252,17 @@ def _check_options(args: argparse.Namespace) -> None:
     if args.pilot is None:
         for flag, value in (("--conditions", args.conditions), ("--eval-noise", args.eval_noise),
                             ("--holes", args.holes),
-                            ("--confidence-level", args.confidence_level)):
+                            ("--confidence-level", args.confidence_level),
+                            ("--pilot-bound", args.pilot_bound)):
             if value is not None:
                 raise InputError(f"`{flag}` applies to pilot outcomes; pass --pilot PATH.")
     if args.seeds is not None and args.seeds < 1:
         raise InputError(f"`--seeds` must be a positive integer, got {args.seeds}.")
+    if args.pilot_bound is not None and not 0.5 <= args.pilot_bound < 1.0:
+        raise InputError(f"`--pilot-bound` must be in [0.5, 1), got {args.pilot_bound:g}.")
+    if args.pilot_bound is not None and args.seed_sd is not None:
+        raise InputError("`--pilot-bound` bounds the pilot's seed SD; --seed-sd sets it: pass "
+                         "one of them.")
     if args.seeds == 1 and args.seed_sd is not None:
         raise InputError("`--seed-sd` needs --seeds K ≥ 2: one seed cannot tell procedures "
                          "from trained models.")

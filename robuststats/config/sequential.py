@@ -2,6 +2,7 @@
 
     sequential:
       looks: [3, 5, 8]          # analyse after this many seeds; the last is every seed
+                                #   (`every` or `every from 3`: after every seed)
       spending: obf             # obf | pocock | hsd(γ), γ in [-10, 5] (Lan–DeMets spending)
       futility: non_binding     # none | binding | non_binding
       beta: 0.2                 # type II error spent by the futility bound
@@ -19,6 +20,7 @@ Torch-free, like the rest of the spec.
 from __future__ import annotations
 
 import itertools
+import re
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_serializer
@@ -26,9 +28,28 @@ from pydantic import Field, field_validator, model_serializer
 from robuststats.config import Strict, omit_unset
 from robuststats.config.bounds import MAX_SEEDS
 
-__all__ = ["SequentialSpec"]
+__all__ = ["SequentialSpec", "every_seed_looks"]
 
-MAX_LOOKS = 10
+MAX_LOOKS = 100
+_EVERY = re.compile(r"^every(?:\s+from\s+(\d+))?$")
+
+
+def every_seed_looks(data: Any) -> Any:
+    """A study document with ``sequential.looks: every`` (or ``every from K``) written out
+    as a look after every seed from 2 (or ``K``) to the number of ``seeds``; anything else
+    unchanged (the fields' own checks then speak)."""
+    if not isinstance(data, dict) or not isinstance(data.get("sequential"), dict):
+        return data
+    looks = data["sequential"].get("looks")
+    match = _EVERY.match(looks.strip()) if isinstance(looks, str) else None
+    seeds = data.get("seeds", 1)
+    n = seeds if isinstance(seeds, int) and not isinstance(seeds, bool) else (
+        len(seeds) if isinstance(seeds, list) else None)
+    if match is None or n is None:
+        return data
+    first = int(match.group(1) or 2)
+    return {**data, "sequential": {**data["sequential"],
+                                   "looks": list(range(first, max(n, first) + 1))}}
 
 
 class SequentialSpec(Strict):

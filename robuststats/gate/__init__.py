@@ -12,7 +12,7 @@ design answers superiority by a margin and equivalence within one (TOST):
 ``robuststats gate`` is its command line; exit 0 pass, 1 fail, 2 bad input.
 ``run_anytime_gate`` decides the same questions for one candidate model against one
 baseline model on a stream of items, by a confidence sequence (``--anytime``; exit 3 while
-undecided).
+undecided, 4 when a sequence emptied before deciding).
 
 Torch is imported only to evaluate a checkpoint.
 """
@@ -24,11 +24,14 @@ from typing import TYPE_CHECKING
 from robuststats._lazy import lazy_package
 
 if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_package
+    from robuststats.gate._anytime import BROKEN_EXIT as BROKEN_EXIT
     from robuststats.gate._anytime import UNDECIDED_EXIT as UNDECIDED_EXIT
     from robuststats.gate._anytime import AnytimeGate as AnytimeGate
+    from robuststats.gate._anytime import AnytimeLevel as AnytimeLevel
     from robuststats.gate._anytime import anytime_gate_text as anytime_gate_text
     from robuststats.gate._anytime import anytime_verdicts as anytime_verdicts
     from robuststats.gate._anytime import run_anytime_gate as run_anytime_gate
+    from robuststats.gate._anytime import standing_decision as standing_decision
     from robuststats.gate._contrast import MARGIN_TYPES as MARGIN_TYPES
     from robuststats.gate._contrast import METRICS as METRICS
     from robuststats.gate._contrast import GateTest as GateTest

@@ -16,7 +16,14 @@ relative margin: ``1 − d``, ``1 + d``, ``(1 − d, 1/(1 − d))``):
 * equivalence (``d``): PASS when ``−d < L_t`` and ``U_t < d``, FAIL when ``U_t ≤ −d`` or
   ``L_t ≥ d``;
 
-otherwise UNDECIDED: keep evaluating. The sequence covers the true contrast at every item
+otherwise UNDECIDED: keep evaluating. A decision is taken at the first item count that
+reaches it and stands: the sets are nested (a running intersection), so a later PASS and
+FAIL at once is possible only when the set is empty, which no value of the contrast
+explains. An empty set (every contrast rejected: items not in random order, or an event of
+probability at most ``alpha``) is reported as a broken assumption, ``empty_at`` the item
+count where it emptied: after a decision the decision stands with a note (a ``--watch``
+run already acted on it); before any decision the level is BROKEN, the gate's exit
+:data:`BROKEN_EXIT`, never UNDECIDED. The sequence covers the true contrast at every item
 count at once with probability ``1 − alpha``, so a PASS (or a FAIL) reached at any item
 count, however often the file is re-read, is wrong with probability at most ``alpha``
 (conservative for the one-sided questions, which use one side of a two-sided sequence),
@@ -42,14 +49,16 @@ from robuststats.gate._gate import _levels
 from robuststats.gate._questions import nulls
 from robuststats.gate._sources import Checkpoint, load_baseline, load_candidate
 
-__all__ = ["ANYTIME_GATE_COLUMNS", "UNDECIDED_EXIT", "AnytimeGate", "AnytimeLevel",
+__all__ = ["ANYTIME_GATE_COLUMNS", "BROKEN_EXIT", "UNDECIDED_EXIT", "AnytimeGate", "AnytimeLevel",
            "anytime_gate_text", "anytime_verdicts", "run_anytime_gate"]
 
 #: the exit status of an undecided gate (0 pass and 1 fail as the gate's)
 UNDECIDED_EXIT = 3
+#: the exit status of a gate whose sequence emptied before it decided (its assumption broke)
+BROKEN_EXIT = 4
 ANYTIME_GATE_COLUMNS = ("eval_noise", "noise_seeds", "items", "candidate", "baseline",
                         "contrast", "cs_low", "cs_high", "null_low", "null_high", "decision",
-                        "decided_at")
+                        "decided_at", "empty_at")
 _ORDER = "order"
 STATEMENT = ("anytime-valid: about these two trained checkpoints on this item stream, not "
              "about their training recipes, and valid when the items were evaluated in a "
@@ -58,8 +67,10 @@ STATEMENT = ("anytime-valid: about these two trained checkpoints on this item st
 
 @dataclass(frozen=True)
 class AnytimeLevel:
-    """One gated level: items paired so far, the sequence's last bounds, the decision
-    (``PASS``, ``FAIL``, ``UNDECIDED``) and the item count at which it was first reached."""
+    """One gated level: items paired so far, the sequence's last bounds (the last non-empty
+    ones when it emptied), the decision (``PASS``, ``FAIL``, ``UNDECIDED``, ``BROKEN``), the
+    item count at which it was first reached and the one at which the set emptied (None:
+    never)."""
 
     eval_noise: float
     noise_seeds: tuple[int, ...]
@@ -73,6 +84,7 @@ class AnytimeLevel:
     null_high: float
     decision: str
     decided_at: int | None
+    empty_at: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v)
@@ -99,12 +111,16 @@ class AnytimeGate:
         found = {lv.decision for lv in self.levels}
         if "FAIL" in found:
             return "FAIL"
+        if "BROKEN" in found:
+            return "BROKEN"
         return "PASS" if found == {"PASS"} else "UNDECIDED"
 
     @property
     def exit_code(self) -> int:
-        """0 pass, 1 fail, :data:`UNDECIDED_EXIT` undecided (2, bad input, never gets here)."""
-        return {"PASS": 0, "FAIL": 1}.get(self.decision, UNDECIDED_EXIT)
+        """0 pass, 1 fail, :data:`UNDECIDED_EXIT` undecided, :data:`BROKEN_EXIT` a sequence
+        emptied before deciding (2, bad input, never gets here)."""
+        return {"PASS": 0, "FAIL": 1, "BROKEN": BROKEN_EXIT}.get(self.decision,
+                                                                 UNDECIDED_EXIT)
 
     def to_dict(self) -> dict[str, Any]:
         return {"decision": self.decision, "anytime": True, "statement": STATEMENT,
@@ -126,6 +142,32 @@ def anytime_verdicts(low: np.ndarray, high: np.ndarray, null_low: float,
         passed = (low > null_low) & (high < null_high)
         failed = (high <= null_low) | (low >= null_high)
     return np.where(passed, "PASS", np.where(failed, "FAIL", "UNDECIDED"))
+
+
+def standing_decision(cs: Any, null_low: float, null_high: float | None
+                      ) -> tuple[str, int | None, int | None, int]:
+    """``(decision, decided_at, empty_at, last)`` of a confidence sequence against the
+    question's null region: the first decision reached stands (module docstring); an empty
+    set before it gives BROKEN. ``last``: the index of the last non-empty bounds."""
+    empty = np.flatnonzero(np.isnan(cs.low) | np.isnan(cs.high))
+    end = int(empty[0]) if len(empty) else len(cs.low)
+    verdicts = anytime_verdicts(cs.low[:end], cs.high[:end], null_low, null_high)
+    decided = np.flatnonzero(verdicts != "UNDECIDED")
+    empty_at = int(cs.n[end]) if len(empty) else None
+    last = max(end - 1, 0)
+    if len(decided):
+        return str(verdicts[decided[0]]), int(cs.n[decided[0]]), empty_at, last
+    return ("BROKEN" if empty_at is not None else "UNDECIDED"), None, empty_at, last
+
+
+def empty_note(where: str, level: AnytimeLevel) -> str:
+    """The note of a level whose sequence emptied: the broken assumption, what stands."""
+    stands = (f"the {level.decision} reached at item {level.decided_at} stands"
+              if level.decided_at is not None else "nothing was decided before it")
+    return (f"{where}: the confidence sequence became empty at item {level.empty_at}: no "
+            f"value of the contrast fits this stream, so its assumption is broken (items "
+            f"not in a random order, or an event of probability at most alpha); {stands}. "
+            "Check the item order before relying on this gate.")
 
 
 def _one_seed(rows: Any, chosen: int | None, flag: str, who: str) -> int:
@@ -222,13 +264,13 @@ def run_anytime_gate(candidate: str, baseline: str, *, max_degradation: float,
             notes.append(order_drift_note(f"eval_noise {lv:g}", drift))
         cs = (retention_confidence_sequence if relative else betting_confidence_sequence)(
             x, y, alpha=alpha)
-        verdicts = anytime_verdicts(cs.low, cs.high, low_null, high_null)
-        decided = np.flatnonzero(verdicts != "UNDECIDED")
+        decision, decided_at, empty_at, last = standing_decision(cs, low_null, high_null)
         out.append(AnytimeLevel(
             lv, draws, len(x), float(x.mean()), float(y.mean()), float(cs.estimate[-1]),
-            float(cs.low[-1]), float(cs.high[-1]), low_null,
-            math.nan if high_null is None else high_null, str(verdicts[-1]),
-            int(cs.n[decided[0]]) if len(decided) else None))
+            float(cs.low[last]), float(cs.high[last]), low_null,
+            math.nan if high_null is None else high_null, decision, decided_at, empty_at))
+        if empty_at is not None:
+            notes.append(empty_note(f"eval_noise {lv:g}", out[-1]))
     total, counts = len(set(base.outcomes["item_id"])), sorted({lv.items for lv in out})
     if total > counts[-1]:
         paired = f"{counts[0]} to {counts[-1]}" if len(counts) > 1 else f"{counts[0]}"
@@ -268,8 +310,9 @@ def anytime_gate_text(result: AnytimeGate, *, markdown: bool = False) -> str:
     columns = list(rows[0]) if rows else []
     contrast = "candidate/baseline noisy accuracy" if ratio else \
         "candidate − baseline noisy accuracy"
-    verdict = {"PASS": "PASS", "FAIL": "FAIL"}.get(result.decision,
-                                                   "UNDECIDED: keep evaluating")
+    verdict = {"PASS": "PASS", "FAIL": "FAIL",
+               "BROKEN": "BROKEN: the confidence sequence emptied before deciding"}.get(
+        result.decision, "UNDECIDED: keep evaluating")
     head = (f"gate (anytime, {result.question}, {contrast}): {verdict}\n"
             f"candidate: {result.candidate} (seed {result.seed_candidate})\n"
             f"baseline:  {result.baseline} (seed {result.seed_baseline})")

@@ -59,7 +59,7 @@ from robuststats.config.fields import (
     seed_list as _seeds_of,
 )
 from robuststats.config.hints import field_hints
-from robuststats.config.sequential import SequentialSpec, check_sequential
+from robuststats.config.sequential import SequentialSpec, check_sequential, every_seed_looks
 from robuststats.config.sweep import SweepSpec, sweep_levels
 from robuststats.config.yaml_lines import (
     KeyedError,
@@ -145,7 +145,7 @@ class StudySpec(Strict):
     def _plain_document(cls, data: Any) -> Any:
         # bounded nesting and size, and no control characters, before pydantic walks it
         check_document(data)
-        return sweep_levels(data)
+        return every_seed_looks(sweep_levels(data))
 
     @field_validator("name")
     @classmethod

@@ -23,9 +23,9 @@ class SeedBootstrapWarning(RobuststatsWarning):
 
     The seeds × items bootstrap of ``bootstrap_difference``, ``bootstrap_retention`` and
     ``bootstrap_retention_difference`` covered 89.9–91.8 % at a nominal 95 % with 5 seeds
-    and seed effects (docs/statistics.md §9). For procedure-level intervals use the
-    seed-random functions (``seed_random_test``, ``seed_random_retention``,
-    ``seed_random_retention_test``), which are calibrated for few seeds.
+    and seed effects (docs/statistics.md §9). Those functions return the seed-random
+    interval by default with several seeds; this warning comes with ``seeds="bootstrap"``,
+    which asks for the two-way bootstrap anyway.
     """
 
 

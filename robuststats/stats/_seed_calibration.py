@@ -179,7 +179,8 @@ def _interval(method, quantity, mats, level, n_resamples, rng):
             bootstrap_retention_difference
         with warnings.catch_warnings():  # measured here on purpose
             warnings.simplefilter("ignore", SeedBootstrapWarning)
-            res = func(*mats, confidence_level=level, n_resamples=n_resamples, rng=rng)
+            res = func(*mats, confidence_level=level, n_resamples=n_resamples, rng=rng,
+                       seeds="bootstrap")
         return res.confidence_interval.low, res.confidence_interval.high, math.nan
     raise ValueError(method)
 

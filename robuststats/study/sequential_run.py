@@ -93,44 +93,81 @@ def replay_looks(spec: StudySpec, outcomes: pd.DataFrame) -> pd.DataFrame:
     decisions are the same function of the same outcomes as in the run."""
     seeds = spec.seed_list()
     present = set(outcomes["seed"].unique())
+    cell_keys = [c for c in ("condition", "eval_noise", "noise_seed") if c in outcomes]
+    # the cells every seed has in the stored outcomes: a seed lacking one of them is a look
+    # whose cells did not all finish, where the run would have stopped
+    every = set(outcomes[cell_keys].drop_duplicates().itertuples(index=False, name=None))
 
     def outcomes_at(look: int, n: int) -> pd.DataFrame | str:
         chosen = seeds[:n]
         missing = sorted(set(chosen) - present)
         if missing:
             return f"the outcomes hold no rows of seed(s) {missing}"
-        return outcomes[outcomes["seed"].isin(chosen)]
+        rows = outcomes[outcomes["seed"].isin(chosen)]
+        lacking = _lacking_cells(rows, chosen, cell_keys, every)
+        if lacking:
+            return lacking
+        return rows
 
     return _walk_looks(spec, outcomes_at)
 
 
+def _lacking_cells(rows: pd.DataFrame, seeds: list[int], keys: list[str],
+                   every: set[tuple[Any, ...]]) -> str | None:
+    """Why the look on ``rows`` (the outcomes of ``seeds``) is not the planned one: the
+    seeds that lack a cell (condition, eval_noise, noise_seed) other seeds have; None when
+    each seed has them all. Analysed anyway, the look would pair only the shared seeds
+    under the planned seed count."""
+    held = rows.groupby("seed")[keys].apply(
+        lambda g: set(g.drop_duplicates().itertuples(index=False, name=None)))
+    short = {int(s): sorted(every - held.get(s, set()), key=str) for s in seeds
+             if every - held.get(s, set())}
+    if not short:
+        return None
+    parts = []
+    for seed, cells in sorted(short.items()):
+        named = ", ".join("/".join(f"{k} {v}" for k, v in zip(keys, c, strict=True))
+                          for c in cells[:2])
+        more = f" and {len(cells) - 2} more" if len(cells) > 2 else ""
+        parts.append(f"seed {seed} has no rows of {named}{more}")
+    return (f"unequal seeds per condition: {'; '.join(parts)} (the look would pair "
+            f"fewer than its {len(seeds)} seeds)")
+
+
 def _walk_looks(spec: StudySpec, outcomes_at: Any) -> pd.DataFrame:
     """The table of looks: at each look, ``outcomes_at(look, n_seeds)`` gives the outcomes
-    of its seeds (or why there are none: the look is STOPPED), the driving hypotheses are
-    decided, and the walk ends once none goes on."""
+    of its seeds (or why there are none: the look is STOPPED), the driving hypotheses not
+    yet decided are decided, and the walk ends once none goes on. A hypothesis that crossed
+    a bound (or its futility bound) is frozen at that look: its last row is its decision,
+    with the stage-wise p-value of the look it crossed at; later looks, run for the others,
+    do not analyse it again (a crossing, once made, is the design's decision)."""
     seq = spec.sequential
     assert seq is not None
     rows: list[dict[str, Any]] = []
+    frozen: set[str] = set()
     for look, n in enumerate(seq.looks, start=1):
+        active = [h for h in driving(spec) if h.id not in frozen]
         outcomes = outcomes_at(look, n)
         if isinstance(outcomes, str):
-            rows.append(_stopped(driving(spec), look, n, outcomes))
+            rows.append(_stopped(active, look, n, outcomes))
             break
-        decisions = _decide(spec, outcomes, look)
+        decisions = _decide(spec, outcomes, look, active)
         rows += decisions
+        frozen |= {d["id"] for d in decisions if d["decision"] != "CONTINUE"}
         if all(d["decision"] != "CONTINUE" for d in decisions):
             break
     return pd.DataFrame(rows)
 
 
-def _decide(spec: StudySpec, outcomes: pd.DataFrame, look: int) -> list[dict[str, Any]]:
-    """The driving hypotheses' decisions at ``look`` on the outcomes of its seeds."""
+def _decide(spec: StudySpec, outcomes: pd.DataFrame, look: int, hypotheses: list[Any]
+            ) -> list[dict[str, Any]]:
+    """The decisions of ``hypotheses`` at ``look`` on the outcomes of its seeds."""
     from robuststats.stats.sequential import analyse_look
 
     seq = spec.sequential
     assert seq is not None
     try:
-        decisions = analyse_look(driving(spec), outcomes, look, options_of(spec),
+        decisions = analyse_look(hypotheses, outcomes, look, options_of(spec),
                                  confidence_level=spec.analysis.confidence_level,
                                  n_resamples=spec.analysis.n_resamples,
                                  rng_seed=spec.analysis.rng_seed, clean_noise=0.0)
@@ -153,8 +190,9 @@ def with_repeated_intervals(hypotheses: pd.DataFrame, looks: pd.DataFrame,
     replaced by its repeated confidence interval and decision at the look it stopped. A
     study STOPPED at a look (failed cells, missing seeds) leaves its driving hypotheses
     INCONCLUSIVE with the repeated interval of the last look it analysed (none before the
-    first) and no p-value: no fixed-design verdict stands in for the plan."""
-    last = looks[looks["look"] == looks["look"].max()]
+    first) and no p-value: no fixed-design verdict stands in for the plan. Each hypothesis
+    takes its own last row: one decided at an earlier look keeps that look's decision."""
+    last = looks.drop_duplicates("id", keep="last")
     out = hypotheses.copy()
     seq = spec.sequential
     assert seq is not None

@@ -305,3 +305,27 @@ def test_a_stream_in_order_of_difficulty_is_warned_about(tmp_path: Path, capsys)
     flagged = sum(order_drift(rng.integers(0, 2, 200), rng.integers(0, 2, 200)) is not None
                   for _ in range(400))
     assert flagged <= 2
+
+
+def test_a_decided_sequence_that_empties_stays_decided(tmp_path: Path, capsys) -> None:
+    # A equals B on the first 150 items, then loses the next 60: no random order. The
+    # difference's sequence narrows around 0, falls below it, then empties (no δ fits both
+    # parts); the decision it reached stands and the bounds shown are the last non-empty
+    rows = []
+    for i in range(210):
+        b = 1
+        a = 1 if i < 150 else 0
+        for cond, v in (("A", a), ("B", b)):
+            rows.append((cond, 0, 0.1, 0, f"q{i}", v))
+    src = tmp_path / "o.csv"
+    src.write_text(HEADER + _lines(rows))
+    assert main(["analyze", str(src), "--anytime", "--format", "json"]) == 0
+    (r,) = [r for r in json.loads(capsys.readouterr().out)["anytime"]
+            if r["comparison"] == "difference"]
+    cs = betting_confidence_sequence(np.r_[np.ones(150), np.zeros(60)], np.ones(210))
+    empty = int(np.flatnonzero(np.isnan(cs.low))[0])
+    first = cs.first_excluding(0.0)
+    assert first is not None and first <= empty  # it decided before the set emptied
+    assert r["decided"] and r["decided_at"] == first
+    assert r["direction"] == ("above" if cs.low[first - 1] > 0 else "below")
+    assert np.isfinite(r["cs_low"]) and r["cs_low"] == pytest.approx(cs.low[empty - 1])

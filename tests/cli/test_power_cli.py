@@ -669,3 +669,33 @@ def test_plot_labels_its_target_line(tmp_path: Path, monkeypatch) -> None:
     finally:
         monkeypatch.undo()
         plt.close(fig)
+
+
+def test_pilot_bound_plans_with_the_seed_sd_upper_bound(main, capsys) -> None:
+    from robuststats.stats import estimate_seed_components, read_pilot
+
+    args = ("--effect", "0.05", "--pilot", "examples/pilot_outcomes.csv", "--power", "0.8",
+            "--n", "300")
+    pairs = read_pilot("examples/pilot_outcomes.csv")
+    comps = estimate_seed_components(pairs.x, pairs.y)
+    bound = comps.upper_seed_sd(0.8)
+    # the one-sided 0.8 bound is the top of the two-sided 60 % interval, above the estimate
+    assert bound == pytest.approx(estimate_seed_components(
+        pairs.x, pairs.y, confidence_level=0.6).confidence_interval.high)
+    assert comps.seed_sd < bound < comps.upper_seed_sd(0.95)
+    code, out, _ = _run(main, capsys, *args, "--format", "json")
+    assert code == 0 and json.loads(out)["seed_sd"] == pytest.approx(comps.seed_sd)
+    code, out, _ = _run(main, capsys, *args, "--pilot-bound", "0.8", "--format", "json")
+    bounded = json.loads(out)
+    assert code == 0 and bounded["seed_sd"] == pytest.approx(bound)
+    assert bounded["n_seeds"] > json.loads(_run(main, capsys, *args, "--format", "json")[1])[
+        "n_seeds"]
+    code, out, _ = _run(main, capsys, *args, "--pilot-bound", "0.8")
+    assert "one-sided 0.8 upper confidence bound" in out
+    for extra, match in ((("--pilot-bound", "0.3"), "`--pilot-bound` must be in"),
+                         (("--pilot-bound", "0.8", "--seed-sd", "0.02"), "--pilot-bound")):
+        code, _, err = _run(main, capsys, *args, *extra)
+        assert code == 2 and match in err
+    code, _, err = _run(main, capsys, "--effect", "0.05", "--discordance", "0.3",
+                        "--pilot-bound", "0.8")
+    assert code == 2 and "applies to pilot outcomes" in err

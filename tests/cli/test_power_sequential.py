@@ -108,3 +108,25 @@ def test_futility_prints_the_drift_a_study_takes(capsys) -> None:
     assert main([*BASE, "--sequential", "3,5,8", "--futility", "non_binding",
                  "--alternative", "greater"]) == 0
     assert "plan with --alternative two-sided" in capsys.readouterr().out
+
+
+def test_looks_every_sizes_a_look_after_every_seed(capsys) -> None:
+    from robuststats.stats.sequential import power_sequential, size_sequential
+
+    plan = ["power", "--effect", "0.057", "--n", "300", "--discordance", "0.37", "--seed-sd",
+            "0.035", "--icc", "0.016", "--power", "0.9"]
+    assert main([*plan, "--looks", "every", "--first-look", "3", "--futility",
+                 "non_binding", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    seeds = [r["n_seeds"] for r in out["looks"]]
+    assert seeds == list(range(3, seeds[-1] + 1))  # every seed from the first look
+    s = out["summary"]
+    assert s["power"] >= 0.9 and s["fixed_seeds"] == 11
+    # the fewest: one seed less falls short of the target
+    kw = dict(discordance=0.37, seed_sd=0.035, icc=0.016, futility="non_binding", beta=0.1)
+    assert power_sequential(0.057, tuple(range(3, seeds[-1])), 300, **kw).power < 0.9
+    r = size_sequential(0.057, 300, 0.9, n_looks="every", first_look=3, **kw)
+    assert r.looks == tuple(seeds) and r.saving == pytest.approx(s["saving"])
+    with pytest.raises(SystemExit) as exc:  # argparse's own error
+        main([*plan, "--looks", "several"])
+    assert exc.value.code == 2 and "--looks" in capsys.readouterr().err

@@ -100,6 +100,54 @@ def test_a_growing_candidate_file_is_undecided_then_decided(store, sim_outcomes,
     assert code == 0 and json.loads(out)["levels"][0]["decided_at"] > first["levels"][0]["items"]
 
 
+def test_a_decided_gate_stays_decided_when_its_sequence_empties(store, sim_outcomes,
+                                                                tmp_path, capsys) -> None:
+    # the candidate matches the baseline on its first items, then misses every item the
+    # baseline got right: a stream in no random order. The sequence passes, then empties
+    # (no contrast fits both halves); the PASS stands, the empty set is reported as a broken
+    # assumption, and the exit is the PASS's, not UNDECIDED's
+    rows = sim_outcomes[(sim_outcomes.condition == "B") & (sim_outcomes.seed == 0)].copy()
+    noisy = rows[rows.eval_noise > 0]
+    right = noisy.loc[noisy["correct"] == 1, "item_id"].tolist()
+    bad = right[-40:]
+    order = [i for i in noisy["item_id"] if i not in bad] + bad
+    rows.loc[(rows.eval_noise > 0) & rows.item_id.isin(bad), "correct"] = 0
+    rows = rows.set_index("item_id").loc[order].reset_index()
+    path = tmp_path / "ordered.csv"
+    rows.to_csv(path, index=False)
+    code, out, err = _gate(capsys, store, path, "--max-degradation", "0.1",
+                           "--margin-type", "absolute", "--format", "json")
+    (level,) = json.loads(out)["levels"]
+    assert level["empty_at"] is not None and level["decided_at"] < level["empty_at"]
+    assert level["decision"] == "PASS" and code == 0
+    assert np.isfinite(level["cs_low"]) and np.isfinite(level["cs_high"])
+    assert any("became empty" in n and "PASS reached" in n for n in json.loads(out)["notes"])
+    assert "became empty" in err and "stands" in err
+
+
+def test_the_standing_decision_of_an_emptied_sequence() -> None:
+    from robuststats.gate import standing_decision
+
+    # 150 items of no difference, then 60 where the candidate loses every one
+    cs = betting_confidence_sequence(np.r_[np.zeros(150), -np.ones(60)])
+    empty = int(np.flatnonzero(np.isnan(cs.low))[0])
+    assert anytime_verdicts(cs.low, cs.high, -0.1, None)[-1] == "UNDECIDED"  # NaN bounds
+    decision, decided_at, empty_at, last = standing_decision(cs, -0.1, None)
+    assert decision == "PASS" and decided_at < 150 and empty_at == empty + 1
+    assert last == empty - 1 and np.isfinite(cs.low[last])
+    # a null inside the last non-empty set: neither side was reached before it emptied,
+    # so the level is BROKEN and the gate exits 4, not 3 (UNDECIDED: keep evaluating)
+    inside = float(cs.low[last] + cs.high[last]) / 2.0
+    decision, decided_at, empty_at, _ = standing_decision(cs, inside, None)
+    assert (decision, decided_at, empty_at) == ("BROKEN", None, empty + 1)
+    from robuststats.gate import AnytimeGate, AnytimeLevel
+
+    level = AnytimeLevel(0.05, (0,), 210, 0.5, 0.6, -0.1, cs.low[last], cs.high[last], inside,
+                         np.nan, decision, decided_at, empty_at)
+    gate = AnytimeGate((level,), "non-inferiority", "absolute", 0.1, 0.05, "c", "b", 0, 0, ())
+    assert gate.decision == "BROKEN" and gate.exit_code == 4
+
+
 @pytest.mark.parametrize(("argv", "match"), [
     (["--max-degradation", "0.1", "--metric", "retention"], "`--metric`: --anytime decides"),
     (["--max-degradation", "0.1", "--seeds", "1"], "--seeds: not used by --anytime"),

@@ -121,7 +121,7 @@ def test_two_dimensional_input_uses_two_way_scheme():
     rng = np.random.default_rng(2)
     x = (rng.random((5, 300)) < 0.7).astype(float)
     y = (rng.random((5, 300)) < 0.6).astype(float)
-    res = bootstrap_difference(x, y, n_resamples=2_000, rng=1)
+    res = bootstrap_difference(x, y, n_resamples=2_000, rng=1, seeds="bootstrap")
     assert res.scheme == "seeds x items"
     assert res.estimate == pytest.approx(x.mean() - y.mean())
     assert res.confidence_interval.contains(res.estimate)
@@ -131,7 +131,8 @@ def test_two_dimensional_input_uses_two_way_scheme():
 def test_retention_difference_estimate_and_to_frame():
     rng = np.random.default_rng(6)
     ca, na, cb, nb = ((rng.random((3, 200)) < p).astype(float) for p in (0.8, 0.7, 0.8, 0.6))
-    res = bootstrap_retention_difference(ca, na, cb, nb, n_resamples=2_000, rng=3)
+    res = bootstrap_retention_difference(ca, na, cb, nb, n_resamples=2_000, rng=3,
+                                         seeds="bootstrap")
     assert res.estimate == pytest.approx(na.mean() / ca.mean() - nb.mean() / cb.mean())
     frame = res.to_frame()
     assert list(frame["quantity"]) == ["retention_difference"]

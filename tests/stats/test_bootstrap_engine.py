@@ -162,7 +162,7 @@ def test_two_way_interval_endpoints_match_the_previous_algorithm():
     rng = np.random.default_rng(33)
     values = _data("binary", 4, 150, rng)
     x, y = values
-    ours = bootstrap_difference(x, y, n_resamples=8_000, rng=2)
+    ours = bootstrap_difference(x, y, n_resamples=8_000, rng=2, seeds="bootstrap")
     means = _reference_means(values, 8_000, np.random.default_rng(5))
 
     def func(mu):

@@ -4,6 +4,7 @@ repeated intervals in the version, and a killed run resumed at the right look.""
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -31,7 +32,8 @@ def _study(*, seeds: int = 5, looks=(3, 4, 5), margin: float = 0.0, delay: float
     d = fake_study(seeds=seeds, delay=delay, n=400, noise_seeds=1)
     d["evaluation"]["noise_levels"] = [0, 0.1]
     d["hypotheses"][0]["margin"] = margin
-    d["sequential"] = {"looks": list(looks), "spending": "obf", "drive": ["H1"], **section}
+    d["sequential"] = {"looks": looks if isinstance(looks, str) else list(looks),
+                       "spending": "obf", "drive": ["H1"], **section}
     return d
 
 
@@ -60,6 +62,18 @@ def test_bad_sequential_sections_are_one_line_errors(tmp_path: Path, change, mat
     with pytest.raises(InputError, match=match) as err:
         StudySpec.from_file(_write(tmp_path, data))
     assert "\n" not in str(err.value)
+
+
+def test_looks_every_seed(tmp_path: Path) -> None:
+    # `every` writes out a look after every seed (from 2, or from K), up to `seeds`
+    for looks, want in (("every", [2, 3, 4, 5, 6, 7]), ("every from 3", [3, 4, 5, 6, 7])):
+        data = _study(seeds=7, looks=looks)
+        spec = StudySpec.from_file(_write(tmp_path, data))
+        assert spec.sequential.looks == want
+    with pytest.raises(InputError, match=r"sequential\.looks"):
+        StudySpec.from_file(_write(tmp_path, _study(seeds=7, looks="every from 7")))
+    with pytest.raises(InputError, match=r"sequential\.looks"):
+        StudySpec.from_file(_write(tmp_path, _study(seeds=7, looks="sometimes")))
 
 
 def test_futility_needs_directional_hypotheses(tmp_path: Path) -> None:
@@ -254,6 +268,70 @@ def test_the_looks_replay_from_stored_outcomes() -> None:
     assert (h1["ci_low"], h1["ci_high"]) == pytest.approx(
         (short["ci_low"].iloc[1], short["ci_high"].iloc[1]))
     assert np.isnan(h1["pvalue"])
+
+
+def test_replay_stops_on_a_seed_that_one_condition_lacks() -> None:
+    # seed 3 (the 4th, in look 2) exists for one condition only: the run would have stopped
+    # on its failed cells, so the replay stops there too instead of pairing the 3 shared
+    # seeds under the label "4 seeds"
+    from robuststats.study.reanalysis import stored_study
+    from robuststats.study.sequential_run import replay_looks
+
+    v = ROOT / "results" / "e8_sequential" / "v1"
+    spec = stored_study(v)
+    outcomes = pd.read_parquet(v / "outcomes.parquet")
+    other = sorted(outcomes["condition"].unique())[0]
+    lopsided = outcomes[~((outcomes["seed"] == 3) & (outcomes["condition"] == other))]
+    looks = replay_looks(spec, lopsided)
+    assert looks["decision"].tolist() == ["CONTINUE", "STOPPED"]
+    assert looks["n_seeds"].tolist() == [3, 4]
+    reason = looks["reason"].iloc[-1]
+    assert "unequal seeds per condition" in reason and "seed 3" in reason
+    assert f"condition {other}" in reason
+
+
+def test_a_hypothesis_decided_at_a_look_stays_decided(monkeypatch) -> None:
+    # two driving hypotheses: H1 crosses at look 1, H2 only at look 3. Analysed again at
+    # look 2 on more seeds, H1's statistic could fall back inside the bounds; the crossing
+    # at look 1 is the design's decision, and its stage-wise p-value that look's
+
+    import robuststats.stats.sequential as seq
+    from robuststats.stats.sequential import LookDecision
+    from robuststats.study.reanalysis import stored_study
+    from robuststats.study.sequential_run import replay_looks, with_repeated_intervals
+
+    v = ROOT / "results" / "e8_sequential" / "v1"
+    spec = stored_study(v)
+    spec = spec.model_copy(update={"sequential": spec.sequential.model_copy(
+        update={"drive": ["H1", "H2"]})})
+    script = {("H1", 1): "VERIFIED", ("H1", 2): "CONTINUE", ("H1", 3): "INCONCLUSIVE",
+              ("H2", 1): "CONTINUE", ("H2", 2): "CONTINUE", ("H2", 3): "VERIFIED"}
+    analysed = []
+
+    def scripted(hypotheses, outcomes, look, options, **_):
+        out = []
+        for h in hypotheses:
+            analysed.append((h.id, look))
+            d = script[(h.id, look)]
+            out.append(LookDecision(h.id, look, options.looks[look - 1], 0.5, 0.1, 3.0, 2.9,
+                                    math.nan, 0.002, 0.01, 0.2, 0.997, "repeated CI", d,
+                                    f"scripted {d}", pvalue=0.001 * look if d != "CONTINUE"
+                                    else math.nan))
+        return out
+
+    monkeypatch.setattr(seq, "analyse_look", scripted)
+    looks = replay_looks(spec, pd.read_parquet(v / "outcomes.parquet"))
+    assert ("H1", 2) not in analysed and ("H1", 3) not in analysed
+    assert looks[["id", "look", "decision"]].values.tolist() == [
+        ["H1", 1, "VERIFIED"], ["H2", 1, "CONTINUE"], ["H2", 2, "CONTINUE"],
+        ["H2", 3, "VERIFIED"]]
+    hyps = pd.DataFrame({"id": ["H1", "H2"], "ci_low": 0.0, "ci_high": 0.0, "ci_level": 0.95,
+                         "ci_method": "", "verdict": "", "reason": "", "pvalue": 1.0,
+                         "pvalue_adjusted": 1.0, "multiplicity": ""})
+    out = with_repeated_intervals(hyps, looks, spec).set_index("id")
+    assert out.loc["H1", "verdict"] == "VERIFIED" and out.loc["H1", "pvalue"] == 0.001
+    assert out.loc["H1", "reason"].startswith("look 1 of 3")
+    assert out.loc["H2", "verdict"] == "VERIFIED" and out.loc["H2", "pvalue"] == 0.003
 
 
 @pytest.mark.slow

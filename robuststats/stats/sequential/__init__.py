@@ -28,6 +28,8 @@ from robuststats.stats.sequential._looks import (
 )
 from robuststats.stats.sequential._power import (
     SequentialPowerResult,
+    every_look,
+    nested_t_paths,
     power_sequential,
     size_sequential,
     spaced_looks,
@@ -47,8 +49,10 @@ __all__ = [
     "betting_confidence_sequence",
     "check_spending",
     "decide_look",
+    "every_look",
     "group_sequential_design",
     "look_designs",
+    "nested_t_paths",
     "power_sequential",
     "retention_confidence_sequence",
     "size_sequential",

@@ -153,11 +153,18 @@ def look_designs(options: SequentialOptions, drift: float | None
     rci = _symmetric(tuple(options.looks), a, options.spending)
     if options.futility == "none":
         return rci, None
-    one = group_sequential_design(options.fractions, alpha=a / 2.0, sides=1,
-                                  spending=options.spending, futility=options.futility,
-                                  beta=options.beta, beta_spending=options.beta_spending,
-                                  drift=max(0.0, float(drift or 0.0)))
+    one = _one_sided(tuple(options.looks), a / 2.0, options.spending, options.futility,
+                     options.beta, options.beta_spending, max(0.0, float(drift or 0.0)))
     return rci, one
+
+
+@functools.lru_cache(maxsize=256)
+def _one_sided(looks: tuple[int, ...], alpha: float, spending: str, futility: str,
+               beta: float, beta_spending: str | None, drift: float) -> GroupSequentialDesign:
+    # a plan's drift is fixed, so every look of every study with it asks for the same design
+    return group_sequential_design(np.asarray(looks, dtype=float) / looks[-1], alpha=alpha,
+                                   sides=1, spending=spending, futility=futility, beta=beta,
+                                   beta_spending=beta_spending, drift=drift)
 
 
 def analyse_look(hypotheses: Sequence[Hypothesis], outcomes: pd.DataFrame, look: int,
