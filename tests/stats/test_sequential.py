@@ -363,7 +363,8 @@ def test_sizing_a_4_look_design_for_90_percent() -> None:
 
     r = size_sequential(0.057, 300, 0.9, n_looks=4, spending="hsd(-1)", **PLAN)
     assert (r.looks, r.fixed_seeds) == ((3, 6, 9, 12), 11)
-    assert r.power == pytest.approx(0.914, abs=1e-3)  # 0.908 under the normal joint law
+    # 0.913 with the floored seed variance (0.914 before it; 0.908 under the normal joint law)
+    assert r.power == pytest.approx(0.913, abs=1e-3)
     # it stops early often enough under the effect to use fewer seeds than the fixed 11
     assert 8 < r.expected_seeds_effect < 9.5 < 11 < r.expected_seeds_null
 
