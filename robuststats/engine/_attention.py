@@ -461,7 +461,10 @@ def _blocked(
                 scores[..., c0:].masked_fill_(hidden, lowest)
         if p_bs > 0.0 and tracked and scores.requires_grad:
             scores = BackwardNoise.apply(scores, session, layer, "softmax", p_bs, first)
-        if sinks is None:
+        if sinks is None and not tracked and scores.dtype == torch.float32:
+            # in place, the kernel F.softmax runs (bitwise equal): one T-wide block fewer
+            p = torch.ops.aten._softmax.out(scores, -1, False, out=scores)
+        elif sinks is None:
             p = F.softmax(scores, dim=-1, dtype=torch.float32)
         else:  # attention sinks (GPT-OSS): an extra logit per head that takes probability
             sink = sinks.reshape(1, -1, 1, 1).expand(b, -1, i1 - i0, -1)
