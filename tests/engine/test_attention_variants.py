@@ -197,11 +197,12 @@ def test_blocked_path_matches_one_block(make_qwen, attn, monkeypatch) -> None:
     assert ((st["rms_noise_ratio"] > 0.03) & (st["rms_noise_ratio"] < 0.07)).all(), st
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("ops", [["attention_scores"], ["softmax"], ATTENTION, "matmul_only"])
 def test_in_place_noisy_attention_is_bitwise_the_tracked_one(make_qwen, dtype, ops, monkeypatch) -> None:
-    # no_grad: softmax in place on the scores, fused chunked noise (bf16: float32, one
-    # rounding), the diagonal mask only; autograd: out of place, whole masks, unfused noise
+    # no_grad: scores and probabilities in reused buffers, softmax in place, fused chunked
+    # noise (bf16/fp16: float32, one rounding), the diagonal mask only; autograd: out of
+    # place, whole masks, unfused noise
     model = make_qwen("sdpa").to(dtype)
     ids = torch.randint(0, 64, (2, 24), generator=torch.Generator().manual_seed(6))
     monkeypatch.setattr(attention, "BLOCK_ELEMENTS", 4 * 24 * 4)  # blocks of 4 query rows
