@@ -64,7 +64,10 @@ _OPS = {
 }
 
 
-def build_model(seq: int, attn: str = "sdpa") -> torch.nn.Module:
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def build_model(seq: int, attn: str = "sdpa", dtype: str = "float32") -> torch.nn.Module:
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     cfg = Qwen2Config(
@@ -78,7 +81,7 @@ def build_model(seq: int, attn: str = "sdpa") -> torch.nn.Module:
         attn_implementation=attn,
     )
     torch.manual_seed(0)
-    return Qwen2ForCausalLM(cfg).eval()
+    return Qwen2ForCausalLM(cfg).eval().to(DTYPES[dtype])
 
 
 def _context(variant: str, model: torch.nn.Module) -> Callable[[], AbstractContextManager]:
@@ -110,17 +113,17 @@ def _reset_peak() -> bool:
         return False
 
 
-def measure_memory(variant: str, seq: int, threads: int) -> float:
+def measure_memory(variant: str, seq: int, threads: int, dtype: str = "float32") -> float:
     """Extra peak memory (MiB) of one forward, in a fresh process."""
-    cmd = [sys.executable, __file__, "--child", json.dumps([variant, seq, threads])]
+    cmd = [sys.executable, __file__, "--child", json.dumps([variant, seq, threads, dtype])]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return float(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def _peak_child(variant: str, seq: int, threads: int) -> float:
+def _peak_child(variant: str, seq: int, threads: int, dtype: str = "float32") -> float:
     if threads:
         torch.set_num_threads(threads)
-    model = build_model(seq, "eager" if variant == "eager (clean)" else "sdpa")
+    model = build_model(seq, "eager" if variant == "eager (clean)" else "sdpa", dtype)
     ids = _ids(seq)
     ctx = _context(variant, model)
     with torch.no_grad():
@@ -152,19 +155,24 @@ def draw_noise(seq: int) -> None:
             stream.randn(shape, torch.float32)
 
 
-def measure_time(seq: int, threads: int, repeats: int) -> dict[str, float]:
+def measure_time(
+    seq: int, threads: int, repeats: int, *, variants: tuple[str, ...] = VARIANTS,
+    dtype: str = "float32",
+) -> dict[str, float]:
     if threads:
         torch.set_num_threads(threads)
-    models = {"sdpa": build_model(seq, "sdpa"), "eager": build_model(seq, "eager")}
+    models = {"sdpa": build_model(seq, "sdpa", dtype)}
+    if "eager (clean)" in variants:
+        models["eager"] = build_model(seq, "eager", dtype)
     ids = _ids(seq)
-    runs: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    runs: dict[str, list[float]] = {v: [] for v in variants}
     runs["draws"] = []
     with torch.no_grad():
         for _ in range(repeats + 1):  # the first round is a warm-up, dropped
             t0 = time.perf_counter()
             draw_noise(seq)
             runs["draws"].append(time.perf_counter() - t0)
-            for v in VARIANTS:
+            for v in variants:
                 model = models["eager" if v == "eager (clean)" else "sdpa"]
                 ctx = _context(v, model)
                 t0 = time.perf_counter()
@@ -182,6 +190,12 @@ def main() -> None:
     ap.add_argument("--seqs", type=int, nargs="*", default=None)
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="float32",
+                    help="the model's dtype (the floor's draws stay float32)")
+    ap.add_argument("--variants", nargs="*", choices=VARIANTS, default=None,
+                    help="a subset of the variants (clean sdpa is always measured)")
+    ap.add_argument("--threads", type=int, nargs="*", default=None,
+                    help="torch thread counts (default: 1 and the default count)")
     ap.add_argument("--child", help=argparse.SUPPRESS)  # one memory measurement
     args = ap.parse_args()
     if args.child:
@@ -189,8 +203,10 @@ def main() -> None:
         return
     seqs = args.seqs or ([1024, 2048] if args.quick else [1024, 2048, 4096, 8192])
     repeats = args.repeats or (3 if args.quick else 5)
+    variants = tuple(v for v in VARIANTS if v == VARIANTS[0] or not args.variants
+                     or v in args.variants)
     default_threads = torch.get_num_threads()
-    for threads in sorted({1, default_threads}):
+    for threads in args.threads or sorted({1, default_threads}):
         # --quick: memory (nearly independent of the thread count) at 1 thread only
         memory = not args.no_memory and not (args.quick and threads != 1)
         print(f"\n## {threads} torch thread(s)\n")
@@ -199,11 +215,13 @@ def main() -> None:
             header += " | " + " | ".join(f"{s} mem" for s in seqs)
         print(header + " |")
         print("|" + " --- |" * (1 + len(seqs) * (2 if memory else 1)))
-        times = {s: measure_time(s, threads, repeats) for s in seqs}
+        times = {s: measure_time(s, threads, repeats, variants=variants, dtype=args.dtype)
+                 for s in seqs}
         mems = {}
         if memory:
-            mems = {s: {v: measure_memory(v, s, threads) for v in VARIANTS} for s in seqs}
-        for v in VARIANTS:
+            mems = {s: {v: measure_memory(v, s, threads, args.dtype) for v in variants}
+                    for s in seqs}
+        for v in variants:
             cells = [f"{times[s][v] / times[s]['sdpa (clean)']:.2f}×" for s in seqs]
             if mems:
                 cells += [

@@ -423,12 +423,26 @@ def _blocked(
     rows = block_rows(b * h, q_len, kv_len)
     offset = kv_len - q_len  # causal masks align the last query with the last key
     outs, probs = [], None
+    # Untracked blocks reuse two buffers (scores in the model's dtype, float32 probabilities)
+    # instead of allocating blocks of a new size each step, which the allocator keeps
+    # resident: the same kernels write the same values, into memory already there.
+    cpu = query.device.type == "cpu"
+    reuse = cpu and not tracked and sinks is None and rows < q_len
+    if reuse:
+        s_buf = query.new_empty(b * h * rows * kv_len)
+        p_buf = s_buf if query.dtype == torch.float32 else s_buf.new_empty(
+            s_buf.shape, dtype=torch.float32)
     for i0 in range(0, q_len, rows):
         i1 = min(i0 + rows, q_len)
         first = count and i0 == 0
         k_end = min(kv_len, i1 + offset) if causal else kv_len
         q_c, k_c, v_c = query[:, :, i0:i1], key[:, :, :k_end], value[:, :, :k_end]
-        scores = torch.matmul(q_c, k_c.transpose(2, 3))
+        shape = (b, h, i1 - i0, k_end)
+        if reuse:
+            n_el = math.prod(shape)
+            scores = torch.matmul(q_c, k_c.transpose(2, 3), out=s_buf[:n_el].view(shape))
+        else:
+            scores = torch.matmul(q_c, k_c.transpose(2, 3))
         if not folded:
             scores = scores * scaling if tracked else scores.mul_(scaling)
         if s_fs > 0.0:
@@ -461,7 +475,17 @@ def _blocked(
                 scores[..., c0:].masked_fill_(hidden, lowest)
         if p_bs > 0.0 and tracked and scores.requires_grad:
             scores = BackwardNoise.apply(scores, session, layer, "softmax", p_bs, first)
-        if sinks is None:
+        if sinks is None and not tracked and cpu:
+            # in place, what F.softmax(dtype=float32) runs on a CPU (widen, then the float32
+            # kernel; CUDA has a half-to-float kernel of its own): bitwise equal, one block fewer
+            if scores.dtype == torch.float32:
+                pf = scores
+            elif reuse:
+                pf = p_buf[:n_el].view(shape).copy_(scores)
+            else:
+                pf = scores.float()
+            p = torch.ops.aten._softmax.out(pf, -1, False, out=pf)
+        elif sinks is None:
             p = F.softmax(scores, dim=-1, dtype=torch.float32)
         else:  # attention sinks (GPT-OSS): an extra logit per head that takes probability
             sink = sinks.reshape(1, -1, 1, 1).expand(b, -1, i1 - i0, -1)
@@ -472,7 +496,9 @@ def _blocked(
         if p_fs > 0.0:  # in the softmax's precision (float32), rounded once below
             p = _noisy_probs(session, p, None if zero_safe else hidden, c0, causal, layer,  # type: ignore[arg-type]
                              p_fs, first)
-        if sinks is None:
+        if sinks is None and reuse and p.dtype != query.dtype:
+            p = s_buf[:n_el].view(shape).copy_(p)  # the scores' buffer is free by now
+        elif sinks is None:
             p = p.to(query.dtype)
         p = F.dropout(p, p=dropout, training=module.training).to(value.dtype)
         if o_bs > 0.0 and tracked and p.requires_grad:

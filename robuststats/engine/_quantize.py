@@ -175,10 +175,18 @@ def _round_e2m1(v: torch.Tensor, ties: str) -> torch.Tensor:
     return grid[torch.bucketize(v.abs(), bounds)].copysign_(v)
 
 
+def _div(a: torch.Tensor, b: float) -> torch.Tensor:
+    """``a / b`` rounded as an IEEE division on every device. CUDA turns a division by a
+    Python number into a multiplication by its rounded reciprocal (one ulp off for 448, 127
+    or 6 on some values); a divisor on ``a``'s own device keeps the true quotient there,
+    which is what the CPU computes either way."""
+    return a / torch.full((), b, dtype=a.dtype, device=a.device)
+
+
 # ---------------------------------------------------------------- formats on (groups, size)
 def _fp8(g: torch.Tensor, fmt: str, ties: str) -> torch.Tensor:
     dtype, mbits, emin, fmax = _FP8[fmt]
-    scale = g.abs().amax(dim=-1, keepdim=True) / fmax
+    scale = _div(g.abs().amax(dim=-1, keepdim=True), fmax)
     # a zero scale (an all-zero group, or one whose amax / fmax underflows) becomes 1, which
     # is exact for zeros; a NaN or inf scale stays and spreads over its group as in torchao
     scale = torch.where(scale == 0, torch.ones_like(scale), scale)
@@ -192,7 +200,7 @@ def _fp8(g: torch.Tensor, fmt: str, ties: str) -> torch.Tensor:
 
 def _int8(g: torch.Tensor, ties: str) -> torch.Tensor:
     amax = g.abs().amax(dim=-1, keepdim=True)
-    scale = (amax / 127.0).clamp_(min=_F32_TINY)
+    scale = _div(amax, 127.0).clamp_(min=_F32_TINY)
     # + 0: an integer code has no sign of zero (torchao's −0.3·Δ dequantizes to +0.0)
     return _round_ties(g * (1.0 / scale), ties).clamp_(-127, 127).add_(0.0).mul_(scale)
 
@@ -211,11 +219,11 @@ def _mxfp4(g: torch.Tensor, ties: str) -> torch.Tensor:
 
 def _nvfp4(g: torch.Tensor, ties: str) -> torch.Tensor:
     amax = g.abs().amax()
-    pts = amax / (448.0 * _E2M1_MAX)  # per-tensor float32 scale
+    pts = _div(amax, 448.0 * _E2M1_MAX)  # per-tensor float32 scale
     # all zeros (or an underflowing scale): any scale is exact; NaN and inf stay, as in torchao
     pts = torch.where(pts == 0, torch.ones_like(pts), pts)
     block_amax = g.abs().amax(dim=-1, keepdim=True)
-    s8 = (block_amax / _E2M1_MAX / pts).clamp_(_E4M3_TINY, 448.0)
+    s8 = (_div(block_amax, _E2M1_MAX) / pts).clamp_(_E4M3_TINY, 448.0)
     s8 = s8.to(torch.float8_e4m3fn).float()
     data = (g * ((1.0 / pts) / s8)).clamp_(-_E2M1_MAX, _E2M1_MAX)
     return _round_e2m1(data, ties).mul_(pts * s8)

@@ -196,14 +196,31 @@ class NoiseStream:
         thread that drew it: one pass over ``y`` instead of five, all in parallel. The
         result is bitwise that of ``y.add_(randn(...).mul_(y), alpha=scale)``. ``y`` must be
         a contiguous CPU tensor.
+
+        A bfloat16 or float16 ``y`` takes the engine's low-precision rule in the same pass:
+        ε is drawn in float32 (the numbers :meth:`randn` would draw for ``y.float()``), the
+        noisy value ``yf + scale·ε·yf`` is computed in float32 from ``yf = y.float()`` and
+        rounded once to ``y``'s dtype, and the second norm is that of the *realised* error
+        (rounded result − ``yf``, in float32): bitwise the values of the unfused form, seven
+        passes over ``y`` fewer.
         """
         flat = y.view(-1)
         n = flat.numel()
         gens = [self._chunk_gen(i) for i in range(max(-(-n // CHUNK), 1))]
         parts: list[torch.Tensor | None] = [None] * len(gens)
+        low = y.dtype in (torch.bfloat16, torch.float16)
 
         def fill(i: int) -> None:
             yi = flat[i * CHUNK:(i + 1) * CHUNK]
+            if low:
+                yf = yi.float()
+                e = torch.empty_like(yf).normal_(generator=gens[i]).mul_(yf)
+                out = torch.add(yf, e, alpha=scale).to(y.dtype)
+                realised = out.float().sub_(yf)
+                parts[i] = torch.stack((torch.linalg.vector_norm(yf),
+                                        torch.linalg.vector_norm(realised)))
+                yi.copy_(out)
+                return
             e = torch.empty_like(yi).normal_(generator=gens[i]).mul_(yi)
             parts[i] = torch.stack((torch.linalg.vector_norm(yi),
                                     torch.linalg.vector_norm(e) * scale))

@@ -185,6 +185,15 @@ class NoiseSession:
             return y
         recompute = in_backward()
         tracked = y.requires_grad and torch.is_grad_enabled()
+        if (not tracked and self.kind == "relative_gaussian" and y.device.type == "cpu"
+                and y.is_contiguous()):
+            # draw, multiply, measure and add chunk by chunk in parallel, a bf16/fp16 result
+            # in float32 and rounded once (bitwise equal to the unfused paths below)
+            with torch.no_grad():
+                norms = self._replay.forward_stream(layer, y.device).perturb_relative_(y, scale)
+            if not recompute:
+                self._ledger.book(layer, op, "forward", norms, count=count)
+            return y
         if y.dtype in LOW_PRECISION:
             with torch.no_grad():
                 out, realised, yf = self._low_precision(
@@ -196,13 +205,6 @@ class NoiseSession:
             return _StraightThrough.apply(y, out)
         with torch.no_grad():
             g = self._replay.forward_stream(layer, y.device)
-            if (not tracked and self.kind == "relative_gaussian" and y.device.type == "cpu"
-                    and y.is_contiguous()):
-                # draw, multiply, measure and add chunk by chunk in parallel (bitwise equal)
-                norms = g.perturb_relative_(y, scale)
-                if not recompute:
-                    self._ledger.book(layer, op, "forward", norms, count=count)
-                return y
             e, alpha = self._error(y, scale, g)
             if not recompute:
                 self._ledger.record(layer, op, "forward", y, e, alpha, count=count)

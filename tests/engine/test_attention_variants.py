@@ -197,6 +197,26 @@ def test_blocked_path_matches_one_block(make_qwen, attn, monkeypatch) -> None:
     assert ((st["rms_noise_ratio"] > 0.03) & (st["rms_noise_ratio"] < 0.07)).all(), st
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("ops", [["attention_scores"], ["softmax"], ATTENTION, "matmul_only"])
+def test_in_place_noisy_attention_is_bitwise_the_tracked_one(make_qwen, dtype, ops, monkeypatch) -> None:
+    # no_grad: scores and probabilities in reused buffers, softmax in place, fused chunked
+    # noise (bf16/fp16: float32, one rounding), the diagonal mask only; autograd: out of
+    # place, whole masks, unfused noise
+    model = make_qwen("sdpa").to(dtype)
+    ids = torch.randint(0, 64, (2, 24), generator=torch.Generator().manual_seed(6))
+    monkeypatch.setattr(attention, "BLOCK_ELEMENTS", 4 * 24 * 4)  # blocks of 4 query rows
+    spec = NoiseSpec(scale=0.05, ops=ops, seed=3)
+    with torch.no_grad(), inject(model, spec) as s1:
+        in_place = model(ids).logits
+    with inject(model, spec) as s2:
+        tracked = model(ids).logits
+    assert tracked.requires_grad and torch.equal(in_place, tracked.detach())
+    assert s1.stats["count"].tolist() == s2.stats["count"].tolist()
+    assert s1.stats["rms_noise_ratio"].to_numpy() == pytest.approx(
+        s2.stats["rms_noise_ratio"].to_numpy(), rel=1e-4)
+
+
 @pytest.mark.parametrize("grad", [True, False], ids=["autograd", "no_grad (in place)"])
 def test_power_of_two_scaling_on_queries_is_bitwise_the_models_own(grad, ids12, monkeypatch) -> None:
     import transformers as tf

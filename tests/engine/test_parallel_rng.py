@@ -138,6 +138,51 @@ def test_fused_relative_perturbation_is_bitwise_the_unfused_one(threads, n) -> N
         assert torch.allclose(norms, expected, rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n", [1000, 3 * CHUNK + 7])
+def test_fused_low_precision_perturbation_is_bitwise_the_unfused_one(threads, dtype, n) -> None:
+    # float32 draws on y.float(), one rounding, the realised error's norm: as _low_precision
+    y = torch.randn(n, generator=torch.Generator().manual_seed(4)).to(dtype)
+    y[5] = float("nan")
+    y[7] = 0.0
+    for t in (1, 2):
+        threads(t)
+        fused = y.clone()
+        norms = NoiseStream(8).perturb_relative_(fused, 0.05)
+        yf = y.float()
+        e = NoiseStream(8).randn((n,), torch.float32).mul_(yf)
+        out = torch.add(yf, e, alpha=0.05).to(dtype)
+        assert fused.dtype == dtype and torch.equal(fused.isnan(), out.isnan())
+        assert torch.equal(fused.nan_to_num(), out.nan_to_num()) and fused[7] == 0
+        assert torch.isnan(norms).all()  # a NaN output makes both norms NaN, as unfused
+        clean = y.clone()
+        clean[5] = 1.0
+        norms = NoiseStream(8).perturb_relative_(clean, 0.05)
+        yf[5] = 1.0
+        e = NoiseStream(8).randn((n,), torch.float32).mul_(yf)
+        realised = torch.add(yf, e, alpha=0.05).to(dtype).float() - yf
+        expected = torch.stack((yf.double().norm(), realised.double().norm())).square()
+        # float32 norms, per chunk here and over the whole tensor unfused
+        assert torch.allclose(norms, expected, rtol=1e-4)
+        assert not torch.equal(realised, e * 0.05)  # the rounding is what gets booked
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_session_low_precision_noise_same_with_and_without_autograd(dtype) -> None:
+    # no_grad takes the fused chunked path, a tracked output the unfused float32 one
+    torch.manual_seed(0)
+    model = torch.nn.Linear(64, 4096, bias=False).to(dtype)
+    x = torch.eye(64, dtype=dtype)
+    spec = NoiseSpec(scale=0.05, ops=["linear"], seed=9)
+    with torch.no_grad(), inject(model, spec) as s1:
+        fused = model(x)
+    with inject(model, spec) as s2:
+        tracked = model(x)
+    assert tracked.requires_grad and torch.equal(fused, tracked.detach())
+    r1, r2 = s1.stats["rms_noise_ratio"].iloc[0], s2.stats["rms_noise_ratio"].iloc[0]
+    assert r1 == pytest.approx(r2, rel=1e-4) and r1 == pytest.approx(0.05, rel=0.05)
+
+
 def test_session_noise_same_with_and_without_autograd() -> None:
     # no_grad takes the fused in-place path, a tracked output the out-of-place one
     torch.manual_seed(0)
