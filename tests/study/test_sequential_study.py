@@ -249,7 +249,15 @@ def test_the_looks_replay_from_stored_outcomes() -> None:
     looks = replay_looks(spec, pd.read_parquet(v / "outcomes.parquet"))
     stored = pd.read_csv(v / "sequential_looks.csv")
     stored = _cut(stored)
-    pd.testing.assert_frame_equal(stored, looks[stored.columns], check_exact=True)
+    # the version was sealed before the seed mean square was floored at the residual's
+    # (docs/statistics.md §9, "Tied seed sums"): the looks, estimates, bounds and decisions
+    # are as stored; z, the repeated intervals and the futility bounds projected from each
+    # look's standard error move by under 5 %
+    same = ["id", "look", "n_seeds", "fraction", "estimate", "efficacy_bound",
+            "nominal_level", "ci_level", "ci_method", "decision"]
+    pd.testing.assert_frame_equal(stored[same], looks[same], check_exact=True)
+    moved = ["statistic_z", "futility_bound", "ci_low", "ci_high"]
+    pd.testing.assert_frame_equal(stored[moved], looks[moved], check_exact=False, rtol=0.05)
     # with the last look's seeds gone, the replay stops there and says why; the driving
     # hypothesis stays INCONCLUSIVE with look 2's repeated interval, not a fixed-design verdict
     from robuststats.study.reanalysis import reanalyze
