@@ -54,8 +54,11 @@ fi
 W="${GPU_OUT:-$(mktemp -d)}"
 mkdir -p "$W"
 RS=("$PY" -m robuststats)
-if [ "$DRY" = 1 ]; then DEV=cpu; ITEMS=8; CFG=(--quick --layers 2); else
-    DEV=cuda; ITEMS=40; CFG=(--layers full); fi
+# the dry run's two captures are both on the CPU: the second one carries 1 % relative
+# Gaussian noise so that there is a divergence to fit
+if [ "$DRY" = 1 ]; then DEV=cpu; ITEMS=8; CFG=(--quick --layers 2)
+    HOST=bf16+relative_gaussian@0.01; else
+    DEV=cuda; ITEMS=40; CFG=(--layers full); HOST=bf16; fi
 echo
 echo "== 3. the smoke study trained and evaluated on $DEV (noise on), then the gate =="
 t=$(date +%s)
@@ -78,7 +81,7 @@ t=$(date +%s)
 timeout 60 "$PY" benchmarks/scale.py --configs qwen2.5-0.5b "${CFG[@]}" --device "$DEV" --save "$W/ckpt" \
     || status=$?
 MODS=residual,self_attn.o_proj,mlp.down_proj
-for side in "bf16+$DEV:$W/dev.npz" "bf16:$W/cpu.npz"; do
+for side in "bf16+$DEV:$W/dev.npz" "$HOST:$W/cpu.npz"; do
     timeout 60 "${RS[@]}" divergence "$W/ckpt" --reference "${side%%:*}" --capture \
         "${side#*:}" --items 64 --batch-size 16 --modules "$MODS" --no-progress || status=$?
 done

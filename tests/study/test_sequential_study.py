@@ -240,6 +240,19 @@ def _cut(stored: pd.DataFrame) -> pd.DataFrame:
                              ~wide, stored["ci_method"] + ", cut to [-1, 1]"))
 
 
+def _as_stored(stored: pd.DataFrame, looks: pd.DataFrame) -> None:
+    """The committed v1 looks against a replay. The version was sealed before the seed mean
+    square was floored at the residual's (docs/statistics.md §9, "Tied seed sums"): the
+    looks, estimates, efficacy bounds and decisions are as stored; z, the repeated intervals
+    and the futility bounds projected from each look's standard error move by under 5 %."""
+    stored = _cut(stored)
+    same = ["id", "look", "n_seeds", "fraction", "estimate", "efficacy_bound",
+            "nominal_level", "ci_level", "ci_method", "decision"]
+    pd.testing.assert_frame_equal(stored[same], looks[same], check_exact=True)
+    moved = ["statistic_z", "futility_bound", "ci_low", "ci_high"]
+    pd.testing.assert_frame_equal(stored[moved], looks[moved], check_exact=False, rtol=0.05)
+
+
 def test_the_looks_replay_from_stored_outcomes() -> None:
     from robuststats.study.reanalysis import stored_study
     from robuststats.study.sequential_run import replay_looks
@@ -247,17 +260,7 @@ def test_the_looks_replay_from_stored_outcomes() -> None:
     v = ROOT / "results" / "e8_sequential" / "v1"
     spec = stored_study(v)
     looks = replay_looks(spec, pd.read_parquet(v / "outcomes.parquet"))
-    stored = pd.read_csv(v / "sequential_looks.csv")
-    stored = _cut(stored)
-    # the version was sealed before the seed mean square was floored at the residual's
-    # (docs/statistics.md §9, "Tied seed sums"): the looks, estimates, bounds and decisions
-    # are as stored; z, the repeated intervals and the futility bounds projected from each
-    # look's standard error move by under 5 %
-    same = ["id", "look", "n_seeds", "fraction", "estimate", "efficacy_bound",
-            "nominal_level", "ci_level", "ci_method", "decision"]
-    pd.testing.assert_frame_equal(stored[same], looks[same], check_exact=True)
-    moved = ["statistic_z", "futility_bound", "ci_low", "ci_high"]
-    pd.testing.assert_frame_equal(stored[moved], looks[moved], check_exact=False, rtol=0.05)
+    _as_stored(pd.read_csv(v / "sequential_looks.csv"), looks)
     # with the last look's seeds gone, the replay stops there and says why; the driving
     # hypothesis stays INCONCLUSIVE with look 2's repeated interval, not a fixed-design verdict
     from robuststats.study.reanalysis import reanalyze
@@ -349,9 +352,8 @@ def test_analyze_of_a_sequential_version_replays_its_looks(tmp_path: Path) -> No
     v = ROOT / "results" / "e8_sequential" / "v1"
     assert main(["analyze", str(v), "--out", str(tmp_path), "--format", "json"]) == 0
     new = tmp_path / "e8_sequential" / "v1"
-    stored = _cut(pd.read_csv(v / "sequential_looks.csv"))
     looks = pd.read_csv(new / "sequential_looks.csv")
-    pd.testing.assert_frame_equal(stored, looks[stored.columns], check_exact=True)
+    _as_stored(pd.read_csv(v / "sequential_looks.csv"), looks)
     hyp = pd.read_csv(new / "hypotheses.csv").set_index("id")
     assert hyp.loc["H1", "ci_method"].startswith("repeated CI")
     assert hyp.loc["H1", "verdict"] == "VERIFIED"
