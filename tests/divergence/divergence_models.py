@@ -42,3 +42,23 @@ def tiny(arch: str, *, n_layers: int = 4, seed: int = 0, gain: float = 3.0):
             if p.ndim == 2:
                 p.mul_(gain)
     return model, tok, texts
+
+
+def make_dumps(root, specs: dict[str, list[str]]) -> dict:
+    """Write one msprobe dump per entry of ``specs`` (name -> arguments of
+    ``msprobe_dump.py``) under ``root``, two at a time in their own processes (msprobe's
+    hooks are process-wide); returns name -> dump directory."""
+    import subprocess
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+    from pathlib import Path
+
+    script = Path(__file__).with_name("msprobe_dump.py")
+
+    def one(name: str) -> None:
+        subprocess.run([sys.executable, str(script), str(Path(root) / name), *specs[name]],
+                       check=True, capture_output=True, timeout=600)
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(one, specs))
+    return {name: Path(root) / name for name in specs}

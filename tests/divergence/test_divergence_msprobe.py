@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 import math
 import shutil
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
+from divergence_models import make_dumps
 
 pytest.importorskip("msprobe")
 
@@ -22,7 +20,6 @@ from robuststats.errors import InputError
 
 pytestmark = pytest.mark.slow  # each dump is a process that imports msprobe (~8 s)
 
-SCRIPT = Path(__file__).with_name("msprobe_dump.py")
 DUMPS = {  # name: flags of msprobe_dump.py
     "t32": ["--task", "tensor"],
     "t16": ["--task", "tensor", "--dtype", "bfloat16"],
@@ -35,15 +32,7 @@ DUMPS = {  # name: flags of msprobe_dump.py
 
 @pytest.fixture(scope="module")
 def dumps(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("msprobe")
-
-    def one(name: str) -> None:
-        subprocess.run([sys.executable, str(SCRIPT), str(root / name), *DUMPS[name]],
-                       check=True, capture_output=True, timeout=600)
-
-    with ThreadPoolExecutor(2) as pool:
-        list(pool.map(one, DUMPS))
-    return {name: root / name for name in DUMPS}
+    return make_dumps(tmp_path_factory.mktemp("msprobe"), DUMPS)
 
 
 def test_tensor_dumps_identical_runs_give_zero_and_bf16_its_rounding(dumps):

@@ -8,13 +8,11 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
+from divergence_models import make_dumps
 
 pytest.importorskip("msprobe")
 
@@ -24,7 +22,6 @@ from robuststats.errors import InputError
 
 pytestmark = pytest.mark.slow  # each dump is a process that imports msprobe (~8 s)
 
-SCRIPT = Path(__file__).with_name("msprobe_dump.py")
 _LLAMA = ["--model", "llama", "--dtype", "bfloat16"]
 DUMPS = {  # name: flags of msprobe_dump.py
     **{f"{lv}_{attn}": [*_LLAMA, "--task", "tensor", "--level", lv, "--attn", attn]
@@ -46,15 +43,7 @@ DUMPS = {  # name: flags of msprobe_dump.py
 
 @pytest.fixture(scope="module")
 def dumps(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("msprobe_stacks")
-
-    def one(name: str) -> None:
-        subprocess.run([sys.executable, str(SCRIPT), str(root / name), *DUMPS[name]],
-                       check=True, capture_output=True, timeout=600)
-
-    with ThreadPoolExecutor(2) as pool:
-        list(pool.map(one, DUMPS))
-    return {name: root / name for name in DUMPS}
+    return make_dumps(tmp_path_factory.mktemp("msprobe_stacks"), DUMPS)
 
 
 def _rank(dump: Path, step: int = 0) -> Path:
