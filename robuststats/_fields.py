@@ -23,12 +23,16 @@ command line share it.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from robuststats.errors import InputError
 
-__all__ = ["check_whole", "field_names", "from_mapping"]
+#: the devices a model can be put on by name (studies, divergence conditions, fits)
+DEVICE_PATTERN = re.compile(r"^(cpu|mps|(cuda|npu|xpu)(:\d+)?)$")
+
+__all__ = ["DEVICE_PATTERN", "check_whole", "field_names", "from_mapping"]
 
 T = TypeVar("T")
 

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from robuststats._fields import check_whole
+from robuststats._fields import DEVICE_PATTERN, check_whole
 from robuststats.engine import NoiseSpec
 from robuststats.errors import InputError, did_you_mean
 
@@ -39,7 +38,6 @@ DTYPES: dict[str, str] = {
     "fp16": "float16", "float16": "float16", "half": "float16",
     "fp64": "float64", "float64": "float64", "double": "float64",
 }
-_DEVICE = re.compile(r"^(cpu|mps|(cuda|npu|xpu)(:\d+)?)$")
 _KEYS = ("name", "dtype", "device", "noise", "level", "ops", "noise_seed", "checkpoint")
 _MAX_TEXT = 10_000
 
@@ -158,7 +156,7 @@ def _from_tokens(text: str, name: str, ops: str) -> Condition:
             if dtype is not None:
                 raise InputError(f"`{name}`: two dtypes in {text!r}.")
             dtype = DTYPES[token]
-        elif _DEVICE.match(token):
+        elif DEVICE_PATTERN.match(token):
             if device is not None:
                 raise InputError(f"`{name}`: two devices in {text!r}.")
             device = token
@@ -196,7 +194,7 @@ def _from_mapping(data: Mapping[str, Any], name: str, ops: str, *, default: str)
                              f"{dtype!r}{did_you_mean(str(dtype), DTYPES)}.")
         dtype = DTYPES[dtype.lower()]
     device = data.get("device", "cpu")
-    if not isinstance(device, str) or not _DEVICE.match(device):
+    if not isinstance(device, str) or not DEVICE_PATTERN.match(device):
         raise InputError(f"`{name}.device` must be cpu, cuda, cuda:N, npu, npu:N, xpu, xpu:N or mps, got {device!r}.")
     key_ops = data.get("ops", ops)
     if not isinstance(key_ops, str):

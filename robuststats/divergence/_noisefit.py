@@ -175,16 +175,12 @@ def fit_device(reference: Condition, device: str | None) -> str:
     ran on (a capture's or dump's recorded one; a dump records none: the CPU). The device
     must exist here: a reference captured on ``cuda`` is refused on a machine without one,
     in one line, before any compute, never quietly moved to the CPU."""
-    from robuststats.divergence._conditions import _DEVICE
-    from robuststats.divergence._runner import check_device
+    from robuststats.runs.machine import DEVICE_PATTERN, check_torch_device
 
-    if device is not None and not _DEVICE.match(str(device)):
-        raise InputError(f"`device` must be cpu, cuda, cuda:N, npu, npu:N, xpu, xpu:N or mps, "
-                         f"got {device!r}.")
-    recorded = reference.device if _DEVICE.match(str(reference.device)) else "cpu"
-    chosen = device or recorded
-    try:
-        check_device(replace(reference, device=chosen), "device")
+    recorded = reference.device if DEVICE_PATTERN.match(str(reference.device)) else "cpu"
+    chosen = recorded if device is None else device
+    try:  # a malformed --device is named as such; a missing one is named with the hint
+        check_torch_device(chosen, "device")
     except InputError as exc:
         hint = "" if device is not None else \
             " (the reference ran there; pass --device cpu, or another device, to fit here)"

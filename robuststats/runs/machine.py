@@ -5,12 +5,12 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
-import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from robuststats._fields import DEVICE_PATTERN
 from robuststats._version import __version__
 from robuststats.errors import InputError
 
@@ -76,10 +76,6 @@ def device() -> str:
     if torch.cuda.is_available():
         return f"cuda ({torch.cuda.get_device_name(0)}), training/eval device chosen by trainer"
     return f"cpu ({platform.processor() or platform.machine()})"
-
-
-#: the devices a model can be put on by name
-DEVICE_PATTERN = re.compile(r"^(cpu|mps|(cuda|npu|xpu)(:\d+)?)$")
 
 
 def check_torch_device(dev: str, name: str) -> None:

@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from robuststats._canonical import canonical_sha256
+from robuststats._fields import DEVICE_PATTERN
 from robuststats.analysis import MULTIPLICITY_CHOICES
 from robuststats.config import Strict, omit_unset
 from robuststats.config.bounds import (
@@ -155,8 +156,6 @@ class StudySpec(Strict):
     @field_validator("device")
     @classmethod
     def _device(cls, v: str | None) -> str | None:
-        from robuststats.runs.machine import DEVICE_PATTERN
-
         if v is not None and not DEVICE_PATTERN.match(v):
             raise ValueError(f"must be cpu, cuda, cuda:N, npu, npu:N, xpu, xpu:N or mps, "
                              f"got {v!r}")
