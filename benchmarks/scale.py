@@ -92,12 +92,11 @@ class Peak:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
-            self.base = torch.cuda.memory_allocated(self.device)
             return self
         import psutil
 
         proc = psutil.Process()
-        self.base = self.top = proc.memory_info().rss
+        self.top = proc.memory_info().rss
         self.stop = threading.Event()
 
         def sample() -> None:
