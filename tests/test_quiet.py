@@ -23,6 +23,7 @@ def _stderr(code: str) -> str:
 
 @pytest.mark.skipif(importlib.util.find_spec("torchao") is None,
                     reason="torchao (the noisy dependency) is not installed")
+@pytest.mark.slow
 def test_transformers_import_is_quiet_after_quiet_dependencies() -> None:
     loud = _stderr(IMPORT)
     quiet = _stderr("from robuststats._quiet import quiet_dependencies; "
@@ -52,6 +53,7 @@ def test_the_cli_and_every_worker_raise_the_noisy_loggers() -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("torchao") is None,
                     reason="torchao (the noisy dependency) is not installed")
+@pytest.mark.slow
 def test_importing_robuststats_first_keeps_the_python_api_quiet() -> None:
     """The README's engine snippet imports robuststats before transformers: nothing of
     torchao's or torch's import chatter reaches stderr, without any set-up by the user."""

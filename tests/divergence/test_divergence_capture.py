@@ -155,6 +155,7 @@ def test_agrees_with_the_in_process_comparison_within_the_stated_error(qwen, tmp
     assert record["verdict_note"] == "captures have no local pass"
 
 
+@pytest.mark.slow
 def test_captures_from_two_processes(tmp_path):
     model, tok, _ = tiny("qwen2", n_layers=2)
     model_dir = tmp_path / "model"

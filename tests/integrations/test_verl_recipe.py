@@ -36,6 +36,7 @@ def _workers(tmp_path, *flags):
     return log
 
 
+@pytest.mark.slow
 def test_update_sessions_in_two_workers_pass_the_command_trainers_check(tmp_path):
     log = _workers(tmp_path)
     summary = check_injection_log(log, SPEC)

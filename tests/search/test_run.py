@@ -88,6 +88,7 @@ def test_search_publishes_a_version_with_baselines_config_and_reevaluation(
     assert third.trials_run_now == 0 and third.trials_finished == 6
 
 
+@pytest.mark.slow
 def test_another_search_in_the_same_storage_is_refused_unless_fresh(tmp_path: Path,
                                                                     seed_runs) -> None:
     runs = seed_runs()

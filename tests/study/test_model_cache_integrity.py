@@ -52,6 +52,7 @@ def test_an_altered_cached_model_is_trained_again_not_reused(tmp_path):
     assert first.ok and second.ok
 
 
+@pytest.mark.slow
 def test_a_marker_from_before_digests_is_adopted(tmp_path):
     spec = StudySpec.from_dict(fake_study(n=8, noise_seeds=1))
     _run(spec, tmp_path)

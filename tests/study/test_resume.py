@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import yaml
 from study_doubles import fake_study
 
@@ -89,6 +90,7 @@ def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path: Path, monkeypat
     assert v1.manifest["cells_without_injection_counts"] == []
 
 
+@pytest.mark.slow
 def test_changed_study_file_is_refused_unless_fresh(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(HERE))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from concurrent.futures.process import BrokenProcessPool
 
 import pandas as pd
+import pytest
 from study_doubles import crash_if, fake_study
 
 from robuststats.runs import run_pool
@@ -20,6 +21,7 @@ from robuststats.runs.spec import StudySpec
 from robuststats.study import run_study
 
 
+@pytest.mark.slow
 def test_the_call_that_kills_its_worker_fails_alone():
     results: dict[int, int] = {}
     errors: dict[int, BaseException] = {}
