@@ -277,3 +277,22 @@ def test_a_killed_run_ahead_study_resumes_without_losing_or_repeating(tmp_path: 
                      runs="clean", workers=1)) == 0
     a, b = (tmp_path / "results" / "fake" / v for v in ("v1", "v2"))
     pd.testing.assert_frame_equal(_looks(a), _looks(b))
+
+
+@pytest.mark.slow
+def test_analyze_takes_a_study_that_differs_only_in_run_ahead(tmp_path: Path,
+                                                              capsys) -> None:
+    # `run_ahead` is how the seeds were run, not the plan: the stored looks replay
+    v = ROOT / "results" / "e8_sequential" / "v3"
+    data = yaml.safe_load((ROOT / "studies" / "e8_sequential.yaml").read_text())
+    data["sequential"]["run_ahead"] = 3
+    other = _write(tmp_path, data, "run_ahead.yaml")
+    assert main(["analyze", str(v), "--study", str(other), "--out", str(tmp_path / "o"),
+                 "--format", "json"]) == 0
+    capsys.readouterr()
+    from robuststats.study.reanalysis import stored_study
+    from robuststats.study.sequential_run import replay_looks
+
+    looks = _looks(tmp_path / "o" / "e8_sequential" / "v1")
+    replay = replay_looks(stored_study(v), pd.read_parquet(v / "outcomes.parquet"))
+    pd.testing.assert_frame_equal(looks, replay, check_dtype=False)
