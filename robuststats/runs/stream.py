@@ -97,6 +97,8 @@ class PoolStream:
         self.tally = StreamTally(ledger, spec, progress)
         self._pool: ProcessPoolExecutor | None = None
         self._futures: dict[Future[Any], tuple[TrainJob, list[Cell]]] = {}
+        # jobs submitted after a dead worker broke the pool (found on the next collection)
+        self._held: list[tuple[TrainJob, list[Cell]]] = []
 
     def _the_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -107,15 +109,19 @@ class PoolStream:
 
     def submit(self, job: TrainJob, cells: list[Cell]) -> None:
         self.tally.add(job, cells)
-        fut = self._the_pool().submit(resume_job, self.run_dir, self.spec, job, cells)
+        try:
+            fut = self._the_pool().submit(resume_job, self.run_dir, self.spec, job, cells)
+        except BrokenProcessPool:  # a worker died since the last collection
+            self._held.append((job, cells))
+            return
         self._futures[fut] = (job, cells)
 
     def outstanding(self) -> set[TrainJob]:
-        return {job for job, _ in self._futures.values()}
+        return {job for job, _ in [*self._futures.values(), *self._held]}
 
     def completed(self, timeout: float) -> list[tuple[TrainJob, JobCounts]]:
         out: list[tuple[TrainJob, JobCounts]] = []
-        broken: list[tuple[TrainJob, list[Cell]]] = []
+        broken, self._held = self._held, []
         if self._futures:
             done, _ = wait(list(self._futures), timeout=timeout, return_when=FIRST_COMPLETED)
             for fut in done:
@@ -127,7 +133,7 @@ class PoolStream:
                 except Exception:
                     out.append((job, mark_crashed(self.ledger, cells,
                                                   traceback.format_exc())))
-        else:
+        elif not broken:
             time.sleep(min(timeout, 0.05))
         if broken:
             out += self._recover(broken)
@@ -166,6 +172,7 @@ class PoolStream:
 
     def stop(self) -> None:
         self._futures.clear()
+        self._held.clear()
         if self._pool is not None:
             stop_pool(self._pool)
             self._pool = None

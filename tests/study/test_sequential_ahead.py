@@ -296,3 +296,27 @@ def test_analyze_takes_a_study_that_differs_only_in_run_ahead(tmp_path: Path,
     looks = _looks(tmp_path / "o" / "e8_sequential" / "v1")
     replay = replay_looks(stored_study(v), pd.read_parquet(v / "outcomes.parquet"))
     pd.testing.assert_frame_equal(looks, replay, check_dtype=False)
+
+
+@pytest.mark.slow
+def test_a_worker_that_dies_ahead_costs_only_its_own_job(tmp_path: Path,
+                                                         monkeypatch) -> None:
+    # B__s3's worker dies while training (as under the OOM killer): the pool breaks, every
+    # job it held runs again after the cells it wrote, the dead job alone is failed, and
+    # the study stops at the look that needs it (seeds 0-3), as the barrier path does
+    monkeypatch.syspath_prepend(str(HERE))
+    data = _study(seeds=5, delay=0.05)
+    data["trainer"]["params"]["crash"] = ["B__s3"]
+    run = run_study(StudySpec.from_dict(data), out=tmp_path / "res", runs=tmp_path / "runs",
+                    workers=2, progress=False)
+    looks = _looks(run.version.path)
+    assert looks["decision"].tolist() == ["CONTINUE", "CONTINUE", "STOPPED"]
+    assert "2 cell(s) of this look failed" in looks["reason"].iloc[-1]
+    missing = run.analysis.missing
+    assert sorted(missing["condition"] + "__s" + missing["seed"].astype(str)) == \
+        ["B__s3"] * 2
+    assert set(missing["error"]) == {"the worker process died"}
+    done = [e["cell"] for e in _events(run.run_dir) if e["event"] == "cell_done"]
+    assert len(done) == len(set(done))  # nothing written twice by the reruns
+    assert {f"{c}__s{s}__n{n}__ns0" for c in "AB" for s in range(3) for n in ("0", "0.1")} \
+        <= set(done)
