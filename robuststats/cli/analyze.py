@@ -154,8 +154,9 @@ def _spec(args: argparse.Namespace, source: Path) -> Any:
     if not args.study:
         return stored
     spec = StudySpec.from_file(args.study)
-    if stored is not None and stored.sequential is not None and \
-            spec.sequential != stored.sequential:
+    # `run_ahead` is how the seeds were run, not the plan: any value replays the same looks
+    if stored is not None and stored.sequential is not None and (
+            spec.sequential is None or spec.sequential.plan() != stored.sequential.plan()):
         raise InputError(f"--study: its `sequential:` plan differs from the one "
                          f"{str(source)!r} was run with; a sequential study's looks, "
                          "spending and futility are fixed before its data, so its looks are "

@@ -98,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
             "cells_run": result.cells_run, "cells_failed": result.cells_failed,
             "models_trained": result.models_trained, "seconds": round(result.seconds, 1),
             "run_dir": str(result.run_dir),
+            **({"trained_ahead": {str(k): v for k, v in result.trained_ahead.items()}}
+               if result.trained_ahead else {}),
             "settings": getattr(result.analysis, "settings", None),
             "hypotheses": [{**h, "claim": claim(h)} for h in records(hyp)]}
     emit(args.format, data=data, text=lambda: _text(spec.name, result, hyp))
@@ -116,6 +118,10 @@ def _text(name: str, result: Any, hyp: Any) -> str:
              f"{result.cells_failed} missing/failed), {result.models_trained} model(s) "
              f"trained, {result.seconds:.1f} s",
              f"results: {result.version.path}"]
+    if result.trained_ahead:  # a sequential study's later seeds, run while a look waited
+        seeds = ", ".join(map(str, result.trained_ahead))
+        lines.append(f"trained ahead: seed(s) {seeds} ({sum(result.trained_ahead.values())} "
+                     f"cell(s)), kept in {result.run_dir}, not analysed")
     rows = hypothesis_rows(hyp)
     if rows:
         lines += ["", render_table(rows, list(HYPOTHESIS_HEADERS), headers=HYPOTHESIS_HEADERS)]

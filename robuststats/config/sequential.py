@@ -10,6 +10,8 @@
       drift: 2.9                # or: the planned z at the last look, fixed before the data
                                 #   (`robuststats power --sequential` prints it)
       drive: [H1]               # hypotheses that decide stopping (default: all)
+      run_ahead: 1              # with --workers > 1: seeds past a look that may train
+                                #   while it waits (default from --workers; 0: none)
 
 The study trains the first ``looks[k]`` seeds of ``seeds``, analyses, and stops when every
 driving hypothesis is decided by its repeated confidence interval or is futile
@@ -28,7 +30,7 @@ from pydantic import Field, field_validator, model_serializer
 from robuststats.config import Strict, omit_unset
 from robuststats.config.bounds import MAX_SEEDS
 
-__all__ = ["SequentialSpec", "every_seed_looks"]
+__all__ = ["SequentialSpec", "every_seed_looks", "run_ahead_seeds"]
 
 MAX_LOOKS = 100
 _EVERY = re.compile(r"^every(?:\s+from\s+(\d+))?$")
@@ -63,10 +65,19 @@ class SequentialSpec(Strict):
     effect: float | None = Field(default=None, allow_inf_nan=False)
     drift: float | None = Field(default=None, gt=0, le=40, allow_inf_nan=False)
     drive: list[str] | None = Field(default=None, min_length=1)
+    #: seeds past the look being waited for whose cells may train meanwhile (a run path,
+    #: not part of the plan: the decisions are the same for every value); unset: from the
+    #: workers (:func:`run_ahead_seeds`)
+    run_ahead: int | None = Field(default=None, ge=0, le=MAX_SEEDS)
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
-        return omit_unset(handler(self), "drift")
+        return omit_unset(handler(self), "drift", "run_ahead")
+
+    def plan(self) -> SequentialSpec:
+        """The statistical plan alone (without the run path ``run_ahead``): what a
+        re-analysis compares."""
+        return self.model_copy(update={"run_ahead": None})
 
     @field_validator("spending", "beta_spending")
     @classmethod
@@ -94,6 +105,23 @@ class SequentialSpec(Strict):
         if v[-1] > MAX_SEEDS:
             raise ValueError(f"the last look may have at most {MAX_SEEDS} seeds, got {v[-1]}")
         return v
+
+
+def run_ahead_seeds(seq: SequentialSpec, *, workers: int, jobs_per_seed: int) -> int:
+    """How many seeds past the look being waited for may train meanwhile.
+
+    ``seq.run_ahead`` when the file sets it; else the fewest seeds whose training jobs
+    fill every worker, ``ceil(workers / jobs_per_seed)`` (``jobs_per_seed``: the models a
+    seed trains, one per condition): the work wasted when the study stops is then at most
+    one round of the workers, and no worker waits for a look's last job or its analysis.
+    With one worker (everything in one process) nothing runs ahead: there is no idle
+    worker to fill, and a seed trained ahead would only delay the look.
+    """
+    if workers <= 1:
+        return 0
+    if seq.run_ahead is not None:
+        return seq.run_ahead
+    return -(-workers // max(1, jobs_per_seed))
 
 
 def check_sequential(seq: SequentialSpec, hypotheses: list, n_seeds: int, *,

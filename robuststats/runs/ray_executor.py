@@ -39,7 +39,7 @@ from robuststats.runs.plan import Cell, TrainJob, jobs
 from robuststats.runs.progress import DiskProgress
 from robuststats.runs.spec import ResourcesSpec, StudySpec
 
-__all__ = ["RayExecutor"]
+__all__ = ["RayExecutor", "RayStream"]
 
 _POLL_SECONDS = 0.5
 
@@ -102,6 +102,12 @@ class RayExecutor:
             _ray().shutdown()
             self._started = False
 
+    def stream(self, ledger: RunLedger, spec: StudySpec, *,
+               progress: Callable[[int], None] | None = None) -> RayStream:
+        """Jobs submitted one at a time as Ray tasks and collected as they finish
+        (:class:`~robuststats.runs.stream.JobStream`: a sequential study's run-ahead)."""
+        return RayStream(self._init(), ledger, spec, progress=progress)
+
     def execute(self, ledger: RunLedger, spec: StudySpec, pending: list[Cell], *,
                 progress: Callable[[int], None] | None = None) -> ExecutionReport:
         start = time.perf_counter()
@@ -141,3 +147,54 @@ class RayExecutor:
                 ray.cancel(ref, force=True)
             raise
         return totals.report(time.perf_counter() - start)
+
+
+class RayStream:
+    """A :class:`~robuststats.runs.stream.JobStream` of Ray tasks: each job is the task of
+    :meth:`RayExecutor.execute` (same resources and retries); :meth:`stop` cancels every
+    outstanding task with ``force`` (its worker is ended; the cells it wrote are kept)."""
+
+    def __init__(self, ray: Any, ledger: RunLedger, spec: StudySpec, *,
+                 progress: Callable[[int], None] | None = None) -> None:
+        from robuststats.runs.stream import StreamTally
+
+        res = spec.resources or ResourcesSpec()
+        self.ray, self.ledger = ray, ledger
+        self.task = ray.remote(ray_job).options(num_cpus=res.num_cpus, num_gpus=res.num_gpus,
+                                                max_retries=res.max_retries,
+                                                retry_exceptions=False)
+        self.run_dir = str(ledger.root.resolve())
+        self.spec, self.spec_ref = spec, ray.put(spec)
+        self.tally = StreamTally(ledger, spec, progress)
+        self.refs: dict[Any, tuple[TrainJob, list[Cell]]] = {}
+
+    def submit(self, job: TrainJob, cells: list[Cell]) -> None:
+        self.tally.add(job, cells)
+        self.refs[self.task.remote(self.run_dir, self.spec_ref, job, cells)] = (job, cells)
+
+    def outstanding(self) -> set[TrainJob]:
+        return {job for job, _ in self.refs.values()}
+
+    def completed(self, timeout: float) -> list[tuple[TrainJob, JobCounts]]:
+        out: list[tuple[TrainJob, JobCounts]] = []
+        if self.refs:
+            # the first to finish (or the timeout), then every other one already done
+            done, rest = self.ray.wait(list(self.refs), num_returns=1, timeout=timeout)
+            if done and rest:
+                done += self.ray.wait(rest, num_returns=len(rest), timeout=0)[0]
+            for ref in done:
+                job, cells = self.refs.pop(ref)
+                try:
+                    counts = self.ray.get(ref)
+                except Exception:  # the worker died past its retries, or Ray failed
+                    counts = mark_crashed(self.ledger, cells, traceback.format_exc())
+                out.append((job, counts))
+        else:
+            time.sleep(min(timeout, 0.05))
+        self.tally.poll()
+        return out
+
+    def stop(self) -> None:
+        for ref in self.refs:
+            self.ray.cancel(ref, force=True)
+        self.refs.clear()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,9 @@ class StudyRun:
     cells_failed: int
     models_trained: int
     seconds: float
+    #: a sequential study's finished cells of seeds past its last look, ``{seed: cells}``:
+    #: kept in the run directory, not analysed in this version
+    trained_ahead: dict[int, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -143,7 +146,7 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
                     from robuststats.study.sequential_run import run_looks
 
                     sequential = run_looks(spec, ledger, cells, items, done, workers=workers,
-                                           execute=execute, progress=bar)
+                                           execute=execute, progress=bar, executor=executor)
                     cells, report, done = sequential.cells, sequential.report, sequential.reused
                 else:
                     report = execute(ledger, spec, pending, workers=workers, progress=bar)
@@ -197,11 +200,8 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
             "alpha": spec.analysis.alpha,
             "confidence_level": spec.analysis.confidence_level,
             "multiplicity": spec.analysis.multiplicity,
-            **({"sequential": {"stopped_at_look": sequential.stopped_at,
-                               "looks": len(spec.sequential.looks),
-                               "seeds_used": sequential.n_seeds,
-                               "seeds_planned": len(spec.seed_list())}}
-               if sequential is not None and spec.sequential is not None else {}),
+            **({"sequential": _sequential_meta(sequential, spec)}
+               if sequential is not None else {}),
         }
         try:
             version = write_version(out, spec.name, outcomes, analysis, meta,
@@ -214,7 +214,24 @@ def run_study(spec: StudySpec, *, out: str | Path = "results", runs: str | Path 
                 f"{str(ledger.root)!r}: rerun the same command to publish them without "
                 "recomputing.") from None
     return StudyRun(version, analysis, ledger.root, len(cells), len(done), report.cells_run,
-                    len(analysis.missing), report.models_trained, run.seconds)
+                    len(analysis.missing), report.models_trained, run.seconds,
+                    sequential.ahead if sequential is not None else {})
+
+
+def _sequential_meta(sequential: Any, spec: StudySpec) -> dict[str, Any]:
+    """The manifest's ``sequential``: where the study stopped, and (when there are any)
+    the seeds it could run ahead and the cells of later seeds it finished, not analysed."""
+    meta: dict[str, Any] = {"stopped_at_look": sequential.stopped_at,
+                            "looks": len(spec.sequential.looks) if spec.sequential else 0,
+                            "seeds_used": sequential.n_seeds,
+                            "seeds_planned": len(spec.seed_list())}
+    if sequential.run_ahead:
+        meta["run_ahead"] = sequential.run_ahead
+    if sequential.ahead:
+        meta["trained_ahead"] = {"seeds": list(sequential.ahead),
+                                 "cells": sum(sequential.ahead.values()),
+                                 "analysed": False}
+    return meta
 
 
 def _warn_if_fewer_items(spec: StudySpec, available: int) -> None:

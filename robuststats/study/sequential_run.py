@@ -5,7 +5,8 @@ finished cell, and every trained model, is reused from the run directory), analy
 driving hypotheses with :func:`robuststats.stats.sequential.analyse_look` and stops when
 each is decided or futile. The decisions are a deterministic function of the stored
 outcomes, so a killed run, rerun, passes the finished looks again without training and
-goes on at the look it was in.
+goes on at the look it was in. With more than one worker, later seeds may train while a
+look waits for its own (``sequential.run_ahead``, :mod:`robuststats.study.sequential_ahead`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class SequentialRun:
     stopped_at: int
     n_seeds: int
     reused: set[Cell]
+    #: seeds that could run past the look being waited for (0: the barrier path)
+    run_ahead: int = 0
+    #: finished cells of seeds past the last look analysed, ``{seed: cells}``: kept in the
+    #: run directory, never analysed in this version
+    ahead: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
 def driving(spec: StudySpec) -> list[Any]:
@@ -60,9 +66,27 @@ def options_of(spec: StudySpec) -> Any:
 
 
 def run_looks(spec: StudySpec, ledger: Any, cells: list[Cell], items: list[str],
-              done: set[Cell], *, workers: int, execute: Any, progress: Any
-              ) -> SequentialRun:
-    """Run the looks of ``spec.sequential`` until the study stops (see the module doc)."""
+              done: set[Cell], *, workers: int, execute: Any, progress: Any,
+              executor: Any = None) -> SequentialRun:
+    """Run the looks of ``spec.sequential`` until the study stops (see the module doc).
+
+    With more than one worker (or an ``executor`` that streams jobs) and
+    ``run_ahead_seeds`` above 0, the run-ahead path
+    (:func:`~robuststats.study.sequential_ahead.run_looks_ahead`); else each look runs its
+    pending cells through ``execute`` and waits for all of them."""
+    from robuststats.config.sequential import run_ahead_seeds
+    from robuststats.runs.stream import open_stream
+
+    seq = spec.sequential
+    assert seq is not None
+    # Ray's workers are its CPUs; `workers` is what a local Ray was started with
+    ahead = run_ahead_seeds(seq, workers=workers, jobs_per_seed=len(spec.conditions))
+    stream = open_stream(ledger, spec, workers=workers, executor=executor,
+                         progress=progress) if ahead else None
+    if stream is not None:
+        from robuststats.study.sequential_ahead import run_looks_ahead
+
+        return run_looks_ahead(spec, ledger, cells, items, done, stream=stream, ahead=ahead)
     seeds = spec.seed_list()
     reports: list[Any] = []
     look_cells: list[Cell] = []
@@ -74,16 +98,29 @@ def run_looks(spec: StudySpec, ledger: Any, cells: list[Cell], items: list[str],
         finished_before = ledger.finished(look_cells, items=items)
         pending = [c for c in look_cells if c not in finished_before]
         reports.append(execute(ledger, spec, pending, workers=workers, progress=progress))
-        outcomes = ledger.outcomes(look_cells, items=items)
-        finished = ledger.finished(look_cells, items=items)
-        if len(finished) < len(look_cells):
-            return f"{len(look_cells) - len(finished)} cell(s) of this look failed"
-        return outcomes
+        return look_outcomes(ledger, look, n, look_cells, items, in_flight=[])
 
     looks = _walk_looks(spec, outcomes_at)
+    used = {c.seed for c in look_cells}
+    from robuststats.study.sequential_ahead import trained_ahead
+
     return SequentialRun(look_cells, ExecutionReport.combined(reports), looks,
-                         int(looks["look"].max()), len({c.seed for c in look_cells}),
-                         done & set(look_cells))
+                         int(looks["look"].max()), len(used), done & set(look_cells),
+                         ahead=trained_ahead(ledger, cells, items, used, seeds))
+
+
+def look_outcomes(ledger: Any, look: int, n: int, look_cells: list[Cell], items: list[str],
+                  *, in_flight: list[int]) -> pd.DataFrame | str:
+    """The outcomes of a look whose cells have all run (or why there are none: failed
+    cells), logged in the run directory's events as ``look_analysed`` with the seeds
+    ``in_flight`` (later seeds still training: the run-ahead path)."""
+    outcomes = ledger.outcomes(look_cells, items=items)
+    finished = ledger.finished(look_cells, items=items)
+    ledger.log_event({"event": "look_analysed", "look": look, "n_seeds": n,
+                      "seeds_in_flight": in_flight})
+    if len(finished) < len(look_cells):
+        return f"{len(look_cells) - len(finished)} cell(s) of this look failed"
+    return outcomes
 
 
 def replay_looks(spec: StudySpec, outcomes: pd.DataFrame) -> pd.DataFrame:

@@ -4,7 +4,8 @@ The fake model's outcome for an item is a deterministic function of (condition, 
 noise_seed, item_id, noise level), so reruns and resumed runs must reproduce the exact
 tables. ``delay`` slows each evaluation down so a test can kill a run mid-way;
 ``fail`` makes the named cell keys raise; ``crash`` makes training the named
-``<condition>__s<seed>`` kill its own process.
+``<condition>__s<seed>`` kill its own process; ``wait_for`` holds a job's training until
+another job has begun or a cell has finished (an order of events, not a time).
 """
 
 from __future__ import annotations
@@ -86,15 +87,40 @@ class FakeModel:
 
 class FakeTrainer:
     def __init__(self, delay: float = 0.0, fail: list[str] | None = None,
-                 model: dict | None = None, crash: list[str] | None = None) -> None:
+                 model: dict | None = None, crash: list[str] | None = None,
+                 wait_for: dict[str, str] | None = None, wait_seconds: float = 60.0) -> None:
         self.delay, self.fail, self.crash = delay, list(fail or []), list(crash or [])
+        self.wait_for, self.wait_seconds = dict(wait_for or {}), wait_seconds
+        self.root: Path | None = None
+
+    def bind_run(self, root: Path) -> None:
+        self.root = Path(root)
 
     def train(self, task: FakeTask, condition: TrainingCondition, seed: int,
               workdir: Path) -> FakeModel:
         assert isinstance(condition, TrainingCondition)
-        if f"{condition.name}__s{seed}" in self.crash:  # as the OOM killer ends a process
+        job = f"{condition.name}__s{seed}"
+        if job in self.crash:  # as the OOM killer ends a process
             os.kill(os.getpid(), signal.SIGKILL)
+        if job in self.wait_for:
+            self._wait(job, self.wait_for[job])
         return FakeModel(condition.name, seed, self.delay, self.fail)
+
+    def _wait(self, job: str, other: str) -> None:
+        """Train ``job`` only once ``other`` has begun (a job key: its progress record in
+        the run directory) or finished (a cell key: its cell file); ``never`` waits for
+        ever. Past ``wait_seconds`` the training fails: what it waited for never came."""
+        from robuststats.runs import RunLedger
+
+        assert self.root is not None
+        sign = self.root / ("cells" if "__n" in other else "progress") / (
+            other + (".parquet" if "__n" in other else ".json"))
+        deadline = time.monotonic() + self.wait_seconds
+        while not sign.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{job} waited {self.wait_seconds} s for {other}")
+            time.sleep(0.02)
+        RunLedger(self.root).log_event({"event": "waited_for", "job": job, "other": other})
 
     def load(self, path: Path) -> FakeModel:
         d = json.loads((Path(path) / "fake.json").read_text())

@@ -124,3 +124,28 @@ def test_cli_flags(tmp_path: Path, capsys) -> None:
     bad.write_text(yaml.safe_dump({**fake_study(), "resources": {"num_gpu": 1}}))
     assert main(["study", str(bad), "--check"]) == 2
     assert "resources.num_gpu" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_sequential_study_runs_ahead_on_ray(tmp_path: Path) -> None:
+    # looks after 2, 3 and 4 seeds; A__s2 (look 2) trains only once A__s3 has begun, so
+    # the study finishes only if a Ray task of seed 3 started before look 2 was analysed
+    from robuststats.study.sequential_run import replay_looks
+
+    data = fake_study(seeds=4, n=400, noise_seeds=1)
+    data["evaluation"]["noise_levels"] = [0, 0.1]
+    data["hypotheses"][0]["margin"] = 0.10  # undecided: every look runs
+    data["trainer"]["params"]["wait_for"] = {"A__s2": "A__s3"}
+    data["sequential"] = {"looks": "every", "drive": ["H1"]}
+    spec = StudySpec.from_dict({**data, "resources": {"num_cpus": 1}})
+    run = run_study(spec, out=tmp_path / "res", runs=tmp_path / "runs", workers=2,
+                    progress=False, executor=RayExecutor())
+    assert run.ok and run.version.manifest["sequential"]["run_ahead"] == 1
+    events = RunLedger(run.run_dir).events()
+    kinds = [(e["event"], e.get("job") or e.get("look")) for e in events]
+    assert kinds.index(("waited_for", "A__s2")) < kinds.index(("look_analysed", 2))
+    outcomes = _outcomes(run)
+    assert sorted(outcomes["seed"].unique()) == [0, 1, 2, 3]
+    looks = pd.read_csv(run.version.path / "sequential_looks.csv")
+    assert looks["n_seeds"].tolist() == [2, 3, 4]
+    pd.testing.assert_frame_equal(looks, replay_looks(spec, outcomes), check_dtype=False)
