@@ -169,7 +169,7 @@ void normal_(torch::Tensor out, int64_t key, int64_t offset) {
   });
 }
 
-// y <- y + scale * (eps * y) in one pass, eps the draws at [offset, offset + numel); returns
+// y <- fma(eps * y, scale, y) in one pass, eps the draws at [offset, offset + numel); returns
 // float64 (||y||^2, ||realised error||^2) of the unperturbed y. Low-precision y is computed in
 // float32 and rounded once; its error is the rounded result minus y, in float32.
 template <typename T>
@@ -193,7 +193,9 @@ torch::Tensor perturb_impl(torch::Tensor y, uint64_t key, uint64_t start, float 
         const float v = load(d[i]);
         const float e = zz[i] * v;
         yf[i] = v;
-        const float out = v + scale * e;
+        // one rounding, as torch.add(y, e, alpha=scale) does it: the fused pass is bitwise
+        // the unfused form (randn, mul, add) on the same draws
+        const float out = __builtin_fmaf(e, scale, v);
         store(d[i], out);
         ef[i] = load(d[i]) - v;
       }
