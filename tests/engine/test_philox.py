@@ -69,7 +69,7 @@ def _draw(key: int, n: int, offset: int = 0) -> torch.Tensor:
 
 
 @pytest.mark.parametrize(("counter", "key", "expected"), [
-    # Random123 1.09, examples/kat_vectors, "philox4x32 10" (Salmon et al. 2011)
+    # the "philox4x32 10" known-answer vectors of Random123 (kat_vectors; Salmon et al. 2011)
     ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
     ((0xFFFFFFFF,) * 4, (0xFFFFFFFF,) * 2, (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
     ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
