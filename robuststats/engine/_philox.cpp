@@ -124,10 +124,10 @@ inline float load(at::BFloat16 v) { return float_of(uint32_t(v.x) << 16); }
 inline float load(at::Half v) { return float(v); }
 
 inline void store(float& d, float v) { d = v; }
-inline void store(at::BFloat16& d, float v) {  // round to nearest even, NaN kept quiet
-  const uint32_t u = bits_of(v);
+inline void store(at::BFloat16& d, float v) {  // round to nearest even; NaN as 0xFFFF,
+  const uint32_t u = bits_of(v);                  // as torch's vectorised conversion writes it
   const uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-  d.x = uint16_t((u & 0x7FFFFFFFu) > 0x7F800000u ? 0x7FC0u : r);
+  d.x = uint16_t((u & 0x7FFFFFFFu) > 0x7F800000u ? 0xFFFFu : r);
 }
 inline void store(at::Half& d, float v) { d = at::Half(v); }
 

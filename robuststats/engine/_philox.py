@@ -154,8 +154,12 @@ class PhiloxStream:
         if y.dtype in (torch.float32, torch.bfloat16, torch.float16):
             if y.numel() == 0:
                 return torch.zeros(2, dtype=torch.float64)
-            return self._k.perturb_relative_(y, _signed(self.key), self._take(y.numel()),
-                                             float(scale))
+            norms = self._k.perturb_relative_(y, _signed(self.key), self._take(y.numel()),
+                                              float(scale))
+            # written through its data pointer: bump the version as an in-place op would, so
+            # that autograd still refuses a saved tensor that this pass changed
+            torch.autograd.graph.increment_version(y)
+            return norms
         e = self.randn(y.shape, torch.float32).to(y.dtype).mul_(y)
         norms = torch.stack((torch.linalg.vector_norm(y), torch.linalg.vector_norm(e) * scale))
         y.add_(e, alpha=scale)
