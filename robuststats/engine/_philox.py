@@ -35,7 +35,8 @@ import torch
 
 from robuststats.errors import InputError
 
-__all__ = ["TILE", "GeneratorUnavailableError", "PhiloxStream", "check_available", "kernel"]
+__all__ = ["TILE", "GeneratorUnavailableError", "PhiloxStream", "check_available", "check_generator",
+           "kernel"]
 
 #: stream positions per tile (256 Philox blocks of 4 words)
 TILE = 1024
@@ -112,6 +113,14 @@ def check_available(devices: Any) -> None:
         raise GeneratorUnavailableError(f"generator 'philox' draws on the CPU only; the model "
                                         f"has parameters on {others[0]} (use generator 'mt').")
     kernel()
+
+
+def check_generator(generator: str, device: str | None = None) -> None:
+    """Raise :class:`GeneratorUnavailableError` unless noise stream ``generator`` can draw
+    on ``device`` (default the CPU) here: for ``philox``, its kernel is built (or loaded
+    from the cache) now, so that a run refuses before it computes anything."""
+    if generator == "philox":
+        check_available({torch.device(device or "cpu")})
 
 
 class PhiloxStream:

@@ -178,3 +178,20 @@ def test_evaluation_generator_selects_the_stream_and_keeps_default_hashes(tmp_pa
                                          r"one of 'mt', 'philox', got 'pcg'"):
         StudySpec.from_file(write(tmp_path, GOOD.replace(
             "noise_seeds: 3", "noise_seeds: 3\n  generator: pcg")))
+
+
+def test_a_stream_that_cannot_build_is_refused_before_any_cell(tmp_path: Path, monkeypatch) -> None:
+    from robuststats.engine import _philox
+    from robuststats.runs import preflight
+
+    class NoCompiler(_philox._Kernel):
+        def build(self):
+            raise RuntimeError("c++: not found")
+
+    monkeypatch.setattr(_philox, "_KERNEL", NoCompiler())
+    text = GOOD.replace("train_noise: {scale: 0.05, phases: forward}",
+                        "train_noise: {scale: 0.05, phases: forward, generator: philox}")
+    with pytest.raises(InputError, match=r"conditions\.B\.train_noise\.generator \(line 10\): "
+                                         r"generator 'philox' needs its C\+\+ kernel.*not found"):
+        preflight(StudySpec.from_file(write(tmp_path, text)))
+    preflight(StudySpec.from_file(write(tmp_path, GOOD)))  # the default stream needs no build
