@@ -23,6 +23,10 @@ reports the peak resident set (``VmHWM``) minus the resident set at that moment:
 extra memory the forward needed (``resource.getrusage`` where the reset is refused). Both at 1 torch thread and at the
 default thread count.
 
+``--generators mt philox`` adds, for the ``philox`` noise stream (``NoiseSpec.generator``),
+the engine variants and the floor again (rows marked ``· philox``), timed in the same
+interleaved rounds; its floor draws with :meth:`PhiloxStream.randn` (a float32 fill).
+
 Run: ``python benchmarks/attention_overhead.py`` (1k–8k tokens; about 40 minutes on a busy
 2-core machine) or ``--quick`` (1k and 2k tokens, 3 repeats, memory at 1 thread only; a
 few minutes, most of it starting the memory subprocesses).
@@ -43,6 +47,7 @@ from contextlib import AbstractContextManager, nullcontext
 import torch
 
 from robuststats.engine import NoiseSpec, inject
+from robuststats.engine._spec import GENERATORS
 
 VARIANTS = (
     "sdpa (clean)",
@@ -84,9 +89,26 @@ def build_model(seq: int, attn: str = "sdpa", dtype: str = "float32") -> torch.n
     return Qwen2ForCausalLM(cfg).eval().to(DTYPES[dtype])
 
 
-def _context(variant: str, model: torch.nn.Module) -> Callable[[], AbstractContextManager]:
+_MARK = " · "
+
+
+def _split(row: str) -> tuple[str, str]:
+    """``"engine softmax · philox"`` → ``("engine softmax", "philox")``."""
+    variant, _, generator = row.partition(_MARK)
+    return variant, generator or "mt"
+
+
+def rows(variants: tuple[str, ...], generators: tuple[str, ...]) -> tuple[str, ...]:
+    """The table's rows: every variant, then the engine variants again per extra stream."""
+    extra = tuple(f"{v}{_MARK}{g}" for g in generators if g != "mt" for v in variants if v in _OPS)
+    return (*variants, *extra)
+
+
+def _context(row: str, model: torch.nn.Module) -> Callable[[], AbstractContextManager]:
+    variant, generator = _split(row)
     if variant in _OPS:
-        spec = NoiseSpec(scale=0.05, ops=_OPS[variant], phases="forward", seed=0)
+        spec = NoiseSpec(scale=0.05, ops=_OPS[variant], phases="forward", seed=0,
+                         generator=generator)
         return lambda: inject(model, spec)
     return nullcontext
 
@@ -126,6 +148,10 @@ def _peak_child(variant: str, seq: int, threads: int, dtype: str = "float32") ->
     model = build_model(seq, "eager" if variant == "eager (clean)" else "sdpa", dtype)
     ids = _ids(seq)
     ctx = _context(variant, model)
+    if _split(variant)[1] == "philox":
+        from robuststats.engine._philox import kernel
+
+        kernel()  # load the compiled kernel before the mark: its code is not the forward's
     with torch.no_grad():
         model(_ids(16))  # warm up lazy initialisation at a tiny size
         reset = _reset_peak()
@@ -145,11 +171,11 @@ def block_shapes(seq: int) -> list[tuple[int, int, int, int]]:
     return [(1, HEADS, min(i0 + rows, seq) - i0, min(i0 + rows, seq)) for i0 in range(0, seq, rows)]
 
 
-def draw_noise(seq: int) -> None:
+def draw_noise(seq: int, generator: str = "mt") -> None:
     """The Gaussian draws of noise on one T²-sized attention op in every layer, alone."""
-    from robuststats.engine._rng import NoiseStream
+    from robuststats.engine._streams import make_stream
 
-    stream = NoiseStream(0)
+    stream = make_stream(generator, 0, "cpu")
     for _ in range(LAYERS):
         for shape in block_shapes(seq):
             stream.randn(shape, torch.float32)
@@ -157,7 +183,7 @@ def draw_noise(seq: int) -> None:
 
 def measure_time(
     seq: int, threads: int, repeats: int, *, variants: tuple[str, ...] = VARIANTS,
-    dtype: str = "float32",
+    dtype: str = "float32", generators: tuple[str, ...] = ("mt",),
 ) -> dict[str, float]:
     if threads:
         torch.set_num_threads(threads)
@@ -165,14 +191,16 @@ def measure_time(
     if "eager (clean)" in variants:
         models["eager"] = build_model(seq, "eager", dtype)
     ids = _ids(seq)
-    runs: dict[str, list[float]] = {v: [] for v in variants}
-    runs["draws"] = []
+    runs: dict[str, list[float]] = {v: [] for v in rows(variants, generators)}
+    for g in generators:
+        runs[f"draws{_MARK}{g}"] = []
     with torch.no_grad():
         for _ in range(repeats + 1):  # the first round is a warm-up, dropped
-            t0 = time.perf_counter()
-            draw_noise(seq)
-            runs["draws"].append(time.perf_counter() - t0)
-            for v in variants:
+            for g in generators:
+                t0 = time.perf_counter()
+                draw_noise(seq, g)
+                runs[f"draws{_MARK}{g}"].append(time.perf_counter() - t0)
+            for v in rows(variants, generators):
                 model = models["eager" if v == "eager (clean)" else "sdpa"]
                 ctx = _context(v, model)
                 t0 = time.perf_counter()
@@ -180,7 +208,9 @@ def measure_time(
                     model(ids)
                 runs[v].append(time.perf_counter() - t0)
     times = {v: statistics.median(r[1:]) for v, r in runs.items()}
-    times[FLOOR] = times["sdpa (clean)"] + times.pop("draws")
+    for g in generators:
+        floor = FLOOR if g == "mt" else f"{FLOOR}{_MARK}{g}"
+        times[floor] = times["sdpa (clean)"] + times.pop(f"draws{_MARK}{g}")
     return times
 
 
@@ -196,6 +226,8 @@ def main() -> None:
                     help="a subset of the variants (clean sdpa is always measured)")
     ap.add_argument("--threads", type=int, nargs="*", default=None,
                     help="torch thread counts (default: 1 and the default count)")
+    ap.add_argument("--generators", nargs="*", choices=GENERATORS, default=["mt"],
+                    help="noise streams of the engine variants and the floor (default: mt)")
     ap.add_argument("--child", help=argparse.SUPPRESS)  # one memory measurement
     args = ap.parse_args()
     if args.child:
@@ -215,21 +247,28 @@ def main() -> None:
             header += " | " + " | ".join(f"{s} mem" for s in seqs)
         print(header + " |")
         print("|" + " --- |" * (1 + len(seqs) * (2 if memory else 1)))
-        times = {s: measure_time(s, threads, repeats, variants=variants, dtype=args.dtype)
+        generators = tuple(args.generators) or ("mt",)
+        if "mt" not in generators:
+            generators = ("mt", *generators)
+        table = rows(variants, generators)
+        times = {s: measure_time(s, threads, repeats, variants=variants, dtype=args.dtype,
+                                 generators=generators)
                  for s in seqs}
         mems = {}
         if memory:
-            mems = {s: {v: measure_memory(v, s, threads, args.dtype) for v in variants}
+            mems = {s: {v: measure_memory(v, s, threads, args.dtype) for v in table}
                     for s in seqs}
-        for v in variants:
+        for v in table:
             cells = [f"{times[s][v] / times[s]['sdpa (clean)']:.2f}×" for s in seqs]
             if mems:
                 cells += [
                     f"{mems[s][v] / max(mems[s]['sdpa (clean)'], 1e-9):.2f}×" for s in seqs
                 ]
             print(f"| {v} | " + " | ".join(cells) + " |")
-        cells = [f"{times[s][FLOOR] / times[s]['sdpa (clean)']:.2f}×" for s in seqs]
-        print(f"| {FLOOR} | " + " | ".join(cells) + " |" + " |" * (len(seqs) if mems else 0))
+        for g in generators:
+            floor = FLOOR if g == "mt" else f"{FLOOR}{_MARK}{g}"
+            cells = [f"{times[s][floor] / times[s]['sdpa (clean)']:.2f}×" for s in seqs]
+            print(f"| {floor} | " + " | ".join(cells) + " |" + " |" * (len(seqs) if mems else 0))
         base = ", ".join(f"{s}: {times[s]['sdpa (clean)'] * 1e3:.0f} ms" for s in seqs)
         print(f"\nclean sdpa forward: {base}")
         if mems:

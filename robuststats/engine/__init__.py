@@ -37,10 +37,13 @@ if TYPE_CHECKING:  # the public names, read by static analysers and by lazy_pack
     from robuststats.engine._inject import inject as inject
     from robuststats.engine._inject import required_ops as required_ops
     from robuststats.engine._model_map import build_model_map as build_model_map
+    from robuststats.engine._philox import GeneratorUnavailableError as GeneratorUnavailableError
+    from robuststats.engine._philox import check_generator as check_generator
     from robuststats.engine._quantize import fake_quantize as fake_quantize
     from robuststats.engine._session import InjectionVerificationError as InjectionVerificationError
     from robuststats.engine._session import NoiseSession as NoiseSession
     from robuststats.engine._spec import ALL_OPS as ALL_OPS
+    from robuststats.engine._spec import GENERATORS as GENERATORS
     from robuststats.engine._spec import KINDS as KINDS
     from robuststats.engine._spec import MATMUL_OPS as MATMUL_OPS
     from robuststats.engine._spec import OP_PRESETS as OP_PRESETS

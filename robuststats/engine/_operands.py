@@ -34,8 +34,8 @@ import torch.nn.functional as F
 
 from robuststats.engine._formats import QUANT_FORMATS, check_format
 from robuststats.engine._quantize import _fake_quantize
-from robuststats.engine._rng import NoiseStream, mix64
-from robuststats.engine._streams import in_backward
+from robuststats.engine._rng import mix64
+from robuststats.engine._streams import in_backward, make_stream
 from robuststats.errors import InputError
 
 if TYPE_CHECKING:
@@ -81,6 +81,7 @@ class OperandNoise:
                 spec.kind, spec.granularity, spec.block_size, spec.ties)
         self.ties = spec.ties
         self.seed = spec.seed
+        self.generator = spec.generator
         # id(parameter) -> (version, data_ptr, scale, perturbed weight, (‖W‖², ‖e‖²))
         self._cache: dict[int, tuple[Any, ...]] = {}
         self._modules: dict[str, torch.nn.Module] = {}
@@ -223,7 +224,8 @@ class OperandNoise:
             else:
                 # static noise: ε fixed per (seed, parameter name), drawn again identically
                 # whenever the parameter changed
-                stream = NoiseStream(mix64(self.seed, _STATIC_TAG, _name_key(name)), w.device)
+                stream = make_stream(self.generator, mix64(self.seed, _STATIC_TAG, _name_key(name)),
+                                     w.device)
                 eps = stream.randn(wd.shape, torch.float32)
                 e = eps.mul_(wd.float()) if self.kind == "relative_gaussian" else eps
                 q = (wd.float() + scale * e).to(w.dtype)

@@ -59,7 +59,7 @@ class NoiseSession:
         self.ops = self._scales.ops
         self.layers = self._scales.layers
         devices = {p.device for p in model.parameters()} or {torch.device("cpu")}
-        self._streams = NoiseStreams(spec.seed, devices)
+        self._streams = NoiseStreams(spec.seed, devices, spec.generator)
         self._replay = CheckpointReplay(self._streams)
         self._tracker = LayerTracker()
         self._ledger = InjectionLedger()

@@ -26,7 +26,7 @@ from robuststats._validation import check_choice
 from robuststats.engine._formats import QUANT_FORMATS, check_format
 from robuststats.errors import InputError, did_you_mean
 
-__all__ = ["ALL_OPS", "KINDS", "MATMUL_OPS", "OP_PRESETS", "PHASES", "TARGETS", "NoiseSpec"]
+__all__ = ["ALL_OPS", "GENERATORS", "KINDS", "MATMUL_OPS", "OP_PRESETS", "PHASES", "TARGETS", "NoiseSpec"]
 
 #: Every op the engine can reach, in a fixed order (used for stats and verification).
 ALL_OPS: tuple[str, ...] = (
@@ -71,6 +71,9 @@ TARGETS: tuple[str, ...] = ("output", "inputs", "weights")
 MATMUL_OPS: tuple[str, ...] = ("linear", "matmul", "bmm", "attention_scores", "attention_output")
 #: Error models of ``target="weights"`` besides the number formats: static Gaussian noise.
 _STATIC_KINDS = ("relative_gaussian", "absolute_gaussian")
+
+#: Noise streams: the default chunked Mersenne Twisters, or Philox v1 (``_philox``, opt-in).
+GENERATORS: tuple[str, ...] = ("mt", "philox")
 
 PHASES: tuple[str, ...] = ("forward", "backward")
 _PHASE_NAMES = ("forward", "backward", "both")
@@ -261,6 +264,12 @@ class NoiseSpec:
         Elements per block for ``granularity="block"`` (default 128 for fp8/int8).
     ties : {"even", "away", "zero"}
         Tie rule of input quantization's round-to-nearest (default ``even``).
+    generator : {"mt", "philox"}
+        Noise stream. ``mt`` (default): chunked Mersenne Twisters (``_rng``), the numbers
+        every earlier result was drawn with. ``philox``: Philox4x32-10 with a Box–Muller
+        transform fused into one C++ pass (``_philox``, version 1), CPU only, opt-in; its
+        numbers differ from ``mt``'s. :meth:`to_dict` names it only when it is not ``mt``,
+        so the records of default specs are unchanged.
     """
 
     scale: float | None = None
@@ -275,6 +284,7 @@ class NoiseSpec:
     granularity: str | None = None
     block_size: int | None = None
     ties: str = "even"
+    generator: str = "mt"
 
     def __post_init__(self) -> None:
         phases = _parse_phases(self.phases)
@@ -291,6 +301,7 @@ class NoiseSpec:
                 raise InputError("`scale` is required (a non-negative number), got None.")
             scale = _check_scale(self.scale, "scale")
         check_choice(self.kind, "kind", KINDS)
+        check_choice(self.generator, "generator", GENERATORS)
         check_whole(self.seed, "seed")
         layers = self.layers
         parsed = _parse_layers(layers)
@@ -400,7 +411,7 @@ class NoiseSpec:
             layers = list(layers)
         elif isinstance(layers, Mapping):
             layers = dict(layers)
-        return {
+        doc = {
             "scale": self.scale,
             "kind": self.kind,
             "phases": dict(self.phases) if isinstance(self.phases, dict) else self.phases,
@@ -413,6 +424,9 @@ class NoiseSpec:
             "block_size": self.block_size,
             "ties": self.ties,
         }
+        if self.generator != "mt":  # records of default specs stay as they were
+            doc["generator"] = self.generator
+        return doc
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> NoiseSpec:

@@ -3,7 +3,9 @@
 
 Separate streams make the noise of one layer independent of which other layers are
 selected, keep backward draws from shifting forward noise, and let a checkpointed layer be
-replayed alone (``_replay``). Streams are created on first use.
+replayed alone (``_replay``). Streams are created on first use, of the spec's
+``generator``: :class:`~robuststats.engine._rng.NoiseStream` (``mt``, the default) or
+:class:`~robuststats.engine._philox.PhiloxStream` (``philox``), under the same keys.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import torch
 
 from robuststats.engine._rng import NoiseStream
 
-__all__ = ["NoiseStreams", "in_backward", "stream_seed"]
+__all__ = ["NoiseStreams", "in_backward", "make_stream", "stream_seed"]
 
 
 def in_backward() -> bool:
@@ -35,12 +37,27 @@ def stream_seed(seed: int, phase: str, layer: int) -> int:
     return x & 0x7FFFFFFFFFFFFFFF
 
 
+def make_stream(generator: str, key: int, device: torch.device | str) -> Any:
+    """A stream of ``generator`` (``"mt"`` or ``"philox"``) for the 64-bit ``key``."""
+    if generator == "philox":
+        from robuststats.engine._philox import PhiloxStream
+
+        return PhiloxStream(key, device)
+    return NoiseStream(key, device)
+
+
 class NoiseStreams:
     """The live streams of one session. Streams draw in parallel on CPU, identically for any
-    thread count (``_rng``)."""
+    thread count (``_rng``, ``_philox``)."""
 
-    def __init__(self, seed: int, devices: set[torch.device]) -> None:
+    def __init__(self, seed: int, devices: set[torch.device], generator: str = "mt") -> None:
         self.seed = seed
+        self.generator = generator
+        if generator == "philox":
+            # refuse before the model runs: the kernel must build, the model sit on the CPU
+            from robuststats.engine._philox import check_available
+
+            check_available(devices)
         #: devices of the model's parameters: where a layer that has not drawn yet starts
         #: the streams a checkpoint record saves
         self.devices = devices
@@ -50,14 +67,14 @@ class NoiseStreams:
         key = (phase, layer, device)
         g = self._live.get(key)
         if g is None:
-            g = NoiseStream(stream_seed(self.seed, phase, layer), device)
+            g = make_stream(self.generator, stream_seed(self.seed, phase, layer), device)
             self._live[key] = g
         return g
 
     def fresh(self, phase: str, layer: int, device: torch.device) -> NoiseStream:
         """A new stream at the start of ``(phase, layer)``, not among the live ones: a
         replay draws from copies so that the live streams are left where they are."""
-        return NoiseStream(stream_seed(self.seed, phase, layer), device)
+        return make_stream(self.generator, stream_seed(self.seed, phase, layer), device)
 
     def forward_states(self, layer: int) -> dict[torch.device, Any]:
         """States of ``layer``'s forward streams on every device they exist on; when the

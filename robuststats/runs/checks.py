@@ -43,8 +43,25 @@ def preflight(spec: StudySpec) -> Any:
     with spec.pointing_at("trainer"):
         trainer = build_trainer(spec)
     _check_layers(spec, trainer)
+    _check_generators(spec)
     check_checkpoints(spec)  # every (condition, seed) checkpoint exists and is complete
     return task
+
+
+def _check_generators(spec: StudySpec) -> None:
+    """A noise stream other than the default (``philox``) must be usable on the study's
+    device here: refused once, naming the key, before any cell trains or evaluates."""
+    from robuststats.engine import GeneratorUnavailableError, check_generator
+
+    wanted = [(("evaluation", "generator"), spec.evaluation.generator)]
+    wanted += [(("conditions", name, "train_noise", "generator"), c.train_noise.generator)
+               for name, c in spec.conditions.items() if c.train_noise is not None]
+    for path, generator in wanted:
+        if generator not in (None, "mt"):
+            try:
+                check_generator(generator, spec.device)
+            except GeneratorUnavailableError as exc:
+                raise GeneratorUnavailableError(f"{spec.where(path)}: {exc}") from None
 
 
 def _check_layers(spec: StudySpec, trainer: Any) -> None:

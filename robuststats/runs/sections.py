@@ -33,7 +33,7 @@ from robuststats.config.yaml_lines import (
     KeyedError,
     keyed,
 )
-from robuststats.engine import NoiseSpec
+from robuststats.engine import GENERATORS, NoiseSpec
 from robuststats.engine.eval_kinds import EVALUATION_KINDS, check_kind
 from robuststats.errors import InputError, did_you_mean
 from robuststats.models.tasks import SPLITS
@@ -138,6 +138,18 @@ class EvaluationSpec(Strict):
     #: ``NoiseSpec.layer_scales``), e.g. the fit of ``robuststats divergence --fit-noise``:
     #: with ``noise_levels: [0, s]`` the noisy cells run that spec of scale s exactly
     layer_scales: dict[Any, Any] | None = None
+    #: the noise stream of every noisy cell (the engine's ``NoiseSpec.generator``): absent or
+    #: ``mt`` for the default stream, ``philox`` for the opt-in counter-based one
+    generator: str | None = None
+
+    @field_validator("generator")
+    @classmethod
+    def _generator(cls, v: str | None) -> str | None:
+        try:
+            v = None if v is None else check_choice(v, "generator", GENERATORS)
+        except InputError as exc:
+            raise KeyedError((), str(exc)) from None
+        return None if v == "mt" else v  # the default stream: the spec (and its hash) as before
 
     @field_validator("layer_scales")
     @classmethod
@@ -151,7 +163,7 @@ class EvaluationSpec(Strict):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: Any) -> dict[str, Any]:
-        return omit_unset(handler(self), "layer_scales")
+        return omit_unset(handler(self), "layer_scales", "generator")
 
     @field_validator("noise_levels")
     @classmethod
@@ -205,6 +217,8 @@ class EvaluationSpec(Strict):
         """
         spec = check_kind(kind or self.kind).spec(float(eval_noise), int(noise_seed),
                                                   ops or self.ops)
+        if spec is not None and self.generator is not None:
+            spec = spec.replace(generator=self.generator)
         if spec is None or not self.layer_scales:
             return spec
         return spec.replace(layer_scales={**(spec.layer_scales or {}), **self.layer_scales})

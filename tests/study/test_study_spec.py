@@ -159,3 +159,39 @@ def test_shipped_study_files_validate() -> None:
         assert list(spec.conditions) == ["E8a", "E8b", "E8c", "E8d"]
         assert spec.evaluation.noise_levels == [0.0, 0.05, 0.1]
         assert {h.id for h in spec.hypotheses} >= {"H1", "H2", "H3", "H4", "H5", "H6"}
+
+
+def test_evaluation_generator_selects_the_stream_and_keeps_default_hashes(tmp_path: Path) -> None:
+    base = StudySpec.from_file(write(tmp_path, GOOD))
+    mt = StudySpec.from_file(write(tmp_path, GOOD.replace(
+        "noise_seeds: 3", "noise_seeds: 3\n  generator: mt")))
+    assert mt.spec_hash() == base.spec_hash()  # the default stream, written or not
+    assert "generator" not in base.model_dump()["evaluation"]
+    philox = StudySpec.from_file(write(tmp_path, GOOD.replace(
+        "noise_seeds: 3", "noise_seeds: 3\n  generator: philox")))
+    assert philox.spec_hash() != base.spec_hash()
+    cell = philox.evaluation.noise(0.05, 1)
+    assert cell is not None and cell.generator == "philox" and cell.to_dict()["generator"] == "philox"
+    assert base.evaluation.noise(0.05, 1).generator == "mt"
+    assert philox.evaluation.noise(0.0, 0) is None
+    with pytest.raises(InputError, match=r"evaluation\.generator \(line 14\).*`generator` must be "
+                                         r"one of 'mt', 'philox', got 'pcg'"):
+        StudySpec.from_file(write(tmp_path, GOOD.replace(
+            "noise_seeds: 3", "noise_seeds: 3\n  generator: pcg")))
+
+
+def test_a_stream_that_cannot_build_is_refused_before_any_cell(tmp_path: Path, monkeypatch) -> None:
+    from robuststats.engine import _philox
+    from robuststats.runs import preflight
+
+    class NoCompiler(_philox._Kernel):
+        def build(self):
+            raise RuntimeError("c++: not found")
+
+    monkeypatch.setattr(_philox, "_KERNEL", NoCompiler())
+    text = GOOD.replace("train_noise: {scale: 0.05, phases: forward}",
+                        "train_noise: {scale: 0.05, phases: forward, generator: philox}")
+    with pytest.raises(InputError, match=r"conditions\.B\.train_noise\.generator \(line 10\): "
+                                         r"generator 'philox' needs its C\+\+ kernel.*not found"):
+        preflight(StudySpec.from_file(write(tmp_path, text)))
+    preflight(StudySpec.from_file(write(tmp_path, GOOD)))  # the default stream needs no build
