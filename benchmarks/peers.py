@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -178,6 +179,10 @@ def run_cell(index: int, design: Design, k: int, n: int, reps: int, slow_reps: i
     return rows
 
 
+def _run_job(job: tuple) -> list[dict]:
+    return run_cell(*job)
+
+
 def markdown(rows: list[dict]) -> str:
     """One row per (design, k, method): rejection rate and coverage with MC SEs."""
     head = ["design", "k", "method", "reps", "rejects H0 at 5 % (MC SE)",
@@ -227,26 +232,28 @@ def main(argv: list[str] | None = None) -> int:
                    help="the peers' methods to run (none: the seed-random t only)")
     p.add_argument("--venv", type=Path, default=None,
                    help="the peers' environment (default: $PEERS_VENV or benchmarks/.venv-peers)")
+    p.add_argument("--workers", type=int, default=1, help="cells run in parallel")
     p.add_argument("--out", default=None, help="also write the markdown here")
     args = p.parse_args(argv)
     python = peers_python(args.venv)
     if python is None:
         print(missing_message(args.venv), file=sys.stderr)
     load_start, t0 = _load(), time.perf_counter()
-    rows: list[dict] = []
-    index = 0
+    jobs = []
     for key in args.designs:
         design = DESIGNS[key]
         reps = args.reps if design.accuracy_effect == 0 else (args.effect_reps or args.reps)
         for k in args.seeds:
-            index += 1
-            cell = run_cell(index, design, k, args.items, reps, args.slow_reps,
-                            args.n_resamples, python, tuple(args.methods))
-            if python is not None and len(cell) == 1 and args.methods:
-                python = None  # the runner said the packages are missing: ours only
+            jobs.append((len(jobs) + 1, design, k, args.items, reps, args.slow_reps,
+                         args.n_resamples, python, tuple(args.methods)))
+    rows: list[dict] = []
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        for job, cell in zip(jobs, pool.map(_run_job, jobs)):
             rows += cell
-            print(f"{key} k={k} done ({time.perf_counter() - t0:.0f} s)", file=sys.stderr,
-                  flush=True)
+            print(f"{job[1].name}, k = {job[2]}: done ({time.perf_counter() - t0:.0f} s)",
+                  file=sys.stderr, flush=True)
+    if python is not None and args.methods and all(r["method"] == OURS for r in rows):
+        python = None  # the runner said the packages are missing: ours only
     wall = time.perf_counter() - t0
     text = markdown(rows)
     text += (f"\n`python benchmarks/peers.py {' '.join(sys.argv[1:] if argv is None else argv)}`"
