@@ -217,9 +217,10 @@ def _versions(python: Path | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--reps", type=int, default=1000, help="studies per null cell")
-    p.add_argument("--effect-reps", type=int, default=None,
-                   help="studies per cell with an effect (default: --reps)")
+    p.add_argument("--reps", type=int, default=1000,
+                   help="studies per cell of the headline null (moderate seed effects)")
+    p.add_argument("--other-reps", type=int, default=None,
+                   help="studies per cell of the other designs (default: --reps)")
     p.add_argument("--slow-reps", type=int, default=200,
                    help="studies per cell for the resampling peers (evalsig's cluster "
                         "bootstrap, evalstats' nested bootstrap)")
@@ -242,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs = []
     for key in args.designs:
         design = DESIGNS[key]
-        reps = args.reps if design.accuracy_effect == 0 else (args.effect_reps or args.reps)
+        reps = args.reps if key == "null-moderate" else (args.other_reps or args.reps)
         for k in args.seeds:
             jobs.append((len(jobs) + 1, design, k, args.items, reps, args.slow_reps,
                          args.n_resamples, python, tuple(args.methods)))
