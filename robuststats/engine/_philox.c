@@ -257,12 +257,22 @@ RS_EXPORT int rs_philox_perturb(void *y, int dtype, int64_t n, uint64_t key, uin
   }
 }
 
+/* A NaN sum as one fixed quiet NaN: which NaN an addition of two NaNs keeps depends on the
+ * operand order the compiler picks, so without this the sign and payload of a NaN norm would
+ * depend on the compiler. */
+static inline double canonical(double x) {
+  const uint64_t quiet_nan = 0x7FF8000000000000u;
+  double q;
+  memcpy(&q, &quiet_nan, 8);
+  return isnan(x) ? q : x;
+}
+
 /* out[0], out[1] <- the sums of parts[2k] and parts[2k + 1] over k in [0, tiles), in order. */
 RS_EXPORT void rs_philox_sum_parts(const double *parts, int64_t tiles, double *out) {
   double s0 = 0, s1 = 0;
   for (int64_t t = 0; t < tiles; ++t) { s0 += parts[2 * t]; s1 += parts[2 * t + 1]; }
-  out[0] = s0;
-  out[1] = s1;
+  out[0] = canonical(s0);
+  out[1] = canonical(s1);
 }
 
 /* The four output words of Philox4x32-10 for one counter and key (known-answer checks). */
