@@ -160,8 +160,8 @@ def _split(t0: int, t1: int, run: Any) -> None:
 
 
 class _Library:
-    """The loaded kernel, with the interface of the former C++ extension: ``normal_``,
-    ``perturb_relative_`` and ``block``, on contiguous CPU tensors through their pointers."""
+    """The loaded kernel: ``normal_``, ``perturb_relative_`` and ``block``, called on
+    contiguous CPU tensors through their data pointers."""
 
     def __init__(self, path: Path) -> None:
         lib = ctypes.CDLL(str(path))
@@ -203,7 +203,7 @@ class _Library:
         n = y.numel()
         p, k, start = y.data_ptr(), key & _MASK64, offset & _MASK64
         t0, t1 = _tiles(start, n)
-        parts = torch.zeros(2 * (t1 - t0), dtype=torch.float64)
+        parts = torch.empty(2 * (t1 - t0), dtype=torch.float64)  # every slot is written
         base, width = parts.data_ptr(), parts.element_size()
         s = float(scale)
 
