@@ -27,7 +27,7 @@ so processes that build at once each get a whole library. ctypes releases the GI
 call, so a draw is split into whole tiles over ``torch.get_num_threads()`` threads (the
 calling thread and the engine's thread pool, which a forked child rebuilds), and the norms
 of the fused pass are summed per tile and then over tiles in tile order: bitwise the same
-for any thread count. When the kernel cannot be built, selecting the stream raises
+for any thread count (a NaN norm is always the positive quiet NaN). When the kernel cannot be built, selecting the stream raises
 :class:`GeneratorUnavailableError`; there is no fallback to another stream.
 """
 
