@@ -267,7 +267,7 @@ class NoiseSpec:
     generator : {"mt", "philox"}
         Noise stream. ``mt`` (default): chunked Mersenne Twisters (``_rng``), the numbers
         every earlier result was drawn with. ``philox``: Philox4x32-10 with a Box–Muller
-        transform fused into one C++ pass (``_philox``, version 1), CPU only, opt-in; its
+        transform fused into one C pass (``_philox``, version 1), CPU only, opt-in; its
         numbers differ from ``mt``'s. :meth:`to_dict` names it only when it is not ``mt``,
         so the records of default specs are unchanged.
     """
