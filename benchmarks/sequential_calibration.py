@@ -48,7 +48,7 @@ from robuststats.stats import (
     true_effects,
 )
 from robuststats.stats._seed_random import seed_random_evidence
-from robuststats.stats._simulate import seed_model, simulate_matrices
+from robuststats.stats._simulate import SEED_DISTRIBUTIONS, seed_model, simulate_matrices
 from robuststats.stats.sequential import SequentialOptions, decide_look, size_sequential
 
 ROOT = 20261127
@@ -69,14 +69,14 @@ EVERY_FAMILIES = tuple((spending, "every", futility, 3)
 H = Hypothesis("H", "accuracy", "A", "B", LEVEL, "greater", 0.0)
 
 
-def plan_inputs(shift: float) -> dict[str, float]:
+def plan_inputs(shift: float, seed_dist: str = "normal") -> dict[str, float]:
     """δ from the simulator's truth (``true_effects``); π_D, σ_seed and the ICC from a pilot
     of 400 seeds × 3,000 items (a pilot of 40 × 2,000 put σ_seed at 0.031 against 0.035,
     and a plan 16 pp above the simulated power of the fixed test)."""
-    truth = true_effects(**BASE, accuracy_effect=shift)
+    truth = true_effects(**BASE, accuracy_effect=shift, seed_dist=seed_dist)
     delta = float(truth.loc[truth["eval_noise"] == LEVEL, "estimate"].iloc[0])
-    mats = simulate_matrices(seed_model(**BASE, accuracy_effect=shift), 400, 3000,
-                             np.random.default_rng(ROOT + 1))
+    mats = simulate_matrices(seed_model(**BASE, accuracy_effect=shift, seed_dist=seed_dist),
+                             400, 3000, np.random.default_rng(ROOT + 1))
     c = estimate_seed_components(mats[0, 1], mats[1, 1])
     return {"effect": delta, "discordance": c.discordance, "seed_sd": c.seed_sd,
             "icc": c.icc}
@@ -145,13 +145,14 @@ def plan(p: dict[str, float], targets: tuple[float, ...] = TARGETS,
     return out
 
 
-def _replicate(job: tuple[int, str, float, dict[str, SequentialOptions], dict[str, int]]
+def _replicate(job: tuple[int, str, float, dict[str, SequentialOptions], dict[str, int], str]
                ) -> list[dict]:
-    index, scenario, shift, designs, fixed = job
+    index, scenario, shift, designs, fixed, seed_dist = job
     warnings.simplefilter("ignore")
     rng = np.random.default_rng(np.random.SeedSequence(ROOT).spawn(index + 1)[index])
     n_max = max([o.looks[-1] for o in designs.values()] + list(fixed.values()))
-    mats = simulate_matrices(seed_model(**BASE, accuracy_effect=shift), n_max, N_ITEMS, rng)
+    model = seed_model(**BASE, accuracy_effect=shift, seed_dist=seed_dist)
+    mats = simulate_matrices(model, n_max, N_ITEMS, rng)
     x, y = mats[0, 1], mats[1, 1]  # A and B at noise LEVEL, (seeds, items)
     cache: dict[int, object] = {}
 
@@ -177,17 +178,21 @@ def _replicate(job: tuple[int, str, float, dict[str, SequentialOptions], dict[st
 
 def run(reps: int, workers: int, shift: float = SHIFT,
         targets: tuple[float, ...] = TARGETS, true_shift: float | None = None,
-        families: tuple = FAMILIES) -> tuple[pd.DataFrame, dict, dict]:
+        families: tuple = FAMILIES, seed_dist: str = "normal"
+        ) -> tuple[pd.DataFrame, dict, dict]:
     """Raw outcomes of ``reps`` replications per scenario, the plan inputs and the designs
     (the null and the planned effect at logit ``shift``; with ``true_shift``, only an effect
-    at that logit shift, the designs still planned for ``shift``)."""
+    at that logit shift, the designs still planned for ``shift``). ``seed_dist`` draws the
+    replications' seed effects from a heavy-tailed law of the same SD; the plan is always
+    the normal simulator's, as a user would plan from the same σ_seed."""
     p = plan_inputs(shift)
     designs = plan(p, targets, families)
     seq = {k: v["options"] for k, v in designs.items() if v["result"] is not None}
     fixed = {k: v["fixed"] for k, v in designs.items() if v["result"] is None}
     scenarios = {"null": 0.0, "effect": shift} if true_shift is None else \
         {f"effect at logit {true_shift:g}": true_shift}
-    jobs = [(i, s, value, seq, fixed) for j, (s, value) in enumerate(scenarios.items())
+    jobs = [(i, s, value, seq, fixed, seed_dist)
+            for j, (s, value) in enumerate(scenarios.items())
             for i in range(reps * j, reps * (j + 1))]
     rows: list[dict] = []
     t0 = time.time()
@@ -305,6 +310,11 @@ def main() -> None:
                          "--shift (an effect larger or smaller than planned)")
     ap.add_argument("--every", action="store_true",
                     help="the designs with a look after every seed (EVERY_FAMILIES)")
+    ap.add_argument("--seed-dist", choices=SEED_DISTRIBUTIONS, default="normal",
+                    help="distribution of the simulated seed effects, each scaled to its SD "
+                         "(the plan is the normal simulator's either way)")
+    ap.add_argument("--spendings", default=None, metavar="S,S",
+                    help="only these spending functions (comma-separated, e.g. obf,hsd(-1))")
     ap.add_argument("--futility-check", type=int, default=0, metavar="REPS",
                     help="only the check of the futility bound's marginals (futility_check)")
     args = ap.parse_args()
@@ -314,13 +324,23 @@ def main() -> None:
     t0 = time.time()
     load = os.getloadavg()[0]
     targets = tuple(float(x) for x in args.targets.split(","))
+    families = EVERY_FAMILIES if args.every else FAMILIES
+    if args.spendings is not None:
+        keep = args.spendings.split(",")
+        bad = [x for x in keep if x not in {f[0] for f in families}]
+        if bad:
+            ap.error(f"--spendings: unknown {', '.join(bad)}")
+        families = tuple(f for f in families if f[0] in keep)
     raw, p, designs = run(args.reps, args.workers, args.shift, targets, args.true_shift,
-                          EVERY_FAMILIES if args.every else FAMILIES)
+                          families, args.seed_dist)
     tab = table(raw, designs)
     truth = "" if args.true_shift is None else (
         f"; simulated at logit shift {args.true_shift} (true δ "
         f"{plan_inputs(args.true_shift)['effect']:.4f}); 'planned' columns are the plan's "
         "at the planned effect")
+    if args.seed_dist != "normal":
+        truth += (f"; seed effects {args.seed_dist} (same SDs), whose own truth and pilot "
+                  f"are {plan_inputs(args.true_shift or args.shift, args.seed_dist)}")
     text = (f"plan inputs (true δ at logit shift {args.shift}; pilot 400 seeds x 3000 "
             f"items): {p}{truth}\n\n"
             + tab.to_markdown(index=False)
