@@ -309,35 +309,15 @@ def _expit_normal(mean: np.ndarray | float, sd: float) -> np.ndarray:
     return special.expit(x) @ _GH_W / np.sqrt(np.pi)
 
 
-def _seed_sum_density(dist: str, sds: tuple[float, ...], step: float = 0.002,
-                      half_width: float = 25.0) -> tuple[np.ndarray, np.ndarray]:
+def _seed_sum_density(dist: str, sds: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
     """Grid points and probability weights of the sum of independent seed effects with SDs
-    ``sds`` drawn from ``dist`` (``"t3"`` or ``"laplace"``, as :func:`_seed_draw`).
+    ``sds`` drawn from ``dist`` (tabulated and convolved by FFT on the grid of
+    :mod:`robuststats.stats._simulate_truth`, ±25 logit units: a t_3 term of SD 0.3 leaves
+    a mass of about 1e-7 beyond, and an accuracy in [0, 1] moves by less than that)."""
+    from robuststats.stats._simulate_truth import _grid, _sum_density
 
-    The densities are tabulated on a grid of ``step`` over ``±half_width`` (logit units)
-    and convolved by FFT. A t_3 term of SD 0.3 leaves a mass of about 1e-7 beyond 25; the
-    quantity averaged is an accuracy in [0, 1], so the truncation moves it by less than that.
-    """
-    from scipy import signal
-
-    m = round(half_width / step)
-    x = np.arange(-m, m + 1) * step
-    dens: np.ndarray | None = None
-    for sd in sds:
-        if sd <= 0.0:
-            continue
-        if dist == "t3":
-            scale = sd / np.sqrt(3.0)  # the t_3 density 2/(π√3)·(1 + z²/3)⁻²
-            f = 2.0 / (np.pi * np.sqrt(3.0)) / (1.0 + (x / scale) ** 2 / 3.0) ** 2 / scale
-        else:
-            b = sd / np.sqrt(2.0)
-            f = np.exp(-np.abs(x) / b) / (2.0 * b)
-        f = f * step
-        dens = f if dens is None else signal.fftconvolve(dens, f, mode="same")
-    if dens is None:
-        return np.zeros(1), np.ones(1)
-    dens = np.clip(dens, 0.0, None)
-    return x, dens / dens.sum()
+    x = _grid()
+    return x, _sum_density([(dist, sd) for sd in sds], x)
 
 
 def true_effects(seed_effects: str = "moderate", **parameters: object) -> pd.DataFrame:
