@@ -25,6 +25,15 @@ t at 95 %.
 
     python benchmarks/sequential_calibration.py --reps 2000 --workers 1 \\
         --out benchmarks/sequential_calibration.md
+
+``--plan-from truth`` plans from the simulator's exact components (``true_components``)
+instead of the pilot, whose σ_seed (0.0353 against 0.0378) and π_D (0.3737 against 0.3691)
+made every plan 1.5–3 pp optimistic; ``--seed-dist t3`` (or ``laplace``) draws the
+replications' seed effects heavy-tailed at the same SDs, the plan unchanged (the normal
+simulator's); ``--spendings obf,hsd(-1)`` keeps only those families:
+
+    python benchmarks/sequential_calibration.py --every --reps 300 --workers 2 \\
+        --spendings 'obf,hsd(-1)' --seed-dist t3 --plan-from truth
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ from robuststats.stats import (
 )
 from robuststats.stats._seed_random import seed_random_evidence
 from robuststats.stats._simulate import SEED_DISTRIBUTIONS, seed_model, simulate_matrices
+from robuststats.stats._simulate_truth import true_components
 from robuststats.stats.sequential import SequentialOptions, decide_look, size_sequential
 
 ROOT = 20261127
@@ -69,10 +79,18 @@ EVERY_FAMILIES = tuple((spending, "every", futility, 3)
 H = Hypothesis("H", "accuracy", "A", "B", LEVEL, "greater", 0.0)
 
 
-def plan_inputs(shift: float, seed_dist: str = "normal") -> dict[str, float]:
+def plan_inputs(shift: float, seed_dist: str = "normal", source: str = "pilot"
+                ) -> dict[str, float]:
     """δ from the simulator's truth (``true_effects``); π_D, σ_seed and the ICC from a pilot
-    of 400 seeds × 3,000 items (a pilot of 40 × 2,000 put σ_seed at 0.031 against 0.035,
-    and a plan 16 pp above the simulated power of the fixed test)."""
+    of 400 seeds × 3,000 items (``source="pilot"``: a pilot of 40 × 2,000 put σ_seed at 0.031
+    against 0.035, and a plan 16 pp above the simulated power of the fixed test), or the
+    simulator's exact components (``source="truth"``, ``true_components``: the 400 × 3,000
+    pilot put σ_seed at 0.0353 and π_D at 0.3737 where they are 0.0378 and 0.3691, and its
+    plans 1.5–3 pp above the simulated power)."""
+    if source == "truth":
+        c = true_components(**BASE, accuracy_effect=shift, seed_dist=seed_dist,
+                            eval_noise_level=LEVEL)
+        return c.plan_inputs()
     truth = true_effects(**BASE, accuracy_effect=shift, seed_dist=seed_dist)
     delta = float(truth.loc[truth["eval_noise"] == LEVEL, "estimate"].iloc[0])
     mats = simulate_matrices(seed_model(**BASE, accuracy_effect=shift, seed_dist=seed_dist),
@@ -178,14 +196,15 @@ def _replicate(job: tuple[int, str, float, dict[str, SequentialOptions], dict[st
 
 def run(reps: int, workers: int, shift: float = SHIFT,
         targets: tuple[float, ...] = TARGETS, true_shift: float | None = None,
-        families: tuple = FAMILIES, seed_dist: str = "normal"
+        families: tuple = FAMILIES, seed_dist: str = "normal", source: str = "pilot"
         ) -> tuple[pd.DataFrame, dict, dict]:
     """Raw outcomes of ``reps`` replications per scenario, the plan inputs and the designs
     (the null and the planned effect at logit ``shift``; with ``true_shift``, only an effect
     at that logit shift, the designs still planned for ``shift``). ``seed_dist`` draws the
     replications' seed effects from a heavy-tailed law of the same SD; the plan is always
-    the normal simulator's, as a user would plan from the same σ_seed."""
-    p = plan_inputs(shift)
+    the normal simulator's, as a user would plan from the same σ_seed; ``source`` is
+    :func:`plan_inputs`'."""
+    p = plan_inputs(shift, source=source)
     designs = plan(p, targets, families)
     seq = {k: v["options"] for k, v in designs.items() if v["result"] is not None}
     fixed = {k: v["fixed"] for k, v in designs.items() if v["result"] is None}
@@ -313,6 +332,9 @@ def main() -> None:
     ap.add_argument("--seed-dist", choices=SEED_DISTRIBUTIONS, default="normal",
                     help="distribution of the simulated seed effects, each scaled to its SD "
                          "(the plan is the normal simulator's either way)")
+    ap.add_argument("--plan-from", choices=("pilot", "truth"), default="pilot",
+                    help="plan inputs from a 400-seed pilot (as first run) or from the "
+                         "simulator's exact components (true_components)")
     ap.add_argument("--spendings", default=None, metavar="S,S",
                     help="only these spending functions (comma-separated, e.g. obf,hsd(-1))")
     ap.add_argument("--futility-check", type=int, default=0, metavar="REPS",
@@ -332,7 +354,7 @@ def main() -> None:
             ap.error(f"--spendings: unknown {', '.join(bad)}")
         families = tuple(f for f in families if f[0] in keep)
     raw, p, designs = run(args.reps, args.workers, args.shift, targets, args.true_shift,
-                          families, args.seed_dist)
+                          families, args.seed_dist, args.plan_from)
     tab = table(raw, designs)
     truth = "" if args.true_shift is None else (
         f"; simulated at logit shift {args.true_shift} (true δ "
@@ -340,9 +362,10 @@ def main() -> None:
         "at the planned effect")
     if args.seed_dist != "normal":
         truth += (f"; seed effects {args.seed_dist} (same SDs), whose own truth and pilot "
-                  f"are {plan_inputs(args.true_shift or args.shift, args.seed_dist)}")
-    text = (f"plan inputs (true δ at logit shift {args.shift}; pilot 400 seeds x 3000 "
-            f"items): {p}{truth}\n\n"
+                  f"are {plan_inputs(args.true_shift or args.shift, args.seed_dist, 'truth')}")
+    source = ("pilot 400 seeds x 3000 items" if args.plan_from == "pilot"
+              else "the simulator's exact components")
+    text = (f"plan inputs (true δ at logit shift {args.shift}; {source}): {p}{truth}\n\n"
             + tab.to_markdown(index=False)
             + f"\n\n{args.reps} replications per scenario; {time.time() - t0:.0f} s with "
               f"{args.workers} worker(s); load average {load:.2f} at the start, "
