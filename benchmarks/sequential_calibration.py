@@ -196,23 +196,26 @@ def _replicate(job: tuple[int, str, float, dict[str, SequentialOptions], dict[st
 
 def run(reps: int, workers: int, shift: float = SHIFT,
         targets: tuple[float, ...] = TARGETS, true_shift: float | None = None,
-        families: tuple = FAMILIES, seed_dist: str = "normal", source: str = "pilot"
-        ) -> tuple[pd.DataFrame, dict, dict]:
+        families: tuple = FAMILIES, seed_dist: str = "normal", source: str = "pilot",
+        null_only: bool = False, offset: int = 0) -> tuple[pd.DataFrame, dict, dict]:
     """Raw outcomes of ``reps`` replications per scenario, the plan inputs and the designs
     (the null and the planned effect at logit ``shift``; with ``true_shift``, only an effect
     at that logit shift, the designs still planned for ``shift``). ``seed_dist`` draws the
     replications' seed effects from a heavy-tailed law of the same SD; the plan is always
     the normal simulator's, as a user would plan from the same σ_seed; ``source`` is
-    :func:`plan_inputs`'."""
+    :func:`plan_inputs`'. ``null_only`` simulates the null alone, with replications
+    ``offset``, ``offset + 1``, ... (a stream of its own beside the first run's)."""
     p = plan_inputs(shift, source=source)
     designs = plan(p, targets, families)
     seq = {k: v["options"] for k, v in designs.items() if v["result"] is not None}
     fixed = {k: v["fixed"] for k, v in designs.items() if v["result"] is None}
     scenarios = {"null": 0.0, "effect": shift} if true_shift is None else \
         {f"effect at logit {true_shift:g}": true_shift}
+    if null_only:
+        scenarios = {"null": 0.0}
     jobs = [(i, s, value, seq, fixed, seed_dist)
             for j, (s, value) in enumerate(scenarios.items())
-            for i in range(reps * j, reps * (j + 1))]
+            for i in range(offset + reps * j, offset + reps * (j + 1))]
     rows: list[dict] = []
     t0 = time.time()
     with ProcessPoolExecutor(max_workers=workers) as pool:
@@ -335,6 +338,9 @@ def main() -> None:
     ap.add_argument("--plan-from", choices=("pilot", "truth"), default="pilot",
                     help="plan inputs from a 400-seed pilot (as first run) or from the "
                          "simulator's exact components (true_components)")
+    ap.add_argument("--null-only", type=int, default=None, metavar="OFFSET",
+                    help="simulate only the null, from replication OFFSET on (a check of "
+                         "type I error independent of the first run's replications)")
     ap.add_argument("--spendings", default=None, metavar="S,S",
                     help="only these spending functions (comma-separated, e.g. obf,hsd(-1))")
     ap.add_argument("--futility-check", type=int, default=0, metavar="REPS",
@@ -354,7 +360,8 @@ def main() -> None:
             ap.error(f"--spendings: unknown {', '.join(bad)}")
         families = tuple(f for f in families if f[0] in keep)
     raw, p, designs = run(args.reps, args.workers, args.shift, targets, args.true_shift,
-                          families, args.seed_dist, args.plan_from)
+                          families, args.seed_dist, args.plan_from,
+                          args.null_only is not None, args.null_only or 0)
     tab = table(raw, designs)
     truth = "" if args.true_shift is None else (
         f"; simulated at logit shift {args.true_shift} (true δ "
