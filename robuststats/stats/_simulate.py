@@ -23,8 +23,8 @@ with
   seed s loses under noise);
 * with ``seed_dist="t3"`` or ``"laplace"`` the three seed effects ``u_s``, ``v_cs`` and
   ``ρ_cs`` are drawn from Student's t on 3 df or the Laplace distribution instead, scaled
-  to the same SD (``t_3·sd/√3``, ``Laplace(0, sd/√2)``; excess kurtosis ∞ and 3): heavy-tailed
-  seeds, an occasional training run far from the others, with the plan's inputs unchanged;
+  to the same SD (``t_3·sd/√3``, ``Laplace(0, sd/√2)``; excess kurtosis ∞ and 3):
+  heavy-tailed seeds, an occasional training run far from the others, at the same SDs;
 * ``w_csi ~ N(0, seed_item_sd²)``: the seed × item interaction of one trained model,
   shared by its clean and noisy evaluations;
 * ``ε ~ N(0, noise_item_sd²)``: one noisy re-evaluation of an item;
@@ -39,11 +39,12 @@ and infinitely many items): ``"none"`` ≈ 0, ``"small"`` ≈ 0.02, ``"moderate"
 explicitly; an explicit value overrides the preset.
 
 The procedure-level truths (:func:`true_effects`) are expectations over the populations of
-seeds and items. With normal seed effects every random term is normal on the logit scale, so each expected
-accuracy is ``E[expit(N(m, τ²))]``, computed by 96-point Gauss–Hermite quadrature (error far
-below 1e-10 here); with heavy-tailed ones the same quadrature is averaged over the density of
-the sum of the seed terms, computed on a grid (:func:`_seed_sum_density`). Retention of a procedure is the ratio of its expected noisy and clean
-accuracies, the quantity ``mean(noisy)/mean(clean)`` over a (k, n) table estimates.
+seeds and items. With normal seed effects every random term is normal on the logit scale,
+so each expected accuracy is ``E[expit(N(m, τ²))]``, computed by 96-point Gauss–Hermite
+quadrature (error far below 1e-10 here); with heavy-tailed ones the same quadrature is
+averaged over the density of the sum of the seed terms, computed on a grid
+(:func:`_seed_sum_density`). Retention of a procedure is the ratio of its expected noisy and
+clean accuracies, the quantity ``mean(noisy)/mean(clean)`` over a (k, n) table estimates.
 """
 
 from __future__ import annotations
