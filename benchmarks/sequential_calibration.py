@@ -368,8 +368,9 @@ def main() -> None:
         f"{plan_inputs(args.true_shift)['effect']:.4f}); 'planned' columns are the plan's "
         "at the planned effect")
     if args.seed_dist != "normal":
+        own = plan_inputs(args.true_shift or args.shift, args.seed_dist, "truth")
         truth += (f"; seed effects {args.seed_dist} (same SDs), whose own exact "
-                  f"components are {plan_inputs(args.true_shift or args.shift, args.seed_dist, 'truth')}")
+                  f"components are {own}")
     source = ("pilot 400 seeds x 3000 items" if args.plan_from == "pilot"
               else "the simulator's exact components")
     text = (f"plan inputs (true δ at logit shift {args.shift}; {source}): {p}{truth}\n\n"
