@@ -25,6 +25,15 @@ t at 95 %.
 
     python benchmarks/sequential_calibration.py --reps 2000 --workers 1 \\
         --out benchmarks/sequential_calibration.md
+
+``--plan-from truth`` plans from the simulator's exact components (``true_components``)
+instead of the pilot, whose σ_seed (0.0353 against 0.0378) and π_D (0.3737 against 0.3691)
+made every plan 1.5–3 pp optimistic; ``--seed-dist t3`` (or ``laplace``) draws the
+replications' seed effects heavy-tailed at the same SDs, the plan unchanged (the normal
+simulator's); ``--spendings obf,hsd(-1)`` keeps only those families:
+
+    python benchmarks/sequential_calibration.py --every --reps 300 --workers 2 \\
+        --spendings 'obf,hsd(-1)' --seed-dist t3 --plan-from truth
 """
 
 from __future__ import annotations
@@ -48,7 +57,8 @@ from robuststats.stats import (
     true_effects,
 )
 from robuststats.stats._seed_random import seed_random_evidence
-from robuststats.stats._simulate import seed_model, simulate_matrices
+from robuststats.stats._simulate import SEED_DISTRIBUTIONS, seed_model, simulate_matrices
+from robuststats.stats._simulate_truth import true_components
 from robuststats.stats.sequential import SequentialOptions, decide_look, size_sequential
 
 ROOT = 20261127
@@ -69,14 +79,22 @@ EVERY_FAMILIES = tuple((spending, "every", futility, 3)
 H = Hypothesis("H", "accuracy", "A", "B", LEVEL, "greater", 0.0)
 
 
-def plan_inputs(shift: float) -> dict[str, float]:
+def plan_inputs(shift: float, seed_dist: str = "normal", source: str = "pilot"
+                ) -> dict[str, float]:
     """δ from the simulator's truth (``true_effects``); π_D, σ_seed and the ICC from a pilot
-    of 400 seeds × 3,000 items (a pilot of 40 × 2,000 put σ_seed at 0.031 against 0.035,
-    and a plan 16 pp above the simulated power of the fixed test)."""
-    truth = true_effects(**BASE, accuracy_effect=shift)
+    of 400 seeds × 3,000 items (``source="pilot"``: a pilot of 40 × 2,000 put σ_seed at 0.031
+    against 0.035, and a plan 16 pp above the simulated power of the fixed test), or the
+    simulator's exact components (``source="truth"``, ``true_components``: the 400 × 3,000
+    pilot put σ_seed at 0.0353 and π_D at 0.3737 where they are 0.0378 and 0.3691, and its
+    plans 1.5–3 pp above the simulated power)."""
+    if source == "truth":
+        c = true_components(**BASE, accuracy_effect=shift, seed_dist=seed_dist,
+                            eval_noise_level=LEVEL)
+        return c.plan_inputs()
+    truth = true_effects(**BASE, accuracy_effect=shift, seed_dist=seed_dist)
     delta = float(truth.loc[truth["eval_noise"] == LEVEL, "estimate"].iloc[0])
-    mats = simulate_matrices(seed_model(**BASE, accuracy_effect=shift), 400, 3000,
-                             np.random.default_rng(ROOT + 1))
+    mats = simulate_matrices(seed_model(**BASE, accuracy_effect=shift, seed_dist=seed_dist),
+                             400, 3000, np.random.default_rng(ROOT + 1))
     c = estimate_seed_components(mats[0, 1], mats[1, 1])
     return {"effect": delta, "discordance": c.discordance, "seed_sd": c.seed_sd,
             "icc": c.icc}
@@ -145,13 +163,14 @@ def plan(p: dict[str, float], targets: tuple[float, ...] = TARGETS,
     return out
 
 
-def _replicate(job: tuple[int, str, float, dict[str, SequentialOptions], dict[str, int]]
+def _replicate(job: tuple[int, str, float, dict[str, SequentialOptions], dict[str, int], str]
                ) -> list[dict]:
-    index, scenario, shift, designs, fixed = job
+    index, scenario, shift, designs, fixed, seed_dist = job
     warnings.simplefilter("ignore")
     rng = np.random.default_rng(np.random.SeedSequence(ROOT).spawn(index + 1)[index])
     n_max = max([o.looks[-1] for o in designs.values()] + list(fixed.values()))
-    mats = simulate_matrices(seed_model(**BASE, accuracy_effect=shift), n_max, N_ITEMS, rng)
+    model = seed_model(**BASE, accuracy_effect=shift, seed_dist=seed_dist)
+    mats = simulate_matrices(model, n_max, N_ITEMS, rng)
     x, y = mats[0, 1], mats[1, 1]  # A and B at noise LEVEL, (seeds, items)
     cache: dict[int, object] = {}
 
@@ -177,18 +196,26 @@ def _replicate(job: tuple[int, str, float, dict[str, SequentialOptions], dict[st
 
 def run(reps: int, workers: int, shift: float = SHIFT,
         targets: tuple[float, ...] = TARGETS, true_shift: float | None = None,
-        families: tuple = FAMILIES) -> tuple[pd.DataFrame, dict, dict]:
+        families: tuple = FAMILIES, seed_dist: str = "normal", source: str = "pilot",
+        null_only: bool = False, offset: int = 0) -> tuple[pd.DataFrame, dict, dict]:
     """Raw outcomes of ``reps`` replications per scenario, the plan inputs and the designs
     (the null and the planned effect at logit ``shift``; with ``true_shift``, only an effect
-    at that logit shift, the designs still planned for ``shift``)."""
-    p = plan_inputs(shift)
+    at that logit shift, the designs still planned for ``shift``). ``seed_dist`` draws the
+    replications' seed effects from a heavy-tailed law of the same SD; the plan is always
+    the normal simulator's, as a user would plan from the same σ_seed; ``source`` is
+    :func:`plan_inputs`'. ``null_only`` simulates the null alone, with replications
+    ``offset``, ``offset + 1``, ... (a stream of its own beside the first run's)."""
+    p = plan_inputs(shift, source=source)
     designs = plan(p, targets, families)
     seq = {k: v["options"] for k, v in designs.items() if v["result"] is not None}
     fixed = {k: v["fixed"] for k, v in designs.items() if v["result"] is None}
     scenarios = {"null": 0.0, "effect": shift} if true_shift is None else \
         {f"effect at logit {true_shift:g}": true_shift}
-    jobs = [(i, s, value, seq, fixed) for j, (s, value) in enumerate(scenarios.items())
-            for i in range(reps * j, reps * (j + 1))]
+    if null_only:
+        scenarios = {"null": 0.0}
+    jobs = [(i, s, value, seq, fixed, seed_dist)
+            for j, (s, value) in enumerate(scenarios.items())
+            for i in range(offset + reps * j, offset + reps * (j + 1))]
     rows: list[dict] = []
     t0 = time.time()
     with ProcessPoolExecutor(max_workers=workers) as pool:
@@ -305,6 +332,17 @@ def main() -> None:
                          "--shift (an effect larger or smaller than planned)")
     ap.add_argument("--every", action="store_true",
                     help="the designs with a look after every seed (EVERY_FAMILIES)")
+    ap.add_argument("--seed-dist", choices=SEED_DISTRIBUTIONS, default="normal",
+                    help="distribution of the simulated seed effects, each scaled to its SD "
+                         "(the plan is the normal simulator's either way)")
+    ap.add_argument("--plan-from", choices=("pilot", "truth"), default="pilot",
+                    help="plan inputs from a 400-seed pilot (as first run) or from the "
+                         "simulator's exact components (true_components)")
+    ap.add_argument("--null-only", type=int, default=None, metavar="OFFSET",
+                    help="simulate only the null, from replication OFFSET on (a check of "
+                         "type I error independent of the first run's replications)")
+    ap.add_argument("--spendings", default=None, metavar="S,S",
+                    help="only these spending functions (comma-separated, e.g. obf,hsd(-1))")
     ap.add_argument("--futility-check", type=int, default=0, metavar="REPS",
                     help="only the check of the futility bound's marginals (futility_check)")
     args = ap.parse_args()
@@ -314,15 +352,28 @@ def main() -> None:
     t0 = time.time()
     load = os.getloadavg()[0]
     targets = tuple(float(x) for x in args.targets.split(","))
+    families = EVERY_FAMILIES if args.every else FAMILIES
+    if args.spendings is not None:
+        keep = args.spendings.split(",")
+        bad = [x for x in keep if x not in {f[0] for f in families}]
+        if bad:
+            ap.error(f"--spendings: unknown {', '.join(bad)}")
+        families = tuple(f for f in families if f[0] in keep)
     raw, p, designs = run(args.reps, args.workers, args.shift, targets, args.true_shift,
-                          EVERY_FAMILIES if args.every else FAMILIES)
+                          families, args.seed_dist, args.plan_from,
+                          args.null_only is not None, args.null_only or 0)
     tab = table(raw, designs)
     truth = "" if args.true_shift is None else (
         f"; simulated at logit shift {args.true_shift} (true δ "
         f"{plan_inputs(args.true_shift)['effect']:.4f}); 'planned' columns are the plan's "
         "at the planned effect")
-    text = (f"plan inputs (true δ at logit shift {args.shift}; pilot 400 seeds x 3000 "
-            f"items): {p}{truth}\n\n"
+    if args.seed_dist != "normal":
+        own = plan_inputs(args.true_shift or args.shift, args.seed_dist, "truth")
+        truth += (f"; seed effects {args.seed_dist} (same SDs), whose own exact "
+                  f"components are {own}")
+    source = ("pilot 400 seeds x 3000 items" if args.plan_from == "pilot"
+              else "the simulator's exact components")
+    text = (f"plan inputs (true δ at logit shift {args.shift}; {source}): {p}{truth}\n\n"
             + tab.to_markdown(index=False)
             + f"\n\n{args.reps} replications per scenario; {time.time() - t0:.0f} s with "
               f"{args.workers} worker(s); load average {load:.2f} at the start, "

@@ -21,6 +21,10 @@ with
   the trained models fixed mistakes it for a difference of procedures;
 * ``ρ_cs ~ N(0, seed_robustness_sd²)``: seed-specific robustness (how much the model of
   seed s loses under noise);
+* with ``seed_dist="t3"`` or ``"laplace"`` the three seed effects ``u_s``, ``v_cs`` and
+  ``ρ_cs`` are drawn from Student's t on 3 df or the Laplace distribution instead, scaled
+  to the same SD (``t_3·sd/√3``, ``Laplace(0, sd/√2)``; excess kurtosis ∞ and 3):
+  heavy-tailed seeds, an occasional training run far from the others, at the same SDs;
 * ``w_csi ~ N(0, seed_item_sd²)``: the seed × item interaction of one trained model,
   shared by its clean and noisy evaluations;
 * ``ε ~ N(0, noise_item_sd²)``: one noisy re-evaluation of an item;
@@ -35,10 +39,12 @@ and infinitely many items): ``"none"`` ≈ 0, ``"small"`` ≈ 0.02, ``"moderate"
 explicitly; an explicit value overrides the preset.
 
 The procedure-level truths (:func:`true_effects`) are expectations over the populations of
-seeds and items. Every random term is normal on the logit scale, so each expected accuracy
-is ``E[expit(N(m, τ²))]``, computed by 96-point Gauss–Hermite quadrature (error far below
-1e-10 here). Retention of a procedure is the ratio of its expected noisy and clean
-accuracies, the quantity ``mean(noisy)/mean(clean)`` over a (k, n) table estimates.
+seeds and items. With normal seed effects every random term is normal on the logit scale,
+so each expected accuracy is ``E[expit(N(m, τ²))]``, computed by 96-point Gauss–Hermite
+quadrature (error far below 1e-10 here); with heavy-tailed ones the same quadrature is
+averaged over the density of the sum of the seed terms, computed on a grid
+(:func:`_seed_sum_density`). Retention of a procedure is the ratio of its expected noisy and
+clean accuracies, the quantity ``mean(noisy)/mean(clean)`` over a (k, n) table estimates.
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ from robuststats._validation import check_choice, check_int, check_number, check
 from robuststats.errors import InputError
 
 __all__ = [
+    "SEED_DISTRIBUTIONS",
     "SEED_EFFECT_PRESETS",
     "SeedModel",
     "seed_model",
@@ -80,7 +87,11 @@ class SeedModel:
     noise_item_sd: float = 0.5
     item_condition_sd: float = 0.0
     item_robustness_sd: float = 0.0
+    seed_dist: str = "normal"
 
+
+#: distributions of the seed effects u, v, ρ (each scaled to its SD)
+SEED_DISTRIBUTIONS = ("normal", "t3", "laplace")
 
 #: seed components of each preset; per-seed retention SD ≈ 0, 0.02, 0.04, 0.075 at the
 #: defaults (tests/stats/test_seed_random.py checks this with :func:`seed_retention_sd`)
@@ -109,7 +120,9 @@ def seed_model(seed_effects: str = "moderate", **overrides: float) -> SeedModel:
             check_choice(key, "parameter", sorted(names))
         if value is None:
             continue
-        if key == "eval_noise":
+        if key == "seed_dist":
+            values[key] = check_choice(value, "seed_dist", SEED_DISTRIBUTIONS)
+        elif key == "eval_noise":
             levels = tuple(check_number(v, "eval_noise", low=0.0) for v in value)
             if len(levels) < 2 or levels[0] != 0.0 or len(set(levels)) != len(levels):
                 raise InputError("`eval_noise` must start with 0 (clean) and list at least one "
@@ -125,13 +138,24 @@ def _levels(model: SeedModel) -> np.ndarray:
     return lv / lv.max()
 
 
+def _seed_draw(dist: str, sd: float, size: int | tuple[int, ...],
+               rng: np.random.Generator) -> np.ndarray:
+    """Seed effects with mean 0 and SD ``sd`` from ``dist`` (one of :data:`SEED_DISTRIBUTIONS`);
+    ``"normal"`` is the same call, so the default streams are unchanged."""
+    if dist == "t3":  # Var t_3 = 3
+        return rng.standard_t(3.0, size) * (sd / np.sqrt(3.0))
+    if dist == "laplace":  # Var Laplace(0, b) = 2b²
+        return rng.laplace(0.0, sd / np.sqrt(2.0), size)
+    return rng.normal(0.0, sd, size)
+
+
 def _draw_effects(model: SeedModel, k: int, n: int, rng: np.random.Generator
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Clean logits ``(2, k, n)`` and the drop at the largest level ``(2, k, n)``."""
     beta = rng.normal(0.0, model.item_sd, n)
-    u = rng.normal(0.0, model.seed_skill_sd, k)
-    v = rng.normal(0.0, model.seed_condition_sd, (2, k))
-    rho = rng.normal(0.0, model.seed_robustness_sd, (2, k))
+    u = _seed_draw(model.seed_dist, model.seed_skill_sd, k, rng)
+    v = _seed_draw(model.seed_dist, model.seed_condition_sd, (2, k), rng)
+    rho = _seed_draw(model.seed_dist, model.seed_robustness_sd, (2, k), rng)
     w = rng.normal(0.0, model.seed_item_sd, (2, k, n))
     gamma = np.array([model.accuracy_effect, 0.0])
     lam = model.noise_drop - np.array([model.robustness_effect, 0.0])
@@ -188,6 +212,7 @@ def simulate_outcomes(
     noise_item_sd: float | None = None,
     item_condition_sd: float | None = None,
     item_robustness_sd: float | None = None,
+    seed_dist: str | None = None,
     rng: np.random.Generator | int | None = None,
 ) -> pd.DataFrame:
     """Simulate the outcomes table of a two-condition, k-seed robustness study.
@@ -220,6 +245,9 @@ def simulate_outcomes(
     item_condition_sd, item_robustness_sd : float, default 0
         Item × condition components: items one procedure gets right more often, and
         items one procedure loses more of under noise.
+    seed_dist : {"normal", "t3", "laplace"}, default "normal"
+        Distribution of the seed effects (skill, seed × condition, robustness), each scaled
+        to its SD: Student's t on 3 df and Laplace are heavy-tailed seeds.
     rng : numpy.random.Generator, int or None
         The only source of randomness.
 
@@ -239,7 +267,7 @@ def simulate_outcomes(
                        seed_skill_sd=seed_skill_sd, seed_condition_sd=seed_condition_sd,
                        seed_robustness_sd=seed_robustness_sd, seed_item_sd=seed_item_sd,
                        noise_item_sd=noise_item_sd, item_condition_sd=item_condition_sd,
-                       item_robustness_sd=item_robustness_sd)
+                       item_robustness_sd=item_robustness_sd, seed_dist=seed_dist)
     rows = _simulate_rows(model, k, n, m, gen)
     return rows
 
@@ -282,6 +310,17 @@ def _expit_normal(mean: np.ndarray | float, sd: float) -> np.ndarray:
     return special.expit(x) @ _GH_W / np.sqrt(np.pi)
 
 
+def _seed_sum_density(dist: str, sds: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Grid points and probability weights of the sum of independent seed effects with SDs
+    ``sds`` drawn from ``dist`` (tabulated and convolved by FFT on the grid of
+    :mod:`robuststats.stats._simulate_truth`, ±25 logit units: a t_3 term of SD 0.3 leaves
+    a mass of about 1e-7 beyond, and an accuracy in [0, 1] moves by less than that)."""
+    from robuststats.stats._simulate_truth import _grid, _sum_density
+
+    x = _grid()
+    return x, _sum_density([(dist, sd) for sd in sds], x)
+
+
 def true_effects(seed_effects: str = "moderate", **parameters: object) -> pd.DataFrame:
     """Procedure-level truths of the simulator: expectations over seeds and items.
 
@@ -299,11 +338,18 @@ def true_effects(seed_effects: str = "moderate", **parameters: object) -> pd.Dat
         gamma = model.accuracy_effect if c == 0 else 0.0
         lam = model.noise_drop - (model.robustness_effect if c == 0 else 0.0)
         for j, s in enumerate(scale):
-            var = (model.item_sd**2 + model.seed_skill_sd**2 + model.seed_condition_sd**2
-                   + model.seed_item_sd**2 + (s * model.seed_robustness_sd) ** 2
-                   + model.item_condition_sd**2 + (s * model.item_robustness_sd) ** 2
-                   + (model.noise_item_sd**2 if j > 0 else 0.0))
-            acc[c, j] = float(_expit_normal(model.intercept + gamma - s * lam, np.sqrt(var)))
+            seed_sds = (model.seed_skill_sd, model.seed_condition_sd,
+                        s * model.seed_robustness_sd)
+            rest = (model.item_sd**2 + model.seed_item_sd**2 + model.item_condition_sd**2
+                    + (s * model.item_robustness_sd) ** 2
+                    + (model.noise_item_sd**2 if j > 0 else 0.0))
+            mean = model.intercept + gamma - s * lam
+            if model.seed_dist == "normal":
+                sd = np.sqrt(rest + sum(v**2 for v in seed_sds))
+                acc[c, j] = float(_expit_normal(mean, sd))
+            else:
+                x, w = _seed_sum_density(model.seed_dist, seed_sds)
+                acc[c, j] = float(w @ _expit_normal(mean + x, np.sqrt(rest)))
     for j, level in enumerate(model.eval_noise):
         ra, rb = acc[0, j] / acc[0, 0], acc[1, j] / acc[1, 0]
         rows.append(dict(eval_noise=float(level), accuracy_a=acc[0, j], accuracy_b=acc[1, j],
@@ -323,9 +369,9 @@ def seed_retention_sd(seed_effects: str = "moderate", *, n_draws: int = 20_000,
     model = seed_model(seed_effects, **parameters)  # type: ignore[arg-type]
     gen = check_rng(rng)
     draws = check_int(n_draws, "n_draws", low=2)
-    shift = (gen.normal(0.0, model.seed_skill_sd, draws)
-             + gen.normal(0.0, model.seed_condition_sd, draws))
-    rho = gen.normal(0.0, model.seed_robustness_sd, draws)
+    shift = (_seed_draw(model.seed_dist, model.seed_skill_sd, draws, gen)
+             + _seed_draw(model.seed_dist, model.seed_condition_sd, draws, gen))
+    rho = _seed_draw(model.seed_dist, model.seed_robustness_sd, draws, gen)
     within = model.item_sd**2 + model.seed_item_sd**2 + model.item_condition_sd**2
     clean = _expit_normal(model.intercept + shift, np.sqrt(within))
     noisy = _expit_normal(model.intercept + shift - model.noise_drop - rho,
