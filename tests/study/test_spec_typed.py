@@ -41,7 +41,7 @@ def test_conditions_and_hypotheses_are_the_engine_and_stats_classes(tmp_path: Pa
      r"conditions\.B\.train_noise\.phases \(line 10\): `phases` must be"),
     ("{scale: 0.05, phases: forward}", "{scale: 0.05, opz: linear}",
      r"conditions\.B\.train_noise\.opz \(line 10\): unknown key 'opz' \(did you mean "
-     r"'ops'\?\); allowed keys: 'scale', .*'ties'\.$"),
+     r"'ops'\?\); allowed keys: 'scale', .*'ties', 'generator'\.$"),
     ("{scale: 0.05, phases: forward}", "{scale: 0.05, ops: [linear, matmull]}",
      r"conditions\.B\.train_noise\.ops \(line 10\): .*unknown op 'matmull'.*'matmul'"),
     ("{scale: 0.05, phases: forward}", "[0.05]",
