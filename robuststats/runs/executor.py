@@ -38,8 +38,8 @@ from robuststats.runs.progress import DiskProgress
 from robuststats.runs.spec import StudySpec
 from robuststats.runs.workers import run_pool
 
-__all__ = ["ExecutionReport", "JobCounts", "execute", "load_or_train", "mark_crashed",
-           "resume_job", "run_job"]
+__all__ = ["ExecutionReport", "JobCounts", "execute", "load_or_train", "longest_first",
+           "mark_crashed", "resume_job", "run_job"]
 
 
 @dataclass(frozen=True)
@@ -272,7 +272,7 @@ def _run_pool(ledger: RunLedger, run_dir: str, spec: StudySpec,
               progress: Callable[[int], None] | None, training: TrainingTally) -> JobCounts:
     """Run the jobs in the platform's pool (:func:`~robuststats.runs.workers.run_pool`):
     any interruption stops it within a second, keeping the cells written so far."""
-    job_list = list(grouped)
+    job_list = longest_first(ledger, spec, grouped)
     totals = [JobCounts()]
     all_cells = [c for cells in grouped.values() for c in cells]
     # count finished or failed cells, and the training the workers report
@@ -291,6 +291,28 @@ def _run_pool(ledger: RunLedger, run_dir: str, spec: StudySpec,
     run_pool(resume_job, [(run_dir, spec, job, grouped[job]) for job in job_list], workers,
              on_result=on_result, on_error=on_error, poll=tally.poll)
     return totals[0]
+
+
+def longest_first(ledger: RunLedger, spec: StudySpec,
+                  grouped: dict[TrainJob, list[Cell]]) -> list[TrainJob]:
+    """The jobs of ``grouped`` in the order a pool should start them: the longest first.
+
+    A pool's run ends when its last job does; started in plan order, the study's costliest
+    jobs (training with noise in both passes) came last and one worker sat idle while the
+    other finished them. Longest-first (Graham 1969, LPT) bounds that idle tail by the
+    shortest job. The estimate: a model to train before a cached one, then training noise in
+    two passes before one before none, then more cells. Ties keep plan order. Each job's
+    outcomes depend only on its own seeds, never on when it runs.
+    """
+    def cost(job: TrainJob) -> tuple[int, int, int]:
+        condition = spec.conditions[job.condition]
+        trains = condition.checkpoint is None and not ledger.model_ready(job)
+        noise = condition.train_noise
+        passes = 0 if noise is None or not trains else \
+            sum(scale > 0 for scale in noise.phase_scales.values())
+        return (int(trains), passes, len(grouped[job]))
+
+    return sorted(grouped, key=cost, reverse=True)
 
 
 def mark_crashed(ledger: RunLedger, cells: list[Cell], text: str) -> JobCounts:
