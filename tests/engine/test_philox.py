@@ -281,3 +281,26 @@ def test_no_build_is_one_clear_refusal_before_the_model_runs(make_qwen, ids, mon
         PhiloxStream(1)
     with torch.no_grad(), inject(model, NoiseSpec(scale=0.05)):  # the default stream works
         model(ids)
+
+
+@pytest.mark.parametrize("backend", ["eager", pytest.param("aot_eager", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("phases", ["forward", "both"])
+def test_compiled_training_step_draws_the_eager_philox_noise(make_qwen, ids, backend,
+                                                               phases) -> None:
+    torch._dynamo.reset()
+    model = make_qwen()
+    model.train()
+    compiled = torch.compile(model, backend=backend)
+    compiled(ids, labels=ids).loss.backward()  # compile forward and backward first
+    spec = NoiseSpec(scale=0.05, ops="all_ops", phases=phases, seed=2, generator="philox")
+    runs = []
+    for call in (model, compiled):
+        model.zero_grad()
+        with inject(model, spec) as s:
+            out = call(ids, labels=ids)
+            out.loss.backward()
+        runs.append((out.logits.detach(), [p.grad.clone() for p in model.parameters()], s))
+    (ref, g_ref, s_ref), (got, g_got, s_got) = runs
+    assert torch.equal(got, ref)
+    assert all(torch.equal(a, b) for a, b in zip(g_ref, g_got, strict=True))
+    assert s_got.stats.equals(s_ref.stats) and int(s_ref.stats["count"].sum()) > 0
