@@ -107,11 +107,12 @@ def test_two_threads_two_sessions(make_qwen, ids) -> None:
     assert "forward" not in model.lm_head.__dict__
 
 
+@pytest.mark.parametrize("generator", ["mt", "philox"])
 @pytest.mark.parametrize("phases", ["forward", "both"])
-def test_gradient_checkpointing_replays_forward_noise(make_qwen, ids, phases) -> None:
+def test_gradient_checkpointing_replays_forward_noise(make_qwen, ids, phases, generator) -> None:
     model = make_qwen()
     model.train()
-    spec = NoiseSpec(scale=0.05, ops="all_ops", phases=phases, seed=3)
+    spec = NoiseSpec(scale=0.05, ops="all_ops", phases=phases, seed=3, generator=generator)
 
     def grads(checkpointing: bool):
         model.zero_grad()
