@@ -36,7 +36,7 @@
 #define W0 0x9E3779B9u           /* key schedule (golden ratio, sqrt 3 - 1) */
 #define W1 0xBB67AE85u
 
-/* dtype codes of rs_philox_perturb (the Python side passes them) */
+/* dtype codes of rs_philox_perturb_into (the Python side passes them) */
 enum { RS_FLOAT32 = 0, RS_BFLOAT16 = 1, RS_FLOAT16 = 2 };
 
 #define RS_EXPORT __attribute__((visibility("default")))
@@ -214,16 +214,18 @@ RS_EXPORT void rs_philox_normal(float *out, int64_t n, uint64_t key, uint64_t st
 
 #define PERTURB_TILES(T, LOAD, STORE)                                                         \
   do {                                                                                        \
-    T *p = (T *)y;                                                                            \
+    const T *q = (const T *)src;                                                              \
+    T *p = (T *)dst;                                                                          \
     for (int64_t t = tile_lo; t < tile_hi; ++t) {                                             \
       normals_tile(key, (uint64_t)t, z);                                                      \
       const int64_t a0 = max64(t * TILE, (int64_t)start);                                     \
       const int64_t a1 = min64((t + 1) * TILE, (int64_t)start + n);                           \
       const int64_t m = a1 - a0;                                                              \
+      const T *s = q + (a0 - (int64_t)start);                                                 \
       T *d = p + (a0 - (int64_t)start);                                                       \
       const float *zz = z + (a0 - t * TILE);                                                  \
       for (int64_t i = 0; i < m; ++i) {                                                       \
-        const float v = LOAD(d[i]);                                                           \
+        const float v = LOAD(s[i]);                                                           \
         const float e = zz[i] * v;                                                            \
         yf[i] = v;                                                                            \
         /* one rounding, as torch.add(y, e, alpha=scale) does it: the fused pass is bitwise   \
@@ -239,13 +241,15 @@ RS_EXPORT void rs_philox_normal(float *out, int64_t n, uint64_t key, uint64_t st
 #define LOAD_F32(x) (x)
 #define STORE_F32(x) (x)
 
-/* y <- fma(eps * y, scale, y) for the part of y[0, n) (stream positions [start, start + n))
- * that lies in tiles [tile_lo, tile_hi); parts[2k], parts[2k + 1] <- float64 ||y||^2 and
- * ||realised error||^2 of the unperturbed y over tile tile_lo + k. Low-precision y is computed
- * in float32 and rounded once; its error is the rounded result minus y, in float32.
- * Returns 0, or -1 for an unknown dtype code. */
-RS_EXPORT int rs_philox_perturb(void *y, int dtype, int64_t n, uint64_t key, uint64_t start,
-                                float scale, int64_t tile_lo, int64_t tile_hi, double *parts) {
+/* dst <- fma(eps * src, scale, src) for the part of src[0, n) (stream positions
+ * [start, start + n)) that lies in tiles [tile_lo, tile_hi); parts[2k], parts[2k + 1] <-
+ * float64 ||src||^2 and ||realised error||^2 over tile tile_lo + k. dst may be src (in place)
+ * or a buffer of the same dtype and length that does not overlap it. Low-precision values are
+ * computed in float32 and rounded once; their error is the rounded result minus src, in
+ * float32. Returns 0, or -1 for an unknown dtype code. */
+RS_EXPORT int rs_philox_perturb_into(const void *src, void *dst, int dtype, int64_t n,
+                                     uint64_t key, uint64_t start, float scale, int64_t tile_lo,
+                                     int64_t tile_hi, double *parts) {
   ALIGN64 float z[TILE];
   ALIGN64 float yf[TILE];
   ALIGN64 float ef[TILE];

@@ -59,7 +59,7 @@ _SOURCE = Path(__file__).with_name("_philox.c")
 _FLAGS = ["-O3", "-march=native", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC",
           "-fvisibility=hidden"]
 _MASK64 = 0xFFFFFFFFFFFFFFFF
-#: dtype codes of ``rs_philox_perturb``
+#: dtype codes of ``rs_philox_perturb_into``
 _DTYPES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 #: a call of fewer tiles runs on the calling thread alone (thread hand-off costs more)
 _MIN_PARALLEL_TILES = 8
@@ -169,8 +169,9 @@ class _Library:
         self._normal = lib.rs_philox_normal
         self._normal.argtypes = [ptr, i64, u64, u64, i64, i64]
         self._normal.restype = None
-        self._perturb = lib.rs_philox_perturb
-        self._perturb.argtypes = [ptr, ctypes.c_int, i64, u64, u64, ctypes.c_float, i64, i64, ptr]
+        self._perturb = lib.rs_philox_perturb_into
+        self._perturb.argtypes = [ptr, ptr, ctypes.c_int, i64, u64, u64, ctypes.c_float, i64,
+                                  i64, ptr]
         self._perturb.restype = ctypes.c_int
         self._sum_parts = lib.rs_philox_sum_parts
         self._sum_parts.argtypes = [ptr, i64, ptr]
@@ -192,23 +193,30 @@ class _Library:
         t0, t1 = _tiles(start, n)
         _split(t0, t1, lambda lo, hi: self._normal(p, n, k, start, lo, hi))
 
-    def perturb_relative_(self, y: torch.Tensor, key: int, offset: int, scale: float) -> torch.Tensor:
-        """``y ← fma(ε·y, scale, y)`` in one pass, ε the draws at ``[offset, offset + numel)``;
-        returns float64 ``(‖y‖², ‖realised error‖²)`` of the unperturbed ``y``."""
+    def perturb_into(self, y: torch.Tensor, out: torch.Tensor, key: int, offset: int,
+                     scale: float) -> torch.Tensor:
+        """``out ← fma(ε·y, scale, y)`` in one pass, ε the draws at ``[offset, offset +
+        numel)``; ``out`` is ``y`` (in place) or a contiguous tensor of ``y``'s dtype and
+        size that does not overlap it. Returns float64 ``(‖y‖², ‖realised error‖²)`` of the
+        unperturbed ``y``."""
         if y.device.type != "cpu" or not y.is_contiguous():
-            raise RuntimeError("philox perturb_relative_: a contiguous CPU tensor is required")
+            raise RuntimeError("philox perturb: a contiguous CPU tensor is required")
         code = _DTYPES.get(y.dtype)
         if code is None:
-            raise RuntimeError("philox perturb_relative_: float32, bfloat16 or float16 required")
+            raise RuntimeError("philox perturb: float32, bfloat16 or float16 required")
+        if (out.dtype != y.dtype or out.shape != y.shape or not out.is_contiguous()
+                or out.device.type != "cpu"):
+            raise RuntimeError("philox perturb: the output must be a contiguous CPU tensor of "
+                               "the input's dtype and shape")
         n = y.numel()
-        p, k, start = y.data_ptr(), key & _MASK64, offset & _MASK64
+        src, dst, k, start = y.data_ptr(), out.data_ptr(), key & _MASK64, offset & _MASK64
         t0, t1 = _tiles(start, n)
         parts = torch.empty(2 * (t1 - t0), dtype=torch.float64)  # every slot is written
         base, width = parts.data_ptr(), parts.element_size()
         s = float(scale)
 
         def run(lo: int, hi: int) -> None:
-            self._perturb(p, code, n, k, start, s, lo, hi, base + 2 * width * (lo - t0))
+            self._perturb(src, dst, code, n, k, start, s, lo, hi, base + 2 * width * (lo - t0))
 
         _split(t0, t1, run)
         norms = torch.empty(2, dtype=torch.float64)
@@ -317,8 +325,8 @@ class PhiloxStream:
         if y.dtype in (torch.float32, torch.bfloat16, torch.float16):
             if y.numel() == 0:
                 return torch.zeros(2, dtype=torch.float64)
-            norms = self._k.perturb_relative_(y, _signed(self.key), self._take(y.numel()),
-                                              float(scale))
+            norms = self._k.perturb_into(y, y, _signed(self.key), self._take(y.numel()),
+                                         float(scale))
             # written through its data pointer: bump the version as an in-place op would, so
             # that autograd still refuses a saved tensor that this pass changed
             torch.autograd.graph.increment_version(y)
@@ -327,6 +335,21 @@ class PhiloxStream:
         norms = torch.stack((torch.linalg.vector_norm(y), torch.linalg.vector_norm(e) * scale))
         y.add_(e, alpha=scale)
         return norms.double().square_()
+
+    def perturbed(self, y: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(y + scale·(ε·y), norms)`` out of place: the values and norms of
+        :meth:`perturb_relative_` in a new tensor, ``y`` left as it is (one pass that reads
+        ``y`` and writes the result, for outputs autograd tracks and for gradients)."""
+        if (y.device.type != "cpu" or not y.is_contiguous()
+                or y.dtype not in (torch.float32, torch.bfloat16, torch.float16)):
+            out = y.detach().clone(memory_format=torch.contiguous_format)
+            return out, self.perturb_relative_(out, scale)
+        out = torch.empty_like(y, memory_format=torch.contiguous_format)
+        if y.numel() == 0:
+            return out, torch.zeros(2, dtype=torch.float64)
+        norms = self._k.perturb_into(y.detach(), out, _signed(self.key),
+                                     self._take(y.numel()), float(scale))
+        return out, norms
 
     def get_state(self) -> dict[str, int]:
         """The stream's position: all that gradient checkpointing needs to replay it."""

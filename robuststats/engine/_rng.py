@@ -229,6 +229,12 @@ class NoiseStream:
         _run_chunks(len(gens), fill)
         return torch.stack(parts).double().square_().sum(dim=0)  # type: ignore[arg-type]
 
+    def perturbed(self, y: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(y + scale·ε·y, norms)`` out of place: :meth:`perturb_relative_` on a contiguous
+        copy of ``y`` (a CPU tensor), ``y`` left as it is."""
+        out = y.detach().clone(memory_format=torch.contiguous_format)
+        return out, self.perturb_relative_(out, scale)
+
     def get_state(self) -> dict[int, torch.Tensor]:
         """Snapshot of the chunk generators used so far (unused ones start from their key)."""
         return {i: g.get_state() for i, g in enumerate(self._gens)}

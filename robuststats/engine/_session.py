@@ -185,15 +185,29 @@ class NoiseSession:
             return y
         recompute = in_backward()
         tracked = y.requires_grad and torch.is_grad_enabled()
-        if (not tracked and self.kind == "relative_gaussian" and y.device.type == "cpu"
-                and y.is_contiguous()):
-            # draw, multiply, measure and add chunk by chunk in parallel, a bf16/fp16 result
-            # in float32 and rounded once (bitwise equal to the unfused paths below)
-            with torch.no_grad():
-                norms = self._replay.forward_stream(layer, y.device).perturb_relative_(y, scale)
+        if self.kind == "relative_gaussian" and y.device.type == "cpu" and (
+                tracked or y.is_contiguous()):
+            # draw, multiply, measure and add in one pass (chunk by chunk, in parallel), a
+            # bf16/fp16 result in float32 and rounded once: bitwise the values of the unfused
+            # paths below. In place when autograd does not track y; else into a new tensor
+            # that the gradient passes straight through (y may be saved for backward)
+            g = self._replay.forward_stream(layer, y.device)
+            if tracked:
+                made: list[torch.Tensor] = []
+
+                def make(t: torch.Tensor) -> torch.Tensor:
+                    out, norms = g.perturbed(t, scale)
+                    made.append(norms)
+                    return out
+
+                out = _StraightThrough.apply(y, make)
+                norms = made[0]
+            else:
+                with torch.no_grad():
+                    out, norms = y, g.perturb_relative_(y, scale)
             if not recompute:
                 self._ledger.book(layer, op, "forward", norms, count=count)
-            return y
+            return out
         if y.dtype in LOW_PRECISION:
             with torch.no_grad():
                 out, realised, yf = self._low_precision(
@@ -202,7 +216,7 @@ class NoiseSession:
                     self._ledger.record(layer, op, "forward", yf, realised, 1.0, count=count)
                 if not tracked:
                     return y.copy_(out)
-            return _StraightThrough.apply(y, out)
+            return _StraightThrough.apply(y, lambda _: out)
         with torch.no_grad():
             g = self._replay.forward_stream(layer, y.device)
             e, alpha = self._error(y, scale, g)
@@ -224,6 +238,12 @@ class NoiseSession:
             return grad
         with torch.no_grad():
             g = self._streams.get("backward", layer, grad.device)
+            if self.kind == "relative_gaussian" and grad.device.type == "cpu":
+                # one fused pass into a new tensor (never in place: autograd may hand the
+                # same gradient buffer to several inputs); bitwise the unfused values below
+                out, norms = g.perturbed(grad, scale)
+                self._ledger.book(layer, op, "backward", norms, count=count)
+                return out
             if grad.dtype in LOW_PRECISION:
                 out, realised, gf = self._low_precision(grad, scale, g)
                 self._ledger.record(layer, op, "backward", gf, realised, 1.0, count=count)
@@ -298,11 +318,15 @@ class NoiseSession:
 
 
 class _StraightThrough(torch.autograd.Function):
-    """Forward: ``noisy`` (a constant); backward: the gradient goes to ``y`` unchanged."""
+    """Forward: ``make(y)``, a new tensor that autograd treats as a function of ``y`` with
+    the identity as its derivative (the noise is a constant); backward: the gradient goes
+    to ``y`` unchanged. The output is made inside ``forward`` and is never ``y`` or a view
+    of it, so a model may update it in place (Falcon adds to its attention output)."""
 
     @staticmethod
-    def forward(ctx: Any, y: torch.Tensor, noisy: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        return noisy
+    def forward(ctx: Any, y: torch.Tensor,  # type: ignore[override]
+                make: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+        return make(y)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:  # type: ignore[override]
