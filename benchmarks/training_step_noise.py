@@ -35,13 +35,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from robuststats.engine import NoiseSpec, inject  # noqa: E402
-from robuststats.engine._ledger import LOW_PRECISION  # noqa: E402
-from robuststats.engine._philox import PhiloxStream  # noqa: E402
-from robuststats.engine._rng import NoiseStream  # noqa: E402
-from robuststats.models.model import build_model, build_tokenizer  # noqa: E402
-from robuststats.models.tasks import get_task  # noqa: E402
-from robuststats.models.training import _encode, _trim  # noqa: E402
+from robuststats.engine import NoiseSpec, inject
+from robuststats.engine._ledger import LOW_PRECISION
+from robuststats.engine._philox import PhiloxStream
+from robuststats.engine._rng import NoiseStream
+from robuststats.models.model import build_model, build_tokenizer
+from robuststats.models.tasks import get_task
+from robuststats.models.training import _encode, _trim
 
 
 def _unfused(stream: Any, y: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
