@@ -3,6 +3,7 @@ concurrent builds), the refusal without a compiler, any thread count, and forked
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -113,3 +114,39 @@ def test_a_child_forked_after_a_two_thread_draw_draws_too() -> None:
     done = subprocess.run([sys.executable, "-c", script], env=dict(os.environ), timeout=240,
                           capture_output=True, text=True)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+
+
+@pytest.mark.parametrize("isa", ["portable", "avx2"])
+def test_builds_for_other_instruction_sets_give_the_same_values(tmp_path, isa) -> None:
+    # the kernel has an AVX-512 path for the Philox rounds and an F16C path for fp16; a CPU
+    # without them compiles the portable loops, which must give bitwise the same numbers
+    cc = _philox._compiler()[0]
+    flags = [f for f in _philox._FLAGS if f != "-march=native"]
+    arch = ["-march=x86-64"] if isa == "portable" else ["-march=haswell"]
+    if os.uname().machine not in ("x86_64", "AMD64"):
+        arch = []
+    lib = tmp_path / f"philox_{isa}.so"
+    subprocess.run([cc, *flags, *arch, "-o", str(lib), str(_philox._SOURCE), "-lm"], check=True,
+                   capture_output=True, timeout=600)
+    other, native = _philox._Library(lib), _philox.kernel()
+    for key, offset, n in [(7, 0, 3 * TILE), (-(2**63), 2**64 - 2 * TILE, 2 * TILE + 5),
+                           (2**40 + 3, 5 * TILE + 17, 1000)]:
+        a, b = torch.empty(n), torch.empty(n)
+        other.normal_(a, key, offset)
+        native.normal_(b, key, offset)
+        assert torch.equal(a.view(torch.int32), b.view(torch.int32))
+    for dtype, special in itertools.product((torch.float32, torch.bfloat16, torch.float16),
+                                            (False, True)):
+        y = torch.randn(2 * TILE + 9, generator=torch.Generator().manual_seed(5)).to(dtype)
+        if special:
+            y[3] = float("inf")
+        outs = []
+        for k in (other, native):
+            out = torch.empty_like(y)
+            outs.append((out, k.perturb_into(y, out, 11, 3 * TILE, 0.05)))
+        (a, na), (b, nb) = outs
+        bits = torch.int32 if dtype == torch.float32 else torch.int16
+        nan = a.isnan()
+        assert torch.equal(nan, b.isnan())
+        assert torch.equal(a[~nan].view(bits), b[~nan].view(bits))
+        torch.testing.assert_close(na, nb, rtol=0, atol=0, equal_nan=True)  # (inf, nan): special
