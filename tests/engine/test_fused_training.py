@@ -68,7 +68,7 @@ def _unfused_streams(monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("generator", ["mt", "philox"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("phases", ["forward", "backward", "both"])
 @pytest.mark.parametrize("ops", ["matmul_only", "all_ops"])
 def test_training_step_is_bitwise_the_unfused_one(make_qwen, ids, monkeypatch, generator, dtype,
