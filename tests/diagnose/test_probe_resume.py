@@ -75,6 +75,7 @@ def _outcomes(diagnosis) -> pd.DataFrame:
                                           ignore_index=True)
 
 
+@pytest.mark.slow
 def test_killed_probe_resumes_without_repeating_work(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = _spec(tmp_path)

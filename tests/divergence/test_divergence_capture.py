@@ -344,6 +344,7 @@ def _with_header(src: Path, dst: Path, edit) -> None:
             zout.writestr(item.filename, body)
 
 
+@pytest.mark.slow
 def test_any_malformed_header_is_one_input_error(qwen, tmp_path):
     """Every header entry replaced by a value of another type: the comparison either works
     (the entry is informative only) or fails with one InputError line."""

@@ -63,6 +63,7 @@ def test_failed_verification_is_logged_too(make_qwen, tmp_path) -> None:
     assert line["required_ops"] == ["gelu"] and line["counts"] == []
 
 
+@pytest.mark.slow
 def test_open_session_is_logged_at_exit(tmp_path) -> None:
     """A process that never stops its session still leaves its counts (atexit)."""
     log = tmp_path / "inj.jsonl"

@@ -22,6 +22,7 @@ def _run(tmp_path: Path, runs: Path, data: dict, **kw):
     return run_search(spec, out=tmp_path / "results", runs=runs, progress=False, **kw)
 
 
+@pytest.mark.slow
 def test_search_publishes_a_version_with_baselines_config_and_reevaluation(
         tmp_path: Path, seed_runs) -> None:
     runs = seed_runs()
@@ -99,6 +100,7 @@ def test_another_search_in_the_same_storage_is_refused_unless_fresh(tmp_path: Pa
     assert fresh.trials_run_now == 2
 
 
+@pytest.mark.slow
 def test_multi_objective_search_returns_the_pareto_front(tmp_path: Path, seed_runs) -> None:
     runs = seed_runs()
     run = _run(tmp_path, runs, tiny(**{"search.multi_objective": True, "search.trials": 5}))
@@ -112,6 +114,7 @@ def test_multi_objective_search_returns_the_pareto_front(tmp_path: Path, seed_ru
         assert run.chosen["trial"] in front
 
 
+@pytest.mark.slow
 def test_block_space_has_one_multiplier_per_attention_and_mlp(tmp_path: Path,
                                                               seed_runs) -> None:
     runs = seed_runs()

@@ -57,6 +57,7 @@ def test_a_pruned_trial_stops_at_its_first_report(tmp_path: Path) -> None:
     assert t.state == S.PRUNED and list(t.intermediate_values) == [6]
 
 
+@pytest.mark.slow
 def test_training_search_end_to_end(tmp_path: Path) -> None:
     spec = SearchSpec.from_dict(tiny(**TRAINING))
     assert spec.search.pruner_name == "median"

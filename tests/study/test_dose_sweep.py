@@ -87,6 +87,7 @@ def test_adaptive_levels_narrow_around_the_threshold():
     assert adaptive_levels(float("inf"), [0.0], ad, 0) == []
 
 
+@pytest.mark.slow
 def test_sweep_runs_refines_and_resumes(tmp_path):
     data = sweep_study(adaptive={"rounds": 1, "points": 2, "spread": 2.0},
                        compare=["LL.4", "LL.3", "W1.4"])

@@ -14,6 +14,9 @@ from robuststats.results import ResultStore, diff_versions, verify
 ROOT = Path(__file__).resolve().parents[2]
 
 
+pytestmark = pytest.mark.slow  # a whole smoke study per module: the slow suite
+
+
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("e2e")

@@ -210,6 +210,7 @@ def ext_run(tmp_path_factory) -> Path:
     return tmp
 
 
+@pytest.mark.slow
 def test_study_trains_through_the_command_in_two_processes(ext_run: Path) -> None:
     v = ResultStore(ext_run / "results").get("ext")
     assert v.manifest["cells_finished"] == 4 and v.manifest["models_trained"] == 2
@@ -234,6 +235,7 @@ def test_study_trains_through_the_command_in_two_processes(ext_run: Path) -> Non
     assert not (cached / "model.safetensors").exists()
 
 
+@pytest.mark.slow
 def test_resume_after_the_marker_does_not_rerun_the_command(ext_run: Path) -> None:
     # the run directory is lost (another machine, a cleaned scratch disk): the checkpoints
     # outside it carry their completion markers
@@ -249,6 +251,7 @@ def test_resume_after_the_marker_does_not_rerun_the_command(ext_run: Path) -> No
     pd.testing.assert_frame_equal(a, b)
 
 
+@pytest.mark.slow
 def test_changed_checkpoint_is_not_complete(ext_run: Path) -> None:
     ckpt = ext_run / "ckpt" / "clean" / "seed0"
     with open(ckpt / "aqn_sigmas.json", "a") as fh:
@@ -268,6 +271,7 @@ def test_a_misspelt_trainer_name_is_answered(tmp_path) -> None:
         get_trainer("comand")
 
 
+@pytest.mark.slow
 def test_a_checkpoint_rewritten_at_the_same_size_or_swapped_is_named(ext_run: Path,
                                                                      tmp_path: Path) -> None:
     """Identity, not sizes: the marker and the run directory's pointer hold the SHA-256."""

@@ -55,6 +55,7 @@ def test_ledger_stores_injections_per_cell_before_the_cell(tmp_path: Path) -> No
     assert ledger.injections(plan(spec)).empty
 
 
+@pytest.mark.slow
 def test_versions_carry_the_injections_of_an_external_evaluator(tmp_path: Path) -> None:
     spec = StudySpec.from_dict(fake_study(n=6, noise_seeds=1, seeds=1))
     run = run_study(spec, out=tmp_path / "res", runs=tmp_path / "runs", workers=2,

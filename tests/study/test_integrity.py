@@ -27,6 +27,7 @@ def _events(tmp_path: Path, name: str = "fake") -> list[dict]:
     return RunLedger(tmp_path / "runs" / name).events()
 
 
+@pytest.mark.slow
 def test_damaged_cells_are_recomputed_and_verify_traces_the_cells(tmp_path: Path) -> None:
     spec = StudySpec.from_dict(fake_study(n=24, seeds=1, noise_seeds=1))
     first = _run(spec, tmp_path)
@@ -84,6 +85,7 @@ def test_verify_detects_outcomes_that_disagree_with_the_recorded_cells(tmp_path:
     assert not report.ok
 
 
+@pytest.mark.slow
 def test_changed_hypothesis_only_reanalyses(tmp_path: Path) -> None:
     study = fake_study(n=30, seeds=2, noise_seeds=1)
     first = _run(StudySpec.from_dict(study), tmp_path)

@@ -37,6 +37,7 @@ def _outcomes(run) -> pd.DataFrame:
     return pd.read_parquet(run.version.path / "outcomes.parquet")
 
 
+@pytest.mark.slow
 def test_ray_gives_the_local_executors_outcomes_bit_for_bit(tmp_path: Path) -> None:
     spec = StudySpec.from_dict({**fake_study(), "resources": {"num_cpus": 1}})
     local = run_study(spec, out=tmp_path / "a", runs=tmp_path / "ra", workers=2,
@@ -56,6 +57,7 @@ def test_ray_gives_the_local_executors_outcomes_bit_for_bit(tmp_path: Path) -> N
     assert os.getpid() not in pids  # the cells ran in Ray workers
 
 
+@pytest.mark.slow
 def test_resume_uses_the_same_ledger(tmp_path: Path) -> None:
     failing = StudySpec.from_dict(fake_study(fail=["B__s0__n0.1__ns0"]))
     first = run_study(failing, out=tmp_path / "res", runs=tmp_path / "runs", progress=False,
@@ -73,6 +75,7 @@ def test_resume_uses_the_same_ledger(tmp_path: Path) -> None:
     assert [e["event"] for e in after if e["event"].startswith("cell")] == ["cell_failed"]
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_job_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     spec = StudySpec.from_dict(fake_study(delay=0.3, n=10, noise_seeds=1, seeds=1))
     reference = run_study(spec, out=tmp_path / "ref", runs=tmp_path / "rref", workers=1,

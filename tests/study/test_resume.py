@@ -41,6 +41,7 @@ def _run(study: Path, tmp_path: Path, runs: str) -> list[str]:
             "--no-progress"]
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path: Path, monkeypatch) -> None:
     study = _study(tmp_path)
     cells_dir = tmp_path / "killed" / "fake" / "cells"

@@ -123,6 +123,7 @@ def test_longest_first_puts_noisy_training_first_and_cached_models_last(tmp_path
                      "E8a__s0", "E8a__s1"]
 
 
+@pytest.mark.slow
 def test_jobs_give_the_same_outcomes_in_plan_and_longest_first_order(tmp_path):
     spec = _smoke_spec(tmp_path)
     cells = plan(spec)

@@ -31,6 +31,7 @@ def test_the_call_that_kills_its_worker_fails_alone():
     assert list(errors) == [2] and isinstance(errors[2], BrokenProcessPool)
 
 
+@pytest.mark.slow
 def test_a_study_keeps_running_the_jobs_a_crash_did_not_kill(tmp_path):
     data = fake_study(n=6, noise_seeds=1)
     data["trainer"]["params"]["crash"] = ["A__s1"]
