@@ -210,6 +210,11 @@ class _Library:
                                "the input's dtype and shape")
         n = y.numel()
         src, dst, k, start = y.data_ptr(), out.data_ptr(), key & _MASK64, offset & _MASK64
+        size = n * y.element_size()
+        if src != dst and src < dst + size and dst < src + size:
+            # the C loop reads each element before it writes it, so only the exact alias is
+            # safe: a shifted one would read values the pass has already written
+            raise RuntimeError("philox perturb: the output overlaps the input without being it")
         t0, t1 = _tiles(start, n)
         parts = torch.empty(2 * (t1 - t0), dtype=torch.float64)  # every slot is written
         base, width = parts.data_ptr(), parts.element_size()

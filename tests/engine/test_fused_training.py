@@ -108,3 +108,17 @@ def test_straight_through_gradient_of_a_noisy_output() -> None:
     (noisy * w).sum().backward()
     assert torch.equal(x.grad, w @ lin.weight)
     assert not torch.equal(noisy.detach(), lin(x).detach())
+
+
+def test_a_partly_overlapping_output_is_refused() -> None:
+    # only the exact alias (in place) is safe for the one-pass kernel
+    from robuststats.engine._philox import kernel
+
+    y = torch.randn(4 * TILE)
+    with pytest.raises(RuntimeError, match="overlaps the input"):
+        kernel().perturb_into(y[:-1], y[1:], 5, 0, 0.05)
+    ref = y.clone()
+    kernel().perturb_into(ref, ref, 5, 0, 0.05)  # in place: allowed
+    out = torch.empty_like(y)
+    kernel().perturb_into(y, out, 5, 0, 0.05)
+    assert torch.equal(out, ref)
