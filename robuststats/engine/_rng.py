@@ -229,26 +229,6 @@ class NoiseStream:
         _run_chunks(len(gens), fill)
         return torch.stack(parts).double().square_().sum(dim=0)  # type: ignore[arg-type]
 
-    def perturbed(self, y: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(y + scale·ε·y, norms)`` out of place, ``y`` left as it is: the values and norms
-        of :meth:`perturb_relative_` (bf16/fp16 in float32, rounded once, the realised error
-        measured). Computed in separate passes (draw, multiply, norms, add): for the tensors
-        of a training step a copy of ``y`` and the chunked pass cost more than they save
-        (``benchmarks/training_step_noise.py``)."""
-        with torch.no_grad():
-            if y.dtype in (torch.bfloat16, torch.float16):
-                yf = y.float()
-                e = self.randn(y.shape, torch.float32).mul_(yf)
-                out = torch.add(yf, e, alpha=scale).to(y.dtype)
-                norms = torch.stack((torch.linalg.vector_norm(yf),
-                                     torch.linalg.vector_norm(out.float().sub_(yf))))
-            else:
-                e = self.randn(y.shape, y.dtype).mul_(y)
-                norms = torch.stack((torch.linalg.vector_norm(y),
-                                     torch.linalg.vector_norm(e) * scale))
-                out = torch.add(y, e, alpha=scale)
-        return out, norms.double().square_()
-
     def get_state(self) -> dict[int, torch.Tensor]:
         """Snapshot of the chunk generators used so far (unused ones start from their key)."""
         return {i: g.get_state() for i, g in enumerate(self._gens)}

@@ -185,12 +185,14 @@ class NoiseSession:
             return y
         recompute = in_backward()
         tracked = y.requires_grad and torch.is_grad_enabled()
+        # draw, multiply, measure and add in one pass (chunk by chunk, in parallel), a
+        # bf16/fp16 result in float32 and rounded once: bitwise the values of the unfused
+        # paths below. In place when autograd does not track y; else (the philox stream's
+        # kernel only: the default stream's chunked pass would need a copy first, which
+        # costs more than it saves) into a new tensor that the gradient passes straight
+        # through (y may be saved for backward)
         if self.kind == "relative_gaussian" and y.device.type == "cpu" and (
-                tracked or y.is_contiguous()):
-            # draw, multiply, measure and add in one pass (chunk by chunk, in parallel), a
-            # bf16/fp16 result in float32 and rounded once: bitwise the values of the unfused
-            # paths below. In place when autograd does not track y; else into a new tensor
-            # that the gradient passes straight through (y may be saved for backward)
+                self._streams.generator == "philox" if tracked else y.is_contiguous()):
             g = self._replay.forward_stream(layer, y.device)
             if tracked:
                 made: list[torch.Tensor] = []
@@ -238,9 +240,11 @@ class NoiseSession:
             return grad
         with torch.no_grad():
             g = self._streams.get("backward", layer, grad.device)
-            if self.kind == "relative_gaussian" and grad.device.type == "cpu":
-                # one fused pass into a new tensor (never in place: autograd may hand the
-                # same gradient buffer to several inputs); bitwise the unfused values below
+            if (self.kind == "relative_gaussian" and grad.device.type == "cpu"
+                    and self._streams.generator == "philox"):
+                # the philox kernel's one pass into a new tensor (never in place: autograd
+                # may hand the same gradient buffer to several inputs); bitwise the unfused
+                # values below
                 out, norms = g.perturbed(grad, scale)
                 self._ledger.book(layer, op, "backward", norms, count=count)
                 return out
