@@ -37,13 +37,16 @@ from scipy import signal
 
 from robuststats._validation import check_number
 from robuststats.errors import InputError
-from robuststats.stats._simulate import _expit_normal, _levels, seed_model
+from robuststats.stats._simulate import (
+    _density,
+    _expit_normal,
+    _grid,
+    _levels,
+    _sum_density,
+    seed_model,
+)
 
 __all__ = ["SimulatorComponents", "true_components"]
-
-#: the grid of every density: ``STEP`` over ``±HALF_WIDTH`` logit units
-STEP = 0.005
-HALF_WIDTH = 25.0
 
 
 @dataclass(frozen=True)
@@ -85,37 +88,6 @@ class SimulatorComponents:
         """``effect``, ``discordance``, ``seed_sd`` and ``icc``: keywords of power_seeds."""
         return {"effect": self.effect, "discordance": self.discordance,
                 "seed_sd": self.seed_sd, "icc": self.icc}
-
-
-def _grid() -> np.ndarray:
-    m = round(HALF_WIDTH / STEP)
-    return np.arange(-m, m + 1) * STEP
-
-
-def _density(dist: str, sd: float, x: np.ndarray) -> np.ndarray:
-    """Probability weights on ``x`` of one mean-0 term with SD ``sd`` (a point mass at 0
-    when ``sd`` is 0)."""
-    if sd <= 0.0:
-        f = np.zeros_like(x)
-        f[x.size // 2] = 1.0
-        return f
-    if dist == "normal":
-        f = np.exp(-0.5 * (x / sd) ** 2)
-    elif dist == "t3":  # t_3 scaled to SD sd: the density ∝ (1 + z²/3)⁻², z = x√3/sd
-        f = (1.0 + (x * np.sqrt(3.0) / sd) ** 2 / 3.0) ** -2
-    else:  # laplace, b = sd/√2
-        f = np.exp(-np.abs(x) * np.sqrt(2.0) / sd)
-    return f / f.sum()
-
-
-def _sum_density(terms: list[tuple[str, float]], x: np.ndarray) -> np.ndarray:
-    """Weights on ``x`` of a sum of independent terms ``(dist, sd)``."""
-    out = _density(*terms[0], x)
-    for dist, sd in terms[1:]:
-        if sd > 0.0:
-            out = signal.fftconvolve(out, _density(dist, sd, x), mode="same")
-    out = np.clip(out, 0.0, None)
-    return out / out.sum()
 
 
 def _smooth(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
