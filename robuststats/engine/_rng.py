@@ -277,7 +277,9 @@ def randn(
     dtype: torch.dtype,
     device: torch.device,
 ) -> torch.Tensor:
-    """N(0, 1) draws from a :class:`NoiseStream` or a plain ``torch.Generator`` (or global RNG)."""
-    if isinstance(generator, NoiseStream):
-        return generator.randn(shape, dtype)
-    return torch.randn(shape, generator=generator, dtype=dtype, device=device)
+    """N(0, 1) draws from a noise stream (a :class:`NoiseStream`, or the ``philox`` stream's
+    ``PhiloxStream``, which has the same ``randn``) or a plain ``torch.Generator`` (or the
+    global RNG)."""
+    if generator is None or isinstance(generator, torch.Generator):
+        return torch.randn(shape, generator=generator, dtype=dtype, device=device)
+    return generator.randn(shape, dtype)

@@ -13,6 +13,9 @@ from scipy import stats
 from robuststats.engine import NoiseSpec, _philox, inject
 from robuststats.engine import _attention as attention
 from robuststats.engine._philox import TILE, GeneratorUnavailableError, PhiloxStream, philox_block
+from robuststats.engine._error_models import ERROR_MODELS
+from robuststats.engine._model_map import OUTSIDE
+from robuststats.engine._streams import stream_seed
 from robuststats.errors import InputError
 
 ATTENTION = ["attention_scores", "softmax", "attention_output"]
@@ -211,6 +214,43 @@ def test_sessions_on_philox_reproduce_and_differ_from_mt(make_qwen, ids, threads
     assert s_mt.stats["count"].tolist() == counts[0]
     ratio = s.stats["rms_noise_ratio"]
     assert ((ratio > 0.03) & (ratio < 0.07)).all(), s.stats
+
+
+@pytest.mark.parametrize("kind", sorted(ERROR_MODELS))
+def test_every_error_model_draws_from_the_philox_stream(make_qwen, ids, kind) -> None:
+    """Error models other than relative Gaussian take their draws through ``randn``, which
+    once passed the philox stream to torch as if it were a ``torch.Generator``."""
+    model = make_qwen("sdpa")
+    spec = NoiseSpec(scale=0.05, kind=kind, ops="all_ops", phases="both", seed=2,
+                     generator="philox")
+    runs = []
+    for _ in range(2):
+        model.zero_grad()
+        with inject(model, spec) as s:
+            logits = model(ids).logits
+            logits.float().square().mean().backward()
+        runs.append((logits.detach(), [p.grad.clone() for p in model.parameters()]))
+        assert (s.stats["count"] > 0).all()
+    assert torch.equal(runs[0][0], runs[1][0])
+    assert all(torch.equal(a, b) for a, b in zip(runs[0][1], runs[1][1], strict=True))
+    with torch.no_grad():
+        clean = model(ids).logits
+    assert not torch.equal(clean, runs[0][0])
+
+
+def test_absolute_gaussian_error_is_the_streams_draws() -> None:
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(16, 8)
+    x = torch.randn(3, 16, generator=torch.Generator().manual_seed(5))
+    spec = NoiseSpec(scale=0.25, kind="absolute_gaussian", ops="linear", seed=7,
+                     generator="philox")
+    with torch.no_grad():
+        exact = linear(x)
+        with inject(linear, spec):
+            noisy = linear(x)
+    stream = PhiloxStream(stream_seed(7, "forward", OUTSIDE))
+    expected = exact + 0.25 * stream.randn(exact.shape, torch.float32)
+    torch.testing.assert_close(noisy, expected, rtol=0, atol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
