@@ -216,6 +216,33 @@ def test_sessions_on_philox_reproduce_and_differ_from_mt(make_qwen, ids, threads
     assert ((ratio > 0.03) & (ratio < 0.07)).all(), s.stats
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_generation_with_the_kv_cache_reproduces_on_any_thread_count(make_qwen, threads,
+                                                                    dtype) -> None:
+    """One token at a time with the KV cache and a left-padded batch: the engine's
+    attention then sees one query row against the cached keys."""
+    model = make_qwen("sdpa").to(dtype)
+    ids = torch.randint(0, 64, (3, 9), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0
+    spec = NoiseSpec(scale=0.05, ops="all_ops", seed=1, generator="philox")
+    runs = []
+    for n in (1, 2):
+        threads(n)
+        with torch.no_grad(), inject(model, spec) as s:
+            out = model.generate(ids, attention_mask=mask, max_new_tokens=6, do_sample=False,
+                                 pad_token_id=0, output_logits=True,
+                                 return_dict_in_generate=True)
+        runs.append((out.sequences, torch.stack(out.logits), s.stats))
+    assert torch.equal(runs[0][0], runs[1][0]) and torch.equal(runs[0][1], runs[1][1])
+    assert runs[0][2].equals(runs[1][2])  # counts and realised ratios, bit for bit
+    with torch.no_grad(), inject(model, spec.replace(generator="mt")) as s_mt:
+        model.generate(ids, attention_mask=mask, max_new_tokens=6, do_sample=False,
+                       pad_token_id=0)
+    assert s_mt.stats["count"].tolist() == runs[0][2]["count"].tolist()
+    assert (runs[0][2]["count"] > 1).all()  # the prefill and every generated token
+
+
 @pytest.mark.parametrize("kind", sorted(ERROR_MODELS))
 def test_every_error_model_draws_from_the_philox_stream(make_qwen, ids, kind) -> None:
     """Error models other than relative Gaussian take their draws through ``randn``, which
