@@ -20,7 +20,10 @@ Time: median of interleaved repeats in one process, so drift in machine load hit
 variant alike. Peak memory: each variant runs once more in a fresh subprocess, which resets
 the kernel's peak-RSS mark just before the forward pass (``/proc/self/clear_refs``) and
 reports the peak resident set (``VmHWM``) minus the resident set at that moment: the
-extra memory the forward needed (``resource.getrusage`` where the reset is refused). Both at 1 torch thread and at the
+extra memory the forward needed (``resource.getrusage`` where the reset is refused). The
+subprocess runs with glibc's mmap threshold fixed at 128 KiB (``MALLOC_MMAP_THRESHOLD_``;
+``--malloc-default`` leaves glibc's adaptive one), so that the peak follows the tensors
+alive at once rather than the allocator's history. Both at 1 torch thread and at the
 default thread count.
 
 ``--generators mt philox`` adds, for the ``philox`` noise stream (``NoiseSpec.generator``),
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -135,10 +139,24 @@ def _reset_peak() -> bool:
         return False
 
 
-def measure_memory(variant: str, seq: int, threads: int, dtype: str = "float32") -> float:
-    """Extra peak memory (MiB) of one forward, in a fresh process."""
+#: glibc's mmap threshold for the memory subprocesses (bytes). By default glibc raises the
+#: threshold each time a large block is freed, after which freed blocks stay in its heap, so
+#: the peak resident set depends on the order of earlier allocations (four fresh runs of the
+#: same clean bf16 forward at 4k tokens read 41–56 MiB). Fixed, every allocation of 128 KiB
+#: or more is mapped on its own and returned when freed, and the peak follows the tensors
+#: alive at once (33.4–33.6 MiB in four runs).
+MMAP_THRESHOLD = 128 * 1024
+
+
+def measure_memory(variant: str, seq: int, threads: int, dtype: str = "float32", *,
+                   malloc_default: bool = False) -> float:
+    """Extra peak memory (MiB) of one forward, in a fresh process (glibc's mmap threshold
+    fixed at :data:`MMAP_THRESHOLD` unless ``malloc_default``)."""
     cmd = [sys.executable, __file__, "--child", json.dumps([variant, seq, threads, dtype])]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    env = dict(os.environ)
+    if not malloc_default:
+        env["MALLOC_MMAP_THRESHOLD_"] = str(MMAP_THRESHOLD)
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
     return float(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -228,6 +246,9 @@ def main() -> None:
                     help="torch thread counts (default: 1 and the default count)")
     ap.add_argument("--generators", nargs="*", choices=GENERATORS, default=["mt"],
                     help="noise streams of the engine variants and the floor (default: mt)")
+    ap.add_argument("--malloc-default", action="store_true",
+                    help="measure memory with glibc's own (adaptive) mmap threshold instead of "
+                         "a fixed 128 KiB one: peaks then depend on allocation history")
     ap.add_argument("--child", help=argparse.SUPPRESS)  # one memory measurement
     args = ap.parse_args()
     if args.child:
@@ -256,7 +277,8 @@ def main() -> None:
                  for s in seqs}
         mems = {}
         if memory:
-            mems = {s: {v: measure_memory(v, s, threads, args.dtype) for v in table}
+            mems = {s: {v: measure_memory(v, s, threads, args.dtype,
+                                          malloc_default=args.malloc_default) for v in table}
                     for s in seqs}
         for v in table:
             cells = [f"{times[s][v] / times[s]['sdpa (clean)']:.2f}×" for s in seqs]

@@ -12,9 +12,9 @@ from scipy import stats
 
 from robuststats.engine import NoiseSpec, _philox, inject
 from robuststats.engine import _attention as attention
-from robuststats.engine._philox import TILE, GeneratorUnavailableError, PhiloxStream, philox_block
 from robuststats.engine._error_models import ERROR_MODELS
 from robuststats.engine._model_map import OUTSIDE
+from robuststats.engine._philox import TILE, GeneratorUnavailableError, PhiloxStream, philox_block
 from robuststats.engine._streams import stream_seed
 from robuststats.errors import InputError
 
