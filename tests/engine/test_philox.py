@@ -4,6 +4,7 @@ threads and splits, the N(0, 1) law, sessions on it, and the refusal when it can
 from __future__ import annotations
 
 import itertools
+import threading
 
 import numpy as np
 import pytest
@@ -241,6 +242,40 @@ def test_generation_with_the_kv_cache_reproduces_on_any_thread_count(make_qwen, 
                        pad_token_id=0)
     assert s_mt.stats["count"].tolist() == runs[0][2]["count"].tolist()
     assert (runs[0][2]["count"] > 1).all()  # the prefill and every generated token
+
+
+def test_concurrent_sessions_share_the_thread_pool_without_changing_a_draw(make_qwen,
+                                                                          threads) -> None:
+    """Sessions in two Python threads at once, each splitting its passes over two torch
+    threads through the one shared pool: forward logits, gradients and statistics are bit
+    for bit those of the same sessions run one after another."""
+    threads(2)
+    models = [make_qwen("sdpa", layers=2) for _ in range(2)]
+    ids = torch.randint(0, 64, (2, 96), generator=torch.Generator().manual_seed(1))
+
+    def run(i: int, out: dict) -> None:
+        spec = NoiseSpec(scale=0.05, ops="all_ops", seed=i, generator="philox")
+        with torch.no_grad(), inject(models[i], spec) as s:
+            logits = models[i](ids).logits
+        with inject(models[i], spec.replace(phases="both")) as s2:
+            models[i](ids).logits.float().square().mean().backward()
+        grads = [p.grad.clone() for p in models[i].parameters()]
+        models[i].zero_grad()
+        out[i] = (logits, grads, s.stats, s2.stats)
+
+    alone: dict = {}
+    for i in range(2):
+        run(i, alone)
+    together: dict = {}
+    workers = [threading.Thread(target=run, args=(i, together)) for i in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    for i in range(2):
+        assert torch.equal(alone[i][0], together[i][0])
+        assert all(torch.equal(a, b) for a, b in zip(alone[i][1], together[i][1], strict=True))
+        assert alone[i][2].equals(together[i][2]) and alone[i][3].equals(together[i][3])
 
 
 @pytest.mark.parametrize("kind", sorted(ERROR_MODELS))
