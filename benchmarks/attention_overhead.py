@@ -154,6 +154,7 @@ def measure_memory(variant: str, seq: int, threads: int, dtype: str = "float32",
     fixed at :data:`MMAP_THRESHOLD` unless ``malloc_default``)."""
     cmd = [sys.executable, __file__, "--child", json.dumps([variant, seq, threads, dtype])]
     env = dict(os.environ)
+    env.pop("MALLOC_MMAP_THRESHOLD_", None)
     if not malloc_default:
         env["MALLOC_MMAP_THRESHOLD_"] = str(MMAP_THRESHOLD)
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)

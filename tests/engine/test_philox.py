@@ -253,8 +253,12 @@ def test_concurrent_sessions_share_the_thread_pool_without_changing_a_draw(make_
     models = [make_qwen("sdpa", layers=2) for _ in range(2)]
     ids = torch.randint(0, 64, (2, 96), generator=torch.Generator().manual_seed(1))
 
+    barrier: threading.Barrier | None = None
+
     def run(i: int, out: dict) -> None:
         spec = NoiseSpec(scale=0.05, ops="all_ops", seed=i, generator="philox")
+        if barrier is not None:
+            barrier.wait()  # both sessions open and draw at the same time
         with torch.no_grad(), inject(models[i], spec) as s:
             logits = models[i](ids).logits
         with inject(models[i], spec.replace(phases="both")) as s2:
@@ -267,6 +271,7 @@ def test_concurrent_sessions_share_the_thread_pool_without_changing_a_draw(make_
     for i in range(2):
         run(i, alone)
     together: dict = {}
+    barrier = threading.Barrier(2, timeout=120)
     workers = [threading.Thread(target=run, args=(i, together)) for i in range(2)]
     for w in workers:
         w.start()
