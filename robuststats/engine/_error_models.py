@@ -32,12 +32,16 @@ are in ``docs/engine.md`` and are asserted by ``tests/engine/test_error_models.p
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeAlias
 
 import torch
 
 from robuststats._validation import check_choice, check_number
 from robuststats.engine._rng import NoiseStream, randn
 from robuststats.errors import InputError
+
+if TYPE_CHECKING:
+    from robuststats.engine._philox import PhiloxStream
 
 __all__ = ["ERROR_MODELS", "FORMATS", "compute_error", "error_tensor", "quantize"]
 
@@ -119,9 +123,10 @@ def _quant_blocks(y: torch.Tensor, fmt: str, block: int, ties: str) -> torch.Ten
     return _fake_quantize(y, fmt, "block", block, ties).to(y.dtype)
 
 
-# ``g``: the session's NoiseStream (parallel, thread-count independent) or, through the
-# public ``compute_error``, a plain torch.Generator
-Gen = NoiseStream | torch.Generator | None
+# ``g``: the session's noise stream (a NoiseStream, or a PhiloxStream with the same
+# ``randn``; both thread-count independent) or, through the public ``compute_error``, a
+# plain torch.Generator. A string: the philox module is imported only where it is used
+Gen: TypeAlias = "NoiseStream | PhiloxStream | torch.Generator | None"
 
 
 def _relative_gaussian(y: torch.Tensor, s: float, g: Gen) -> torch.Tensor:

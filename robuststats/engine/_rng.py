@@ -26,10 +26,13 @@ import threading
 import warnings
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from robuststats.engine._philox import PhiloxStream
 
 __all__ = ["CHUNK", "NoiseStream", "mix64", "randn"]
 
@@ -273,7 +276,7 @@ def _run_chunks(k: int, fill: Any) -> None:
 
 def randn(
     shape: torch.Size | tuple[int, ...],
-    generator: NoiseStream | torch.Generator | None,
+    generator: NoiseStream | PhiloxStream | torch.Generator | None,
     dtype: torch.dtype,
     device: torch.device,
 ) -> torch.Tensor:
