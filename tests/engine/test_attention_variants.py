@@ -101,6 +101,9 @@ def test_softcap_and_sinks_matter_in_these_models(arch, ids12, monkeypatch) -> N
 
     from transformers import AttentionInterface
 
+    # registered first: if this test registered it under the patch, the undo would delete the
+    # name while the module still believes it registered, and every later test would fail
+    attention.register()
     monkeypatch.setitem(AttentionInterface._global_mapping, attention.NAME, without_variant)
     monkeypatch.setattr(attention, "_self_check", lambda *a, **k: None)
     with inject(model, spec, verify=False):
